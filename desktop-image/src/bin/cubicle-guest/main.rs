@@ -1,0 +1,89 @@
+//! `cubicle-guest`: the workspace's first process.
+//!
+//! Starts Xvnc, the XFCE session and Chromium, restarts any that die (with
+//! backoff), probes readiness, and serves the guest channel on a Unix socket
+//! the host can reach. See the crate docs for the protocol.
+
+mod channel_server;
+mod control_server;
+mod probes;
+mod session;
+mod supervisor;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+
+/// The in-workspace supervisor.
+#[derive(Debug, Parser)]
+#[command(name = "cubicle-guest", version)]
+struct Args {
+    /// Unix socket the guest channel listens on (bind-mounted from the host).
+    #[arg(long, default_value = "/run/cubicle/guest.sock")]
+    socket: PathBuf,
+    /// Screen size, WIDTHxHEIGHT.
+    #[arg(long, default_value = "1280x800")]
+    geometry: String,
+    /// The Xvnc binary inside the workspace.
+    #[arg(long, default_value = "/usr/bin/Xvnc")]
+    xvnc: PathBuf,
+    /// The Chromium binary inside the workspace.
+    #[arg(long, default_value = "/usr/bin/chromium")]
+    chromium: PathBuf,
+    /// Where each service's stdout and stderr are written.
+    #[arg(long, default_value = "/tmp/cubicle-logs")]
+    log_dir: PathBuf,
+    /// The workspace user's home.
+    #[arg(long, default_value = "/home/user")]
+    home: PathBuf,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("cubicle-guest: cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("cubicle-guest: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let plan = session::Plan::from_args(&args)?;
+    std::fs::create_dir_all(&args.log_dir)
+        .map_err(|err| format!("cannot create log dir {}: {err}", args.log_dir.display()))?;
+    let supervisor = Arc::new(supervisor::Supervisor::new(args.log_dir.clone()));
+    let listener = channel_server::bind(&args.socket)?;
+    let server = tokio::spawn(channel_server::serve(listener, supervisor.clone()));
+    let started = tokio::spawn(session::start(plan, supervisor.clone()));
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|err| format!("cannot watch SIGTERM: {err}"))?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping every service"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping every service"),
+    }
+    started.abort();
+    server.abort();
+    supervisor.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! Readiness probes: is a service inside the workspace answering its protocol?
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// RFB security type "None".
+const SECURITY_NONE: u8 = 1;
+
+/// Xvnc is ready when a whole RFB 3.8 handshake succeeds (version, security
+/// type None, ServerInit). A half handshake would count as a security
+/// failure and get the prober blacklisted by Xvnc.
+pub async fn rfb(port: u16) -> bool {
+    let attempt = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let mut banner = [0u8; 12];
+        stream.read_exact(&mut banner).await.ok()?;
+        if !banner.starts_with(b"RFB ") {
+            return Some(false);
+        }
+        stream.write_all(b"RFB 003.008\n").await.ok()?;
+        let count = stream.read_u8().await.ok()?;
+        let mut types = vec![0u8; usize::from(count)];
+        stream.read_exact(&mut types).await.ok()?;
+        if !types.contains(&SECURITY_NONE) {
+            return Some(false);
+        }
+        stream.write_u8(SECURITY_NONE).await.ok()?;
+        if stream.read_u32().await.ok()? != 0 {
+            return Some(false);
+        }
+        stream.write_u8(1).await.ok()?; // ClientInit: shared
+        let width = stream.read_u16().await.ok()?;
+        Some(width > 0)
+    };
+    matches!(
+        tokio::time::timeout(PROBE_TIMEOUT, attempt).await,
+        Ok(Some(true))
+    )
+}
+
+/// Chromium is ready when `GET /json/version` answers 200 with a
+/// `webSocketDebuggerUrl`.
+pub async fn cdp(port: u16) -> bool {
+    let attempt = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let body = http_get(&mut stream, port, "/json/version").await?;
+        Some(body.contains("webSocketDebuggerUrl"))
+    };
+    matches!(
+        tokio::time::timeout(PROBE_TIMEOUT, attempt).await,
+        Ok(Some(true))
+    )
+}
+
+/// A minimal HTTP/1.1 GET: the body of a 200 reply, read by Content-Length
+/// (Chromium's DevTools server keeps the connection open).
+async fn http_get<S>(stream: &mut S, port: u16, path: &str) -> Option<String>
+where
+    S: AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(stream.read_u8().await.ok()?);
+        if head.len() > 8192 {
+            return None;
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let length: usize = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    })?;
+    let mut body = vec![0u8; length.min(64 * 1024)];
+    stream.read_exact(&mut body).await.ok()?;
+    Some(String::from_utf8_lossy(&body).into_owned())
+}

@@ -1,0 +1,259 @@
+//! Keeps the workspace's services running: spawns each in its own process
+//! group, restarts it with exponential backoff when it dies, probes its
+//! readiness, and reports all of it to the control service.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use cubicle_guest::control::{Health, ServiceStatus};
+use tokio::task::JoinHandle;
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// A run this long counts as healthy: the next crash starts backoff afresh.
+const STABLE_RUN: Duration = Duration::from_secs(30);
+const LOG_TAIL_BYTES: u64 = 2048;
+
+/// How to tell that a service is ready.
+#[derive(Debug, Clone, Copy)]
+pub enum Probe {
+    None,
+    Rfb,
+    Cdp,
+}
+
+/// One service to keep running.
+#[derive(Debug, Clone)]
+pub struct ServiceSpec {
+    pub name: &'static str,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub probe: Probe,
+    /// Fail the whole workspace after this many consecutive exits before the
+    /// service was ever ready (Xvnc: without a display nothing works).
+    pub fatal_after: Option<u32>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    services: Vec<ServiceStatus>,
+    pids: Vec<(&'static str, u32)>,
+    failed: Option<String>,
+}
+
+/// The owner of every service task and child process of the workspace.
+pub struct Supervisor {
+    log_dir: PathBuf,
+    state: Mutex<State>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Supervisor {
+    pub fn new(log_dir: PathBuf) -> Self {
+        Self {
+            log_dir,
+            state: Mutex::new(State::default()),
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock leaves plain data behind; keep going.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts keeping `spec` running.
+    pub fn spawn(self: &Arc<Self>, spec: ServiceSpec) {
+        self.state().services.push(ServiceStatus {
+            name: spec.name.to_owned(),
+            state: "starting".into(),
+            ready: false,
+            restarts: 0,
+            last_exit: None,
+        });
+        let task = tokio::spawn(self.clone().keep_running(spec));
+        self.tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(task);
+    }
+
+    pub fn is_ready(&self, name: &str) -> bool {
+        self.state()
+            .services
+            .iter()
+            .any(|service| service.name == name && service.ready)
+    }
+
+    pub fn failure(&self) -> Option<String> {
+        self.state().failed.clone()
+    }
+
+    /// The control service's health report.
+    pub fn health(&self) -> Health {
+        let state = self.state();
+        let ready = ["xvnc", "chromium"].iter().all(|name| {
+            state
+                .services
+                .iter()
+                .any(|service| service.name == *name && service.ready)
+        });
+        Health {
+            ready: ready && state.failed.is_none(),
+            failed: state.failed.clone(),
+            services: state.services.clone(),
+        }
+    }
+
+    fn update(&self, name: &str, change: impl FnOnce(&mut ServiceStatus)) {
+        if let Some(service) = self.state().services.iter_mut().find(|s| s.name == name) {
+            change(service);
+        }
+    }
+
+    async fn keep_running(self: Arc<Self>, spec: ServiceSpec) {
+        let mut backoff = FIRST_BACKOFF;
+        let mut early_exits = 0u32;
+        loop {
+            let started = Instant::now();
+            let (exit, was_ready) = self.run_once(&spec).await;
+            tracing::warn!(service = spec.name, %exit, "service ended");
+            self.update(spec.name, |s| {
+                s.state = "restarting".into();
+                s.ready = false;
+                s.restarts += 1;
+                s.last_exit = Some(exit.clone());
+            });
+            if started.elapsed() >= STABLE_RUN {
+                backoff = FIRST_BACKOFF;
+            }
+            early_exits = if was_ready { 0 } else { early_exits + 1 };
+            if spec.fatal_after.is_some_and(|limit| early_exits >= limit) {
+                self.fail(&spec, early_exits, &exit);
+                return;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    fn fail(&self, spec: &ServiceSpec, exits: u32, exit: &str) {
+        let tail = log_tail(&self.log_path(spec.name));
+        let reason = format!(
+            "{} ({}) exited {exits} times before it was ready; last: {exit}; log: {tail}",
+            spec.name,
+            spec.program.display()
+        );
+        self.update(spec.name, |s| s.state = "failed".into());
+        self.state().failed = Some(reason);
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.log_dir.join(format!("{name}.log"))
+    }
+
+    /// Runs the service once; returns how it ended and whether it was ready.
+    async fn run_once(&self, spec: &ServiceSpec) -> (String, bool) {
+        let mut child = match self.start(spec) {
+            Ok(child) => child,
+            Err(err) => return (format!("cannot start: {err}"), false),
+        };
+        let pid = child.id().unwrap_or_default();
+        self.state().pids.push((spec.name, pid));
+        self.update(spec.name, |s| s.state = "running".into());
+        let mut was_ready = false;
+        let status = tokio::select! {
+            status = child.wait() => status,
+            () = self.watch_readiness(spec, &mut was_ready) => unreachable_watch(),
+        };
+        self.state().pids.retain(|&(_, p)| p != pid);
+        let exit = match status {
+            Ok(status) => status.to_string(),
+            Err(err) => format!("wait failed: {err}"),
+        };
+        (exit, was_ready)
+    }
+
+    fn start(&self, spec: &ServiceSpec) -> std::io::Result<tokio::process::Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(spec.name))?;
+        tokio::process::Command::new(&spec.program)
+            .args(&spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+    }
+
+    /// Probes until the child exits (the caller's select ends this future).
+    async fn watch_readiness(&self, spec: &ServiceSpec, was_ready: &mut bool) {
+        loop {
+            let ready = crate::session::probe(spec.probe).await;
+            *was_ready |= ready;
+            self.update(spec.name, |s| s.ready = ready);
+            let pause = if ready { 2000 } else { 100 };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+    }
+
+    /// Stops every service: SIGTERM to each process group, SIGKILL to what
+    /// is left after two seconds.
+    pub async fn shutdown(&self) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+        let pids: Vec<u32> = self.state().pids.iter().map(|&(_, pid)| pid).collect();
+        signal_groups(&pids, libc::SIGTERM);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        signal_groups(&pids, libc::SIGKILL);
+    }
+}
+
+fn unreachable_watch() -> std::io::Result<std::process::ExitStatus> {
+    // watch_readiness loops forever; select! only ever completes on wait().
+    Err(std::io::Error::other("readiness watch ended"))
+}
+
+fn signal_groups(pids: &[u32], signal: libc::c_int) {
+    for &pid in pids {
+        let Ok(pgid) = libc::pid_t::try_from(pid) else {
+            continue;
+        };
+        // SAFETY: killpg only sends a signal; a stale group id fails with
+        // ESRCH, which is harmless here.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}
+
+/// The last lines of a service log, on one line, for an error message.
+fn log_tail(path: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return "(no log)".into();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(4)..].join(" | ")
+}

@@ -1,0 +1,87 @@
+//! The isolation backend trait: how a workspace's machine is made, started,
+//! stopped and destroyed, and how its guest is reached. The same
+//! `cubicle-guest` runs inside every backend.
+
+use std::path::PathBuf;
+
+use crate::channel::GuestChannel;
+use crate::geometry::Geometry;
+
+/// Everything a backend needs to know about one workspace.
+#[derive(Debug, Clone)]
+pub struct WorkspaceSpec {
+    pub id: String,
+    pub geometry: Geometry,
+    /// The unprivileged host uid the workspace's processes run as.
+    pub host_uid: u32,
+    /// The workspace's directory under the data dir (its writable layer).
+    pub dir: PathBuf,
+}
+
+impl WorkspaceSpec {
+    /// The Unix socket of the guest channel, inside `dir`.
+    pub fn channel_socket(&self) -> PathBuf {
+        self.dir.join("chan").join("guest.sock")
+    }
+}
+
+/// How a started workspace ended, as seen by its backend.
+#[derive(Debug, Clone)]
+pub struct Exit {
+    pub description: String,
+}
+
+/// What can go wrong in a backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("workspace directory {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the workspace: {0}")]
+    Spawn(String),
+    #[error("the {0} backend is not available on this host: {1}")]
+    Unavailable(&'static str, String),
+    #[error("processes of workspace {id} survived the stop: pids {pids:?}")]
+    Survivors { id: String, pids: Vec<i32> },
+}
+
+/// An isolation backend.
+pub trait Backend: Send + Sync + 'static {
+    /// The name stored with each workspace (`jail`, `microvm`).
+    fn name(&self) -> &'static str;
+
+    /// Makes the workspace's writable layer on disk.
+    fn create(&self, spec: &WorkspaceSpec) -> Result<(), BackendError>;
+
+    /// Starts the workspace's processes; returns the host pid of its top
+    /// process and a future that resolves when that process ends.
+    fn start(
+        &self,
+        spec: &WorkspaceSpec,
+    ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError>;
+
+    /// Whether the workspace's top process `pid` still runs (used to
+    /// re-attach after a daemon restart).
+    fn is_running(&self, spec: &WorkspaceSpec, pid: i32) -> bool;
+
+    /// Ends every process of the workspace; returns once none is left.
+    fn stop(
+        &self,
+        spec: &WorkspaceSpec,
+    ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send;
+
+    /// Removes what a stopped workspace left in its runtime state (sockets,
+    /// temporary files) but keeps its home.
+    fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError>;
+
+    /// Removes the workspace's writable layer entirely.
+    fn destroy(&self, spec: &WorkspaceSpec) -> Result<(), BackendError>;
+
+    /// How to reach the guest.
+    fn channel(&self, spec: &WorkspaceSpec) -> GuestChannel {
+        GuestChannel::new(spec.channel_socket())
+    }
+}

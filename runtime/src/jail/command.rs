@@ -1,0 +1,120 @@
+//! The command line that starts one jail: `prlimit` (resource limits) →
+//! `setpriv` (the workspace's own unprivileged uid) → `bwrap` (namespaces,
+//! mounts, capabilities, seccomp) → `cubicle-guest`. Each execs the next, so
+//! the whole chain is one process, the daemon's child, and bubblewrap's
+//! `--die-with-parent` ties the workspace to the daemon.
+
+use std::os::fd::RawFd;
+
+use crate::backend::WorkspaceSpec;
+
+use super::JailBackend;
+
+/// Per-workspace limits (per uid, so per workspace: each has its own uid).
+const MAX_PROCESSES: u32 = 4096;
+const MAX_OPEN_FILES: u32 = 16384;
+/// Size of the workspace's `/dev/shm`.
+const SHM_BYTES: u64 = 512 * 1024 * 1024;
+
+pub fn argv(jail: &JailBackend, spec: &WorkspaceSpec, seccomp_fd: RawFd) -> Vec<String> {
+    let dir = |sub: &str| spec.dir.join(sub).display().to_string();
+    let uid = spec.host_uid.to_string();
+    let mut argv: Vec<String> = vec![
+        "prlimit".into(),
+        format!("--nproc={MAX_PROCESSES}:{MAX_PROCESSES}"),
+        format!("--nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"),
+        "--core=0:0".into(),
+        "--".into(),
+        "setpriv".into(),
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".into(),
+        "--no-new-privs".into(),
+        "--".into(),
+        "bwrap".into(),
+        "--unshare-all".into(),
+        "--unshare-user".into(),
+        "--disable-userns".into(),
+        "--die-with-parent".into(),
+        "--new-session".into(),
+        "--ro-bind".into(),
+        jail.rootfs.display().to_string(),
+        "/".into(),
+        "--proc".into(),
+        "/proc".into(),
+        "--dev".into(),
+        "/dev".into(),
+        "--size".into(),
+        SHM_BYTES.to_string(),
+        "--tmpfs".into(),
+        "/dev/shm".into(),
+        "--tmpfs".into(),
+        "/run".into(),
+    ];
+    for (host, guest) in [
+        (dir("chan"), "/run/cubicle"),
+        (dir("home"), "/home/user"),
+        (dir("tmp"), "/tmp"),
+    ] {
+        argv.extend(["--bind".into(), host, guest.into()]);
+    }
+    argv.extend([
+        "--ro-bind".into(),
+        jail.guest_bin.display().to_string(),
+        "/usr/local/sbin/cubicle-guest".into(),
+        "--hostname".into(),
+        spec.id.clone(),
+        "--uid".into(),
+        "1000".into(),
+        "--gid".into(),
+        "1000".into(),
+        "--cap-drop".into(),
+        "ALL".into(),
+        "--clearenv".into(),
+        "--setenv".into(),
+        "PATH".into(),
+        "/usr/local/sbin:/usr/local/bin:/usr/bin:/bin".into(),
+        "--chdir".into(),
+        "/home/user".into(),
+        "--seccomp".into(),
+        seccomp_fd.to_string(),
+        "--".into(),
+        "/usr/local/sbin/cubicle-guest".into(),
+        "--geometry".into(),
+        spec.geometry.to_string(),
+        "--xvnc".into(),
+        jail.xvnc.clone(),
+    ]);
+    argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jail_drops_everything_and_runs_as_the_workspace_uid() {
+        let jail =
+            JailBackend::new("/img".into(), "/bin/guest".into(), "/usr/bin/Xvnc".into()).unwrap();
+        let spec = WorkspaceSpec {
+            id: "ws-1".into(),
+            geometry: crate::geometry::Geometry::default(),
+            host_uid: 1_600_007,
+            dir: "/data/workspaces/ws-1".into(),
+        };
+        let argv = argv(&jail, &spec, 9);
+        let joined = argv.join(" ");
+        for needle in [
+            "--reuid=1600007",
+            "--unshare-all --unshare-user --disable-userns --die-with-parent",
+            "--ro-bind /img /",
+            "--cap-drop ALL",
+            "--seccomp 9",
+            "--bind /data/workspaces/ws-1/home /home/user",
+            "--geometry 1280x800",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in {joined}");
+        }
+        assert!(!joined.contains("--share-net"));
+    }
+}

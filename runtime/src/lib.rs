@@ -1,0 +1,22 @@
+//! `cubicle-runtime`: workspaces' lifecycle and state on one host.
+//!
+//! It owns the workspace state machine and its SQLite store ([`state`]), the
+//! isolation backends behind one trait ([`backend::Backend`]; today the
+//! bubblewrap [`jail`]), the guest channel to `cubicle-guest` inside each
+//! workspace ([`channel`]), the desktop image on disk ([`image`]) and host
+//! detection ([`host`]). It does not own HTTP, auth or the live view (that is
+//! `cubicle-gateway`), nor the VMM (`cubicle-vmm`, reached as a process).
+//!
+//! Start with [`manager::Manager`]: every workspace operation goes through it,
+//! and it writes each state change before reporting it.
+
+pub mod backend;
+pub mod channel;
+pub mod geometry;
+pub mod host;
+pub mod image;
+pub mod jail;
+pub mod manager;
+pub mod proc_scan;
+pub mod state;
+pub mod tokens;

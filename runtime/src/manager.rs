@@ -1,0 +1,449 @@
+//! The workspace manager: creates, lists, stops and deletes workspaces, and
+//! reconciles the store with the processes that really exist after a restart.
+//!
+//! Every state change is written to the store before it is returned to a
+//! caller, and a workspace is reported `running` only while its processes run.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::RngCore;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
+use crate::geometry::Geometry;
+use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
+
+/// Host uids handed to workspaces start here (far from system and subuid ranges).
+pub const UID_BASE: u32 = 1_600_000;
+const UID_COUNT: u32 = 65_536;
+const READY_POLL: Duration = Duration::from_millis(200);
+
+/// What can go wrong with a workspace operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error("no workspace with id {0:?}")]
+    NotFound(String),
+    #[error("workspace {id} is {state}: {reason}")]
+    Conflict {
+        id: String,
+        state: &'static str,
+        reason: String,
+    },
+    #[error("workspace {id} could not start: {reason}")]
+    StartFailed { id: String, reason: String },
+    #[error("no free host uid for a new workspace ({UID_COUNT} in use)")]
+    NoUid,
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// What a caller asks for when creating a workspace.
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequest {
+    pub name: Option<String>,
+    pub geometry: Geometry,
+}
+
+/// Settings of the manager.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    /// Workspaces' directories live under `<data_dir>/workspaces/`.
+    pub data_dir: PathBuf,
+    /// How long a new workspace may take to become ready.
+    pub ready_timeout: Duration,
+}
+
+/// The owner of every workspace on this host.
+pub struct Manager<B: Backend> {
+    store: Store,
+    backend: B,
+    config: ManagerConfig,
+    /// Serialises uid allocation.
+    alloc: tokio::sync::Mutex<()>,
+    /// One lock per workspace, so two operations on it never interleave.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Cancels the exit watcher of each started workspace.
+    watchers: Mutex<HashMap<String, CancellationToken>>,
+    shutdown: CancellationToken,
+}
+
+impl<B: Backend> Manager<B> {
+    pub fn new(store: Store, backend: B, config: ManagerConfig) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            backend,
+            config,
+            alloc: tokio::sync::Mutex::new(()),
+            locks: Mutex::new(HashMap::new()),
+            watchers: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The backend's view of a stored workspace.
+    pub fn spec(&self, record: &WorkspaceRecord) -> WorkspaceSpec {
+        WorkspaceSpec {
+            id: record.id.clone(),
+            geometry: record.geometry,
+            host_uid: record.host_uid,
+            dir: self.config.data_dir.join("workspaces").join(&record.id),
+        }
+    }
+
+    fn lock_for(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(id.to_owned()).or_default().clone()
+    }
+
+    pub async fn list(&self) -> Result<Vec<WorkspaceRecord>, ManagerError> {
+        Ok(self.store.list().await?)
+    }
+
+    /// A workspace that is not deleted.
+    pub async fn get(&self, id: &str) -> Result<WorkspaceRecord, ManagerError> {
+        match self.store.get(id).await? {
+            Some(record) if record.state != WorkspaceState::Deleted => Ok(record),
+            _ => Err(ManagerError::NotFound(id.to_owned())),
+        }
+    }
+
+    /// A workspace that is running, for callers that need its guest.
+    pub async fn running(&self, id: &str) -> Result<WorkspaceRecord, ManagerError> {
+        let record = self.get(id).await?;
+        if record.state != WorkspaceState::Running {
+            return Err(ManagerError::Conflict {
+                id: record.id,
+                state: record.state.as_str(),
+                reason: "it is not running".into(),
+            });
+        }
+        Ok(record)
+    }
+
+    /// Creates a workspace and returns it once it is ready.
+    pub async fn create(
+        self: &Arc<Self>,
+        request: CreateRequest,
+    ) -> Result<WorkspaceRecord, ManagerError> {
+        let record = self.insert_new(request).await?;
+        let lock = self.lock_for(&record.id);
+        let _held = lock.lock().await;
+        let spec = self.spec(&record);
+        if let Err(err) = self.backend.create(&spec) {
+            self.discard(&spec, &err.to_string()).await?;
+            return Err(err.into());
+        }
+        match self.boot(&spec).await {
+            Ok(()) => Ok(self.get(&record.id).await?),
+            Err(reason) => {
+                self.discard(&spec, &reason).await?;
+                Err(ManagerError::StartFailed {
+                    id: record.id,
+                    reason,
+                })
+            }
+        }
+    }
+
+    async fn insert_new(&self, request: CreateRequest) -> Result<WorkspaceRecord, ManagerError> {
+        let _alloc = self.alloc.lock().await;
+        let used = self.store.uids_in_use().await?;
+        let host_uid = (UID_BASE..UID_BASE + UID_COUNT)
+            .find(|uid| !used.contains(uid))
+            .ok_or(ManagerError::NoUid)?;
+        let mut raw = [0u8; 6];
+        rand::rng().fill_bytes(&mut raw);
+        let id = format!("ws-{}", hex::encode(raw));
+        let now = now_ms();
+        let record = WorkspaceRecord {
+            name: request.name.unwrap_or_else(|| id.clone()),
+            id,
+            backend: self.backend.name().to_owned(),
+            state: WorkspaceState::Creating,
+            geometry: request.geometry,
+            host_uid,
+            pid: None,
+            error: None,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.insert(&record).await?;
+        Ok(record)
+    }
+
+    /// Stops and removes a workspace that never became ready; its row says
+    /// why, and nothing else of it is left.
+    async fn discard(&self, spec: &WorkspaceSpec, reason: &str) -> Result<(), ManagerError> {
+        tracing::warn!(workspace = %spec.id, %reason, "workspace failed to start");
+        self.backend.stop(spec).await?;
+        self.backend.destroy(spec)?;
+        self.store
+            .set_state(&spec.id, WorkspaceState::Failed, None, Some(reason))
+            .await?;
+        Ok(())
+    }
+
+    /// Starts the workspace's processes and waits until the guest is ready.
+    /// On success the store says `running` and an exit watcher is armed.
+    async fn boot(self: &Arc<Self>, spec: &WorkspaceSpec) -> Result<(), String> {
+        let (pid, mut exit) = self.backend.start(spec).map_err(|e| e.to_string())?;
+        self.store
+            .set_state(&spec.id, WorkspaceState::Starting, Some(pid), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.wait_ready(spec, &mut exit).await?;
+        self.store
+            .set_state(&spec.id, WorkspaceState::Running, Some(pid), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.watch(spec.clone(), async move { exit.await.ok() });
+        tracing::info!(workspace = %spec.id, pid, "workspace running");
+        Ok(())
+    }
+
+    async fn wait_ready(
+        &self,
+        spec: &WorkspaceSpec,
+        exit: &mut tokio::sync::oneshot::Receiver<Exit>,
+    ) -> Result<(), String> {
+        let channel = self.backend.channel(spec);
+        let deadline = tokio::time::Instant::now() + self.config.ready_timeout;
+        let mut last = String::from("the guest channel never answered");
+        while tokio::time::Instant::now() < deadline {
+            tokio::select! {
+                ended = &mut *exit => {
+                    let how = ended.map(|e| e.description).unwrap_or_default();
+                    return Err(format!("the workspace's processes ended before it was ready ({how})"));
+                }
+                () = tokio::time::sleep(READY_POLL) => {}
+            }
+            match channel.health().await {
+                Ok(health) if health.ready => return Ok(()),
+                Ok(health) => {
+                    if let Some(failed) = health.failed {
+                        return Err(failed);
+                    }
+                    last = format!("services: {:?}", health.services);
+                }
+                Err(err) => last = err.to_string(),
+            }
+        }
+        Err(format!(
+            "not ready after {:?}; last: {last}",
+            self.config.ready_timeout
+        ))
+    }
+
+    /// Arms a watcher that marks the workspace stopped if its processes end
+    /// without being asked to.
+    fn watch<F>(self: &Arc<Self>, spec: WorkspaceSpec, ended: F)
+    where
+        F: std::future::Future<Output = Option<Exit>> + Send + 'static,
+    {
+        let cancel = self.shutdown.child_token();
+        self.watchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(spec.id.clone(), cancel.clone());
+        let manager = self.clone();
+        tokio::spawn(async move {
+            let how = tokio::select! {
+                () = cancel.cancelled() => return,
+                how = ended => how.map(|e| e.description).unwrap_or_default(),
+            };
+            let lock = manager.lock_for(&spec.id);
+            let _held = lock.lock().await;
+            if cancel.is_cancelled() {
+                return;
+            }
+            let reason = format!("the workspace's processes ended unexpectedly ({how})");
+            tracing::warn!(workspace = %spec.id, %reason);
+            let _ = manager.backend.stop(&spec).await;
+            let _ = manager.backend.clean(&spec);
+            let _ = manager
+                .store
+                .set_state(&spec.id, WorkspaceState::Stopped, None, Some(&reason))
+                .await;
+        });
+    }
+
+    fn disarm(&self, id: &str) {
+        if let Some(token) = self
+            .watchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            token.cancel();
+        }
+    }
+
+    async fn stop_processes(&self, spec: &WorkspaceSpec) -> Result<(), ManagerError> {
+        self.disarm(&spec.id);
+        self.store
+            .set_state(&spec.id, WorkspaceState::Stopping, None, None)
+            .await?;
+        self.backend.stop(spec).await?;
+        self.backend.clean(spec)?;
+        Ok(())
+    }
+
+    /// Stops a workspace, keeping its home.
+    pub async fn stop(&self, id: &str) -> Result<WorkspaceRecord, ManagerError> {
+        let record = self.get(id).await?;
+        let lock = self.lock_for(id);
+        let _held = self.try_hold(&lock, &record)?;
+        let spec = self.spec(&record);
+        self.stop_processes(&spec).await?;
+        self.store
+            .set_state(id, WorkspaceState::Stopped, None, None)
+            .await?;
+        self.get(id).await
+    }
+
+    /// Starts a stopped workspace again and returns it once ready.
+    pub async fn start(self: &Arc<Self>, id: &str) -> Result<WorkspaceRecord, ManagerError> {
+        let record = self.get(id).await?;
+        let lock = self.lock_for(id);
+        let _held = self.try_hold(&lock, &record)?;
+        if record.state != WorkspaceState::Stopped {
+            return Err(ManagerError::Conflict {
+                id: record.id,
+                state: record.state.as_str(),
+                reason: "only a stopped workspace can be started".into(),
+            });
+        }
+        let spec = self.spec(&record);
+        if let Err(reason) = self.boot(&spec).await {
+            self.backend.stop(&spec).await?;
+            self.backend.clean(&spec)?;
+            self.store
+                .set_state(id, WorkspaceState::Stopped, None, Some(&reason))
+                .await?;
+            return Err(ManagerError::StartFailed {
+                id: id.to_owned(),
+                reason,
+            });
+        }
+        self.get(id).await
+    }
+
+    /// Stops a workspace and removes everything of it but its row.
+    pub async fn delete(&self, id: &str) -> Result<(), ManagerError> {
+        let record = self.get(id).await?;
+        let lock = self.lock_for(id);
+        let _held = self.try_hold(&lock, &record)?;
+        let spec = self.spec(&record);
+        self.stop_processes(&spec).await?;
+        self.backend.destroy(&spec)?;
+        self.store
+            .set_state(id, WorkspaceState::Deleted, None, None)
+            .await?;
+        tracing::info!(workspace = %id, "workspace deleted");
+        Ok(())
+    }
+
+    fn try_hold<'a>(
+        &self,
+        lock: &'a Arc<tokio::sync::Mutex<()>>,
+        record: &WorkspaceRecord,
+    ) -> Result<tokio::sync::MutexGuard<'a, ()>, ManagerError> {
+        lock.try_lock().map_err(|_| ManagerError::Conflict {
+            id: record.id.clone(),
+            state: record.state.as_str(),
+            reason: "another operation on it is in progress; try again when it ends".into(),
+        })
+    }
+
+    /// After a daemon start: re-attach workspaces whose processes still run,
+    /// and mark the others stopped after cleaning what they left.
+    pub async fn reconcile(self: &Arc<Self>) -> Result<(), ManagerError> {
+        for record in self.store.list().await? {
+            let spec = self.spec(&record);
+            let alive = record
+                .pid
+                .is_some_and(|pid| self.backend.is_running(&spec, pid));
+            if alive
+                && record.state == WorkspaceState::Running
+                && self
+                    .backend
+                    .channel(&spec)
+                    .health()
+                    .await
+                    .is_ok_and(|h| h.ready)
+            {
+                self.reattach(spec, record.pid.unwrap_or_default());
+                continue;
+            }
+            if record.state.may_have_processes() || record.state == WorkspaceState::Stopped {
+                self.backend.stop(&spec).await?;
+                self.backend.clean(&spec)?;
+            }
+            if record.state == WorkspaceState::Creating {
+                self.backend.destroy(&spec)?;
+                let reason = "the daemon stopped while the workspace was being created";
+                self.store
+                    .set_state(&record.id, WorkspaceState::Failed, None, Some(reason))
+                    .await?;
+            } else if record.state.may_have_processes() {
+                let reason = "its processes were gone when the daemon restarted";
+                self.store
+                    .set_state(&record.id, WorkspaceState::Stopped, None, Some(reason))
+                    .await?;
+                tracing::info!(workspace = %record.id, "marked stopped: {reason}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Watches a workspace this daemon did not start (no child handle) by
+    /// polling its top process.
+    fn reattach(self: &Arc<Self>, spec: WorkspaceSpec, pid: i32) {
+        tracing::info!(workspace = %spec.id, pid, "re-attached to running workspace");
+        let manager = self.clone();
+        let poll_spec = spec.clone();
+        self.watch(spec, async move {
+            while manager.backend.is_running(&poll_spec, pid) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Some(Exit {
+                description: "its top process is gone".into(),
+            })
+        });
+    }
+
+    /// Stops every workspace (daemon shutdown), recording each as stopped.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let Ok(records) = self.store.list().await else {
+            return;
+        };
+        for record in records.into_iter().filter(|r| r.state.may_have_processes()) {
+            let spec = self.spec(&record);
+            let _ = self.backend.stop(&spec).await;
+            let _ = self.backend.clean(&spec);
+            let _ = self
+                .store
+                .set_state(
+                    &record.id,
+                    WorkspaceState::Stopped,
+                    None,
+                    Some("the daemon shut down"),
+                )
+                .await;
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Finding and ending processes by host uid through `/proc`.
+//!
+//! Each workspace runs under its own host uid, so "every process of this
+//! workspace" is exactly "every process of that uid".
+
+use std::time::{Duration, Instant};
+
+/// Pids of every process whose real uid is `uid`.
+pub fn pids_of_uid(uid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| real_uid(pid) == Some(uid))
+        .collect()
+}
+
+/// The real uid of `pid`, if it is still there.
+pub fn real_uid(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state letter follows the command name, which ends at the last ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim().chars().next());
+    !matches!(state, Some('Z') | Some('X') | None)
+}
+
+/// SIGKILLs every process of `uid` until none is left or `timeout` passes.
+/// Returns the pids still alive at the end (empty on success).
+pub async fn kill_uid(uid: u32, timeout: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let pids: Vec<i32> = pids_of_uid(uid)
+            .into_iter()
+            .filter(|&p| is_alive(p))
+            .collect();
+        if pids.is_empty() || Instant::now() >= deadline {
+            return pids;
+        }
+        for &pid in &pids {
+            // SAFETY: kill only sends a signal; a pid that is gone fails with
+            // ESRCH. uid is a workspace uid (never 0, never the daemon's), so
+            // nothing outside the workspace is hit.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

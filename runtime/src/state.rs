@@ -1,0 +1,269 @@
+//! The runtime's state in SQLite (WAL), through sqlx with migrations.
+//!
+//! Every workspace state change is written here before anyone is told of it,
+//! so that after a crash the store is never behind what was reported.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+use crate::geometry::Geometry;
+
+/// What can go wrong with the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot open the state database {path}: {source}")]
+    Open {
+        path: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot migrate the state database: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("state database query failed: {0}")]
+    Query(#[from] sqlx::Error),
+    #[error("the state database holds an unknown workspace state {0:?}")]
+    UnknownState(String),
+}
+
+/// Where a workspace is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceState {
+    /// Its row exists; its directories and processes are being made.
+    Creating,
+    /// Its processes run; it is not ready yet.
+    Starting,
+    /// Ready: the desktop and the browser answer.
+    Running,
+    /// Being stopped.
+    Stopping,
+    /// No process of it runs; its writable layer is kept.
+    Stopped,
+    /// It could not start; nothing of it is left but this row.
+    Failed,
+    /// Deleted: nothing of it is left but this row.
+    Deleted,
+}
+
+impl WorkspaceState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Creating => "creating",
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+            Self::Deleted => "deleted",
+        }
+    }
+
+    /// States in which processes of the workspace may exist.
+    pub fn may_have_processes(self) -> bool {
+        matches!(
+            self,
+            Self::Creating | Self::Starting | Self::Running | Self::Stopping
+        )
+    }
+}
+
+impl FromStr for WorkspaceState {
+    type Err = StateError;
+    fn from_str(text: &str) -> Result<Self, StateError> {
+        Ok(match text {
+            "creating" => Self::Creating,
+            "starting" => Self::Starting,
+            "running" => Self::Running,
+            "stopping" => Self::Stopping,
+            "stopped" => Self::Stopped,
+            "failed" => Self::Failed,
+            "deleted" => Self::Deleted,
+            other => return Err(StateError::UnknownState(other.to_owned())),
+        })
+    }
+}
+
+/// One workspace as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceRecord {
+    pub id: String,
+    pub name: String,
+    pub backend: String,
+    pub state: WorkspaceState,
+    pub geometry: Geometry,
+    /// The unprivileged host uid its processes run as.
+    pub host_uid: u32,
+    /// The backend's top process on the host, while it runs.
+    pub pid: Option<i32>,
+    /// Why it failed or stopped unexpectedly, for a human.
+    pub error: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+type Row = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    i64,
+    i64,
+);
+
+/// The workspace columns, in [`Row`] order (a macro so queries stay static strings).
+macro_rules! columns {
+    () => {
+        "id, name, backend, state, width, height, host_uid, pid, error, created_at, updated_at"
+    };
+}
+
+impl TryFrom<Row> for WorkspaceRecord {
+    type Error = StateError;
+    fn try_from(row: Row) -> Result<Self, StateError> {
+        let (id, name, backend, state, width, height, uid, pid, error, created, updated) = row;
+        Ok(Self {
+            id,
+            name,
+            backend,
+            state: state.parse()?,
+            geometry: Geometry {
+                width: u32::try_from(width).unwrap_or(0),
+                height: u32::try_from(height).unwrap_or(0),
+            },
+            host_uid: u32::try_from(uid).unwrap_or(0),
+            pid: pid.and_then(|p| i32::try_from(p).ok()),
+            error,
+            created_at: created,
+            updated_at: updated,
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The SQLite store.
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub async fn open(path: &Path) -> Result<Self, StateError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|source| StateError::Open {
+                path: path.display().to_string(),
+                source,
+            })?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub async fn insert(&self, ws: &WorkspaceRecord) -> Result<(), StateError> {
+        sqlx::query(concat!(
+            "INSERT INTO workspaces (",
+            columns!(),
+            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ))
+        .bind(&ws.id)
+        .bind(&ws.name)
+        .bind(&ws.backend)
+        .bind(ws.state.as_str())
+        .bind(i64::from(ws.geometry.width))
+        .bind(i64::from(ws.geometry.height))
+        .bind(i64::from(ws.host_uid))
+        .bind(ws.pid.map(i64::from))
+        .bind(&ws.error)
+        .bind(ws.created_at)
+        .bind(ws.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Writes a new state (and pid and error) for `id`.
+    pub async fn set_state(
+        &self,
+        id: &str,
+        state: WorkspaceState,
+        pid: Option<i32>,
+        error: Option<&str>,
+    ) -> Result<(), StateError> {
+        sqlx::query(
+            "UPDATE workspaces SET state = ?, pid = ?, error = ?, updated_at = ? WHERE id = ?",
+        )
+        .bind(state.as_str())
+        .bind(pid.map(i64::from))
+        .bind(error)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<WorkspaceRecord>, StateError> {
+        let row: Option<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM workspaces WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(WorkspaceRecord::try_from).transpose()
+    }
+
+    /// Every workspace not deleted, oldest first.
+    pub async fn list(&self) -> Result<Vec<WorkspaceRecord>, StateError> {
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM workspaces WHERE state != 'deleted' ORDER BY created_at, id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(WorkspaceRecord::try_from).collect()
+    }
+
+    /// Host uids held by workspaces that still have files or processes.
+    pub async fn uids_in_use(&self) -> Result<Vec<u32>, StateError> {
+        let rows: Vec<(i64,)> = sqlx::query_as(
+            "SELECT host_uid FROM workspaces WHERE state NOT IN ('deleted', 'failed')",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(uid,)| u32::try_from(uid).ok())
+            .collect())
+    }
+}
