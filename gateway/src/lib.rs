@@ -1,1 +1,16 @@
-//! placeholder
+//! `cubicle-gateway`: the HTTP and WebSocket front of Cubicle, and the
+//! `cubicle` binary (`serve`, `image build`, `doctor`, `token`).
+//!
+//! It owns authentication ([`auth`]), the JSON API ([`api`]), the live view's
+//! RFB-over-WebSocket bridge ([`vnc`]) and the operator page ([`web`]). It does
+//! not own workspaces' lifecycle or state (that is `cubicle-runtime`): every
+//! handler goes through the runtime's `Manager`.
+//!
+//! Read [`app::AppState`] and [`api::router`] first.
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod error;
+pub mod vnc;
+pub mod web;

@@ -98,10 +98,9 @@ impl ImageStore {
     pub fn find(&self) -> Option<Image> {
         let key = Self::recipe_key();
         let rootfs = self.image_dir(&key).join("rootfs");
-        rootfs
-            .join("usr/bin/Xvnc")
-            .exists()
-            .then_some(Image { key, rootfs })
+        // The folder exists only once a build completed (it is renamed into
+        // place last), so its presence is the whole check.
+        rootfs.is_dir().then_some(Image { key, rootfs })
     }
 
     /// Returns the image for the current recipe, building it if needed.
@@ -147,6 +146,11 @@ impl ImageStore {
             &log,
         )?;
         let done = self.image_dir(&key);
+        if done.exists() {
+            // An earlier build of the same recipe left a folder without a
+            // rootfs (interrupted before the rename of an older layout).
+            std::fs::remove_dir_all(&done).map_err(io_err(&done))?;
+        }
         std::fs::rename(&work, &done).map_err(io_err(&done))?;
         Ok(Image {
             key,
@@ -190,6 +194,7 @@ impl ImageStore {
             .arg(&partial)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .map_err(|source| ImageError::MissingTool {
                 tool: "debugfs",

@@ -16,7 +16,8 @@ use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
 use crate::geometry::Geometry;
 use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
 
-/// Host uids handed to workspaces start here (far from system and subuid ranges).
+/// Host uids handed to workspaces start here by default (far from system and
+/// subuid ranges).
 pub const UID_BASE: u32 = 1_600_000;
 const UID_COUNT: u32 = 65_536;
 const READY_POLL: Duration = Duration::from_millis(200);
@@ -56,6 +57,9 @@ pub struct ManagerConfig {
     pub data_dir: PathBuf,
     /// How long a new workspace may take to become ready.
     pub ready_timeout: Duration,
+    /// First host uid handed to a workspace; daemons sharing a host need
+    /// ranges that do not overlap.
+    pub uid_base: u32,
 }
 
 /// The owner of every workspace on this host.
@@ -161,8 +165,10 @@ impl<B: Backend> Manager<B> {
     async fn insert_new(&self, request: CreateRequest) -> Result<WorkspaceRecord, ManagerError> {
         let _alloc = self.alloc.lock().await;
         let used = self.store.uids_in_use().await?;
-        let host_uid = (UID_BASE..UID_BASE + UID_COUNT)
-            .find(|uid| !used.contains(uid))
+        let base = self.config.uid_base;
+        // A uid with processes is in use by someone this store does not know.
+        let host_uid = (base..base.saturating_add(UID_COUNT))
+            .find(|&uid| !used.contains(&uid) && crate::proc_scan::pids_of_uid(uid).is_empty())
             .ok_or(ManagerError::NoUid)?;
         let mut raw = [0u8; 6];
         rand::rng().fill_bytes(&mut raw);

@@ -1,1 +1,320 @@
+//! First light: a real desktop workspace end to end on the jail backend,
+//! through the real `cubicle serve`, with a real RFB client.
 
+use std::time::{Duration, Instant};
+
+use cubicle_tests::{Daemon, guest, procs, rfb};
+use reqwest::Method;
+use serde_json::Value;
+
+fn artifacts() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("artifacts")
+}
+
+fn host_uid(ws: &Value) -> u32 {
+    ws["host_uid"].as_u64().expect("workspace has host_uid") as u32
+}
+
+/// Waits until no process of `uid` is left, up to `limit`.
+async fn no_processes_of(uid: u32, limit: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = procs::of_uid(uid);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn desktop_reaches_an_rfb_client_and_deletes_cleanly() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1610000"]).unwrap();
+
+    let started = Instant::now();
+    let (status, ws) = daemon
+        .call(
+            Method::POST,
+            "/v1/workspaces",
+            Some(r#"{"name":"first-light"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "create failed: {ws}");
+    assert_eq!(ws["state"], "running");
+    assert_eq!(ws["backend"], "jail");
+    assert_eq!(ws["geometry"]["width"], 1280);
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let created = started.elapsed();
+
+    // The desktop, through the gateway's VNC WebSocket, with a real RFB client.
+    let url = daemon.ws_url(&format!("/v1/workspaces/{id}/vnc"));
+    let mut frame = rfb::first_full_frame(&url, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let first_frame = started.elapsed();
+    assert_eq!((frame.width, frame.height), (1280, 800));
+    // XFCE's panel strip (top rows) has many colours (icons, text, clock) and
+    // differs from the desktop below; a blank or single-colour screen fails.
+    // The panel paints a moment after the session starts: look again until
+    // it is there.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while frame.colours_in_rows(0, 28) < 20 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        frame = rfb::first_full_frame(&url, Duration::from_secs(30))
+            .await
+            .unwrap();
+    }
+    frame
+        .save_png(&artifacts().join("first_light_desktop.png"))
+        .unwrap();
+    let panel = frame.colours_in_rows(0, 28);
+    let whole = frame.colours_in_rows(0, frame.height);
+    assert!(
+        panel >= 20,
+        "panel strip has only {panel} colours: not an XFCE desktop"
+    );
+    assert!(whole >= 50, "screen has only {whole} colours");
+    assert_ne!(
+        frame.pixel(640, 10),
+        frame.pixel(640, 400),
+        "panel and desktop have the same colour"
+    );
+    println!(
+        "measure: POST→running {:.2}s, POST→first full framebuffer {:.2}s",
+        created.as_secs_f64(),
+        first_frame.as_secs_f64()
+    );
+
+    // Chromium's DevTools endpoint through the guest channel.
+    let socket = daemon.channel_socket(&id);
+    let version = guest::http_get(&socket, 9222, "/json/version")
+        .await
+        .unwrap();
+    let version: Value = serde_json::from_str(&version).unwrap();
+    assert!(
+        version["Browser"].as_str().unwrap().contains("Chrome"),
+        "{version}"
+    );
+    assert!(
+        version["webSocketDebuggerUrl"]
+            .as_str()
+            .unwrap()
+            .starts_with("ws://127.0.0.1:9222/")
+    );
+
+    // A port not on the list is refused by the guest, which stays up.
+    let err = guest::connect(&socket, 22).await.unwrap_err();
+    assert!(err.to_string().contains("port 22"), "{err}");
+    let err = guest::connect(&socket, 6000).await.unwrap_err();
+    assert!(err.to_string().contains("not a guest service"), "{err}");
+    assert!(guest::connect(&socket, 9222).await.is_ok());
+
+    // Idle memory of the workspace: PSS of every process of its uid.
+    let uid = host_uid(&ws);
+    let pids = procs::of_uid(uid);
+    println!(
+        "measure: idle workspace PSS {:.0} MiB over {} processes",
+        procs::pss_kib(&pids) as f64 / 1024.0,
+        pids.len()
+    );
+    assert!(
+        pids.len() > 5,
+        "expected Xvnc, XFCE and Chromium processes, got {pids:?}"
+    );
+
+    // Delete: no process left, directory gone, 404 afterwards.
+    let (status, body) = daemon
+        .call(Method::DELETE, &format!("/v1/workspaces/{id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 204, "{body}");
+    let left = no_processes_of(uid, Duration::from_secs(5)).await;
+    assert!(
+        left.is_empty(),
+        "processes of the workspace remain: {left:?}"
+    );
+    assert!(!daemon.workspace_dir(&id).exists(), "workspace dir remains");
+    let (status, _) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_4xx() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1620000"]).unwrap();
+
+    let (status, body) = daemon
+        .call(Method::GET, "/v1/workspaces/ws-nope", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "not_found");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ws-nope")
+    );
+
+    for token in [None, Some("cubicle_0000"), Some("garbage")] {
+        let (status, body) = daemon
+            .call_as(token, Method::GET, "/v1/workspaces", None)
+            .await
+            .unwrap();
+        assert_eq!(status, 401, "token {token:?}");
+        assert_eq!(body["error"]["code"], "unauthorized");
+    }
+    let (status, _) = daemon
+        .call_as(None, Method::POST, "/v1/workspaces", Some("{}"))
+        .await
+        .unwrap();
+    assert_eq!(status, 401);
+
+    for (body, field) in [
+        (r#"{"geometry":{"width":0,"height":0}}"#, "geometry.width"),
+        (
+            r#"{"geometry":{"width":100000,"height":100000}}"#,
+            "geometry.width",
+        ),
+        (
+            r#"{"geometry":{"width":1280,"height":100000}}"#,
+            "geometry.height",
+        ),
+        (
+            r#"{"geometry":{"width":"wide","height":800}}"#,
+            "geometry.width",
+        ),
+        (r#"{"geometry":"text"}"#, "geometry"),
+        ("not json", "JSON"),
+    ] {
+        let (status, reply) = daemon
+            .call(Method::POST, "/v1/workspaces", Some(body))
+            .await
+            .unwrap();
+        assert_eq!(status, 400, "{body} → {reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(field),
+            "{body}: {message:?} does not name {field}"
+        );
+    }
+    // Nothing was created by any of it.
+    let (_, list) = daemon
+        .call(Method::GET, "/v1/workspaces", None)
+        .await
+        .unwrap();
+    assert_eq!(list["workspaces"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xvnc_that_cannot_start_fails_create_and_leaves_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    // /bin/false exists in the image and exits 1 at once: Xvnc "cannot start".
+    let daemon = Daemon::start(
+        data.path(),
+        None,
+        &["--uid-base", "1630000", "--xvnc", "/bin/false"],
+    )
+    .unwrap();
+    let (status, body) = daemon
+        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .await
+        .unwrap();
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "start_failed");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("xvnc"),
+        "reason does not name Xvnc: {message}"
+    );
+    assert!(
+        message.contains("exit status: 1"),
+        "reason lacks the exit: {message}"
+    );
+
+    let (_, list) = daemon
+        .call(Method::GET, "/v1/workspaces", None)
+        .await
+        .unwrap();
+    let items = list["workspaces"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["state"], "failed");
+    let id = items[0]["id"].as_str().unwrap();
+    assert!(
+        !daemon.workspace_dir(id).exists(),
+        "failed workspace left files"
+    );
+    let left = no_processes_of(host_uid(&items[0]), Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "failed workspace left processes {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_is_true_after_the_daemon_is_killed() {
+    let data = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(data.path(), None, &["--uid-base", "1640000"]).unwrap();
+    let token = daemon.token.clone();
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let uid = host_uid(&ws);
+    assert!(!procs::of_uid(uid).is_empty());
+
+    daemon.kill9();
+    let daemon = Daemon::start(data.path(), Some(&token), &["--uid-base", "1640000"]).unwrap();
+    let (status, ws) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{ws}");
+    let running = !procs::of_uid(uid).is_empty();
+    match ws["state"].as_str().unwrap() {
+        // Re-attached: it must really answer.
+        "running" => {
+            assert!(running);
+            let version = guest::http_get(&daemon.channel_socket(&id), 9222, "/json/version")
+                .await
+                .unwrap();
+            assert!(version.contains("webSocketDebuggerUrl"));
+        }
+        // Its processes died with the daemon: none may remain, and the
+        // leftovers (guest channel socket) are cleaned.
+        "stopped" => {
+            let left = no_processes_of(uid, Duration::from_secs(5)).await;
+            assert!(left.is_empty(), "stopped workspace has processes {left:?}");
+            assert!(
+                !daemon.channel_socket(&id).exists(),
+                "stale channel socket left"
+            );
+            assert!(ws["error"].as_str().unwrap().contains("daemon restarted"));
+        }
+        other => panic!("state after restart is {other}: {ws}"),
+    }
+
+    // A stopped workspace starts again, with its home kept.
+    if ws["state"] == "stopped" {
+        let (status, ws) = daemon
+            .call(Method::POST, &format!("/v1/workspaces/{id}/start"), None)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{ws}");
+        assert_eq!(ws["state"], "running");
+    }
+    let (status, _) = daemon
+        .call(Method::DELETE, &format!("/v1/workspaces/{id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 204);
+    assert!(
+        no_processes_of(uid, Duration::from_secs(5))
+            .await
+            .is_empty()
+    );
+}

@@ -1,1 +1,14 @@
-//! placeholder
+//! Harness for Cubicle's end-to-end tests: starts the real `cubicle serve`
+//! on a loopback port with a temporary data directory, and speaks to it with
+//! real clients (HTTP, an RFB client over the live-view WebSocket, the guest
+//! channel).
+//!
+//! The binaries are taken from the same target directory as the test
+//! (`cargo build --workspace` first; `scripts/test` does).
+
+pub mod daemon;
+pub mod guest;
+pub mod procs;
+pub mod rfb;
+
+pub use daemon::Daemon;

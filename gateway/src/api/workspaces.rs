@@ -1,0 +1,182 @@
+//! `/v1/workspaces`: create, list, get, start, stop, delete.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use cubicle_runtime::geometry::{Geometry, GeometryError};
+use cubicle_runtime::manager::CreateRequest;
+use cubicle_runtime::state::WorkspaceRecord;
+use cubicle_runtime::tokens::Role;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// Longest workspace name accepted.
+const MAX_NAME: usize = 128;
+
+/// A workspace as the API shows it.
+pub fn view(record: &WorkspaceRecord) -> Value {
+    json!({
+        "id": record.id,
+        "name": record.name,
+        "backend": record.backend,
+        "state": record.state,
+        "geometry": record.geometry,
+        "host_uid": record.host_uid,
+        "error": record.error,
+        "created_at_ms": record.created_at,
+        "updated_at_ms": record.updated_at,
+        "links": {
+            "self": format!("/v1/workspaces/{}", record.id),
+            "vnc": format!("/v1/workspaces/{}/vnc", record.id),
+        },
+    })
+}
+
+pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, ApiError> {
+    let records = state.manager.list().await?;
+    let items: Vec<Value> = records.iter().map(view).collect();
+    Ok(Json(json!({ "workspaces": items })))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(view(&state.manager.get(&id).await?)))
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller.require(&[Role::Agent, Role::Operator], "create workspaces")?;
+    let request = parse_create(&body)?;
+    let record = state.manager.create(request).await?;
+    Ok((StatusCode::CREATED, Json(view(&record))))
+}
+
+pub async fn start(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&[Role::Agent, Role::Operator], "start workspaces")?;
+    Ok(Json(view(&state.manager.start(&id).await?)))
+}
+
+pub async fn stop(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&[Role::Agent, Role::Operator], "stop workspaces")?;
+    Ok(Json(view(&state.manager.stop(&id).await?)))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(&[Role::Agent, Role::Operator], "delete workspaces")?;
+    state.manager.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Parses `{"name"?: string, "geometry"?: {"width","height"} | "WxH"}`; an
+/// empty body means all defaults. Errors name the field.
+pub fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(CreateRequest::default());
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
+    let Value::Object(fields) = value else {
+        return Err(ApiError::bad_request("request body must be a JSON object"));
+    };
+    let mut request = CreateRequest::default();
+    for (key, value) in fields {
+        match key.as_str() {
+            "name" => request.name = Some(parse_name(&value)?),
+            "geometry" => request.geometry = parse_geometry(&value)?,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown field {other:?}: allowed fields are \"name\" and \"geometry\""
+                )));
+            }
+        }
+    }
+    Ok(request)
+}
+
+fn parse_name(value: &Value) -> Result<String, ApiError> {
+    let name = value
+        .as_str()
+        .ok_or_else(|| ApiError::bad_request("name must be a string"))?;
+    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "name must be 1..={MAX_NAME} bytes without control characters"
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+fn parse_geometry(value: &Value) -> Result<Geometry, ApiError> {
+    let geometry = match value {
+        Value::String(text) => Geometry::parse(text),
+        Value::Object(fields) => {
+            let side = |name: &str| {
+                fields.get(name).and_then(Value::as_u64).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "geometry.{name} must be a positive integer number of pixels"
+                    ))
+                })
+            };
+            Geometry::validated(side("width")?, side("height")?)
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "geometry must be {\"width\": W, \"height\": H} or \"WxH\"",
+            ));
+        }
+    };
+    geometry.map_err(|e: GeometryError| ApiError::bad_request(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(body: &str) -> String {
+        parse_create(body.as_bytes()).unwrap_err().message
+    }
+
+    #[test]
+    fn bad_geometry_names_the_field() {
+        assert!(message(r#"{"geometry":{"width":0,"height":0}}"#).contains("geometry.width"));
+        assert!(
+            message(r#"{"geometry":{"width":1280,"height":100000}}"#).contains("geometry.height")
+        );
+        assert!(
+            message(r#"{"geometry":{"width":"wide","height":800}}"#).contains("geometry.width")
+        );
+        assert!(message(r#"{"geometry":"huge"}"#).contains("geometry"));
+        assert!(message(r#"{"colour":1}"#).contains("colour"));
+        assert!(message("[1]").contains("object"));
+    }
+
+    #[test]
+    fn empty_body_gives_defaults() {
+        let request = parse_create(b"").unwrap();
+        assert_eq!(request.geometry, Geometry::default());
+        let request = parse_create(br#"{"geometry":"1024x768","name":"a"}"#).unwrap();
+        assert_eq!(request.geometry.width, 1024);
+        assert_eq!(request.name.as_deref(), Some("a"));
+    }
+}

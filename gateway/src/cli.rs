@@ -1,0 +1,305 @@
+//! Command-line front: what each `cubicle` subcommand does.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use cubicle_gateway::app::AppState;
+use cubicle_runtime::host::HostKind;
+use cubicle_runtime::image::ImageStore;
+use cubicle_runtime::jail::JailBackend;
+use cubicle_runtime::manager::{Manager, ManagerConfig};
+use cubicle_runtime::state::Store;
+use cubicle_runtime::tokens::{self, Role};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cubicle",
+    version,
+    about = "Isolated desktop workspaces for computer-use agents"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway and the runtime (builds the image first if missing).
+    Serve(ServeArgs),
+    /// Build the desktop image (cached by recipe hash).
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
+    /// Tell what this host offers and what is missing.
+    Doctor(CommonArgs),
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ImageCommand {
+    /// Build the root filesystem and its ext4 form.
+    Build(CommonArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Make a token and print its secret once.
+    Create {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// admin, agent, operator or auditor.
+        #[arg(long)]
+        role: String,
+        /// A name to recognise it by.
+        #[arg(long, default_value = "cli")]
+        name: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct CommonArgs {
+    /// State (SQLite database, workspaces' writable layers).
+    #[arg(long, env = "CUBICLE_DATA_DIR", default_value = "/var/lib/cubicle")]
+    data_dir: PathBuf,
+    /// Built images, keyed by the hash of their recipe.
+    #[arg(
+        long,
+        env = "CUBICLE_IMAGE_CACHE",
+        default_value = "/var/cache/cubicle"
+    )]
+    image_cache: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "CUBICLE_LISTEN", default_value = "127.0.0.1:7878")]
+    listen: SocketAddr,
+    /// The operator page's files.
+    #[arg(long, env = "CUBICLE_WEB_DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../web"))]
+    web_dir: PathBuf,
+    /// Xvnc's path inside the image.
+    #[arg(long, default_value = "/usr/bin/Xvnc")]
+    xvnc: String,
+    /// How long a new workspace may take to become ready, in seconds.
+    #[arg(long, default_value_t = 120)]
+    ready_timeout: u64,
+    /// First host uid for workspaces (each gets its own unprivileged uid).
+    #[arg(long, default_value_t = cubicle_runtime::manager::UID_BASE)]
+    uid_base: u32,
+    /// Isolation backend: auto, jail or microvm.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Image {
+            command: ImageCommand::Build(common),
+        } => image_build(&common).await,
+        Command::Doctor(common) => doctor(&common),
+        Command::Token {
+            command: TokenCommand::Create { common, role, name },
+        } => token_create(&common, &role, &name).await,
+    }
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// The `cubicle-guest` binary built alongside this one.
+fn guest_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the cubicle binary's path")?;
+    let guest = exe.with_file_name("cubicle-guest");
+    if !guest.exists() {
+        bail!(
+            "{} is missing: build it with `cargo build --workspace` (it runs inside every workspace)",
+            guest.display()
+        );
+    }
+    Ok(guest)
+}
+
+/// Copies the guest binary into the data dir, readable by workspace uids.
+fn install_guest(data_dir: &Path) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let source = guest_binary()?;
+    let bin = data_dir.join("bin");
+    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
+    let target = bin.join("cubicle-guest");
+    let partial = bin.join(".cubicle-guest.partial");
+    std::fs::copy(&source, &partial).with_context(|| format!("copying {}", source.display()))?;
+    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))?;
+    std::fs::rename(&partial, &target)?;
+    Ok(target)
+}
+
+fn prepare_data_dir(data_dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [data_dir.to_owned(), data_dir.join("workspaces")] {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Traversable by workspace uids (their own dirs inside are private).
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))?;
+    }
+    Ok(())
+}
+
+async fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
+    prepare_data_dir(data_dir)?;
+    Ok(Store::open(&data_dir.join("cubicle.db")).await?)
+}
+
+async fn ensure_image(common: &CommonArgs) -> anyhow::Result<cubicle_runtime::image::Image> {
+    let images = ImageStore::new(common.image_cache.clone());
+    let started = Instant::now();
+    let image = tokio::task::spawn_blocking(move || images.ensure()).await??;
+    tracing::info!(key = %image.key, elapsed = ?started.elapsed(), "desktop image ready");
+    Ok(image)
+}
+
+fn choose_backend(requested: &str, host: HostKind) -> anyhow::Result<()> {
+    match (requested, host) {
+        ("auto" | "jail", _) => Ok(()),
+        ("microvm", HostKind::HardwareVirt) => bail!(
+            "the microvm backend is not wired into the runtime yet; use --backend jail (available on this host)"
+        ),
+        ("microvm", _) => bail!(
+            "the microvm backend needs hardware virtualization (vmx/svm): {}. Use --backend jail, which is available here",
+            host.describe()
+        ),
+        (other, _) => bail!("--backend {other:?} is not one of auto, jail, microvm"),
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let host = HostKind::detect();
+    say(host.describe());
+    choose_backend(&args.backend, host)?;
+    let store = open_store(&args.common.data_dir).await?;
+    if !tokens::admin_exists(&store).await? {
+        let (_, secret) = tokens::create(&store, "admin", Role::Admin).await?;
+        say(&format!("admin token (shown once, store it now): {secret}"));
+    }
+    let image = ensure_image(&args.common).await?;
+    let guest = install_guest(&args.common.data_dir)?;
+    if args.uid_base < 100_000 {
+        bail!(
+            "--uid-base {} is too low: workspace uids must not collide with real users (use 100000 or more)",
+            args.uid_base
+        );
+    }
+    let backend = JailBackend::new(image.rootfs, guest, args.xvnc)?;
+    let config = ManagerConfig {
+        data_dir: args.common.data_dir.clone(),
+        ready_timeout: Duration::from_secs(args.ready_timeout),
+        uid_base: args.uid_base,
+    };
+    let manager = Manager::new(store.clone(), backend, config);
+    manager.reconcile().await?;
+    let state = AppState {
+        manager: manager.clone(),
+        store,
+        web_dir: args.web_dir,
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    say(&format!("listening on http://{}", listener.local_addr()?));
+    axum::serve(listener, cubicle_gateway::api::router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    say("shutting down: stopping workspaces");
+    manager.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+}
+
+async fn image_build(common: &CommonArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let image = ensure_image(common).await?;
+    say(&format!(
+        "rootfs {} ({:.1?})",
+        image.rootfs.display(),
+        started.elapsed()
+    ));
+    let guest = guest_binary()?;
+    let images = ImageStore::new(common.image_cache.clone());
+    let ext4 = tokio::task::spawn_blocking(move || images.ensure_ext4(&image, &guest)).await??;
+    say(&format!(
+        "ext4 {} ({:.1?})",
+        ext4.display(),
+        started.elapsed()
+    ));
+    Ok(())
+}
+
+fn doctor(common: &CommonArgs) -> anyhow::Result<()> {
+    say(HostKind::detect().describe());
+    let mut missing = Vec::new();
+    for (tool, package) in [
+        ("bwrap", "bubblewrap"),
+        ("debootstrap", "debootstrap"),
+        ("prlimit", "util-linux"),
+        ("setpriv", "util-linux"),
+        ("mkfs.ext4", "e2fsprogs"),
+        ("debugfs", "e2fsprogs"),
+    ] {
+        let found = std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).exists()))
+            .unwrap_or(false);
+        say(&format!(
+            "{tool:12} {}",
+            if found { "ok" } else { "MISSING" }
+        ));
+        if !found {
+            missing.push(package);
+        }
+    }
+    match ImageStore::new(common.image_cache.clone()).find() {
+        Some(image) => say(&format!("image        ok ({})", image.rootfs.display())),
+        None => say(&format!(
+            "image        not built for recipe {} (cubicle image build)",
+            ImageStore::recipe_key()
+        )),
+    }
+    if !missing.is_empty() {
+        bail!("missing tools: apt-get install {}", missing.join(" "));
+    }
+    Ok(())
+}
+
+async fn token_create(common: &CommonArgs, role: &str, name: &str) -> anyhow::Result<()> {
+    let role = Role::parse(role).with_context(|| {
+        format!("--role {role:?} is not one of admin, agent, operator, auditor")
+    })?;
+    let store = open_store(&common.data_dir).await?;
+    let (token, secret) = tokens::create(&store, name, role).await?;
+    say(&format!("{} {} {secret}", token.id, role.as_str()));
+    Ok(())
+}

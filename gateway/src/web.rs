@@ -1,0 +1,89 @@
+//! The operator page at `/` and its assets (the page's own files from
+//! `web/static`, noVNC from `web/node_modules/@novnc/novnc`, installed by npm;
+//! never a CDN).
+//!
+//! The page needs a token like everything else: open `/?token=<token>` once;
+//! the gateway checks it, sets it as an HttpOnly, SameSite=Strict cookie and
+//! redirects to `/`, so the token does not stay in the address bar.
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header::{CONTENT_TYPE, LOCATION, SET_COOKIE};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use cubicle_runtime::tokens;
+use tower_http::services::ServeDir;
+
+use crate::app::AppState;
+use crate::auth::{COOKIE_NAME, Caller};
+
+pub fn routes(state: AppState) -> Router<AppState> {
+    let assets = Router::new()
+        .nest_service(
+            "/assets/novnc",
+            ServeDir::new(state.web_dir.join("node_modules/@novnc/novnc")),
+        )
+        .nest_service("/assets", ServeDir::new(state.web_dir.join("static")))
+        .layer(middleware::from_fn_with_state(state, require_token));
+    Router::new().route("/", get(index)).merge(assets)
+}
+
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match <Caller as axum::extract::FromRequestParts<AppState>>::from_request_parts(
+        &mut parts, &state,
+    )
+    .await
+    {
+        Ok(_) => next.run(Request::from_parts(parts, body)).await,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn index(
+    State(state): State<AppState>,
+    caller: Option<Caller>,
+    uri: axum::http::Uri,
+) -> Response {
+    let query_token = uri.query().and_then(|q| {
+        q.split('&')
+            .find_map(|pair| pair.strip_prefix("token=").map(str::to_owned))
+    });
+    if let Some(secret) = query_token {
+        return login(&state, &secret).await;
+    }
+    if caller.is_none() {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(CONTENT_TYPE, "text/html; charset=utf-8")],
+            "<!doctype html><title>Cubicle</title><p>Cubicle needs a token: open <code>/?token=&lt;your token&gt;</code>. The admin token is printed when <code>cubicle serve</code> first starts.</p>",
+        )
+            .into_response();
+    }
+    match tokio::fs::read(state.web_dir.join("index.html")).await {
+        Ok(page) => ([(CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response(),
+        Err(err) => crate::error::ApiError::internal(format!(
+            "the operator page is missing from {}: {err}",
+            state.web_dir.display()
+        ))
+        .into_response(),
+    }
+}
+
+async fn login(state: &AppState, secret: &str) -> Response {
+    match tokens::verify(&state.store, secret).await {
+        Ok(Some(_)) => {
+            let cookie = format!("{COOKIE_NAME}={secret}; HttpOnly; SameSite=Strict; Path=/");
+            let mut response = (StatusCode::SEE_OTHER, [(LOCATION, "/")]).into_response();
+            if let Ok(value) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().insert(SET_COOKIE, value);
+            }
+            response
+        }
+        Ok(None) => crate::error::ApiError::unauthorized("token is not valid or was revoked")
+            .into_response(),
+        Err(err) => crate::error::ApiError::internal(err.to_string()).into_response(),
+    }
+}

@@ -1,0 +1,177 @@
+//! A `cubicle serve` process under test.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+/// The directory holding the workspace's binaries (`target/debug`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    // target/debug/deps/<test>-<hash> → target/debug
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binaries live in target/<profile>/deps")
+        .to_owned()
+}
+
+/// A running daemon and how to reach it.
+pub struct Daemon {
+    child: Child,
+    pub base: String,
+    pub token: String,
+    pub data_dir: PathBuf,
+    http: reqwest::Client,
+}
+
+impl Daemon {
+    /// Starts `cubicle serve` on `data_dir` with `extra` arguments. `token`
+    /// is the admin token when the data dir was used before (it is printed
+    /// only at first start).
+    pub fn start(data_dir: &Path, token: Option<&str>, extra: &[&str]) -> anyhow::Result<Self> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.with_extension("daemon.log"))?;
+        let mut child = Command::new(bin_dir().join("cubicle"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .context("starting cubicle serve (run `cargo build --workspace` first)")?;
+        let stdout = child.stdout.take().context("daemon stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let mut admin = token.map(str::to_owned);
+        let mut base = None;
+        for line in lines.by_ref() {
+            let line = line?;
+            if let Some(secret) = line.strip_prefix("admin token (shown once, store it now): ") {
+                admin = Some(secret.to_owned());
+            }
+            if let Some(url) = line.strip_prefix("listening on ") {
+                base = Some(url.to_owned());
+                break;
+            }
+        }
+        // Keep draining stdout so the daemon never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let Some(base) = base else {
+            let status = child.wait()?;
+            bail!(
+                "cubicle serve exited ({status}) before listening; see {}",
+                data_dir.with_extension("daemon.log").display()
+            );
+        };
+        Ok(Self {
+            child,
+            base,
+            token: admin.context("no admin token printed and none given")?,
+            data_dir: data_dir.to_owned(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(180))
+                .build()?,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The WebSocket URL of `path` with the token as a query parameter.
+    pub fn ws_url(&self, path: &str) -> String {
+        format!(
+            "{}{path}?access_token={}",
+            self.base.replacen("http://", "ws://", 1),
+            self.token
+        )
+    }
+
+    /// Sends a request with the admin token; returns status and JSON body.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, Value)> {
+        self.call_as(Some(&self.token), method, path, body).await
+    }
+
+    /// Sends a request with `token` (or none).
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_owned());
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let text = response.text().await?;
+        let json = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).with_context(|| format!("not JSON: {text}"))?
+        };
+        Ok((status, json))
+    }
+
+    /// The guest channel socket of workspace `id`.
+    pub fn channel_socket(&self, id: &str) -> PathBuf {
+        self.data_dir
+            .join("workspaces")
+            .join(id)
+            .join("chan/guest.sock")
+    }
+
+    /// The workspace directory of `id`.
+    pub fn workspace_dir(&self, id: &str) -> PathBuf {
+        self.data_dir.join("workspaces").join(id)
+    }
+
+    /// `kill -9` the daemon, as a crash would.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Stops the daemon gracefully (SIGTERM) and waits for it.
+    pub fn terminate(&mut self) {
+        let Ok(pid) = i32::try_from(self.child.id()) else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.kill9();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}

@@ -1,0 +1,31 @@
+//! Looking at host processes from a test.
+
+/// Pids of processes whose real uid is `uid`.
+pub fn of_uid(uid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|status| {
+                    let line = status.lines().find(|l| l.starts_with("Uid:"))?.to_owned();
+                    line.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(uid)
+        })
+        .collect()
+}
+
+/// Proportional set size (kB) summed over `pids`, from smaps_rollup.
+pub fn pss_kib(pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .filter_map(|text| {
+            let line = text.lines().find(|l| l.starts_with("Pss:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .sum()
+}
