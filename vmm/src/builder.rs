@@ -49,7 +49,7 @@ pub enum BuildError {
     #[error(transparent)]
     Boot(#[from] boot::BootError),
     /// A file could not be opened or created.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: cannot open or create it")]
     File {
         /// Which input.
         what: &'static str,

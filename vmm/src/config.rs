@@ -84,9 +84,7 @@ fn one() -> u8 {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The kernel cannot be read.
-    #[error(
-        "kernel {path}: cannot open it ({source}); give the path of a readable vmlinux or bzImage"
-    )]
+    #[error("kernel {path}: cannot open it; give the path of a readable vmlinux or bzImage")]
     Kernel {
         /// The path given.
         path: PathBuf,
@@ -95,7 +93,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The initrd cannot be read.
-    #[error("initrd {path}: cannot open it ({source}); give a readable file or leave initrd out")]
+    #[error("initrd {path}: cannot open it; give a readable file or leave initrd out")]
     Initrd {
         /// The path given.
         path: PathBuf,
@@ -110,7 +108,7 @@ pub enum ConfigError {
     #[error("vcpus = {0}: must be between 1 and {MAX_VCPUS}")]
     Vcpus(u8),
     /// A disk cannot be opened.
-    #[error("disk {id:?}: cannot open {path} ({source}); check the path and its permissions")]
+    #[error("disk {id:?}: cannot open {path}; check the path and its permissions")]
     Disk {
         /// Disk id.
         id: String,
@@ -133,7 +131,7 @@ pub enum ConfigError {
     #[error("cmdline: {0}")]
     Cmdline(String),
     /// The JSON is malformed.
-    #[error("configuration {source_name}: {source}")]
+    #[error("configuration {source_name} is not a valid VM configuration")]
     Json {
         /// Where the JSON came from.
         source_name: String,
@@ -328,6 +326,7 @@ mod tests {
     fn json_errors_name_the_field() {
         let err = VmConfig::from_json(r#"{"kernel":"k","memory_mib":1,"bogus":1}"#, "vm.json")
             .expect_err("unknown field");
-        assert!(err.to_string().contains("bogus"), "{err}");
+        let source = std::error::Error::source(&err).expect("parse error attached");
+        assert!(source.to_string().contains("bogus"), "{source}");
     }
 }

@@ -110,6 +110,7 @@ const VMM: &[i64] = &[
     libc::SYS_unlink,
     libc::SYS_unlinkat,
     libc::SYS_tgkill,
+    libc::SYS_setsockopt,
     libc::SYS_getpid,
     libc::SYS_gettid,
     libc::SYS_clock_nanosleep,

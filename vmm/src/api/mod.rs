@@ -1,24 +1,9 @@
-//! The HTTP API on a Unix socket (see README.md).
+//! The control API: HTTP/1.1 on a Unix socket, JSON bodies (see README.md).
+//! One VM per process: configure it, start it, pause/resume it, read its
+//! metrics, stop it. When the VM stops (by API or by the guest) the process
+//! exits and removes its socket.
 
-use std::path::Path;
-use std::process::ExitCode;
+pub mod http;
+pub mod server;
 
-use crate::vmm::Vmm;
-
-/// Errors serving the API.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// Not yet.
-    #[error("not implemented")]
-    Todo,
-}
-
-/// Serves until stop.
-pub fn serve_until_stopped(_socket: &Path, _seccomp: bool) -> Result<ExitCode, ApiError> {
-    Err(ApiError::Todo)
-}
-
-/// Serves a built VM.
-pub fn serve_running(_socket: &Path, _vmm: Vmm, _seccomp: bool) -> Result<ExitCode, ApiError> {
-    Err(ApiError::Todo)
-}
+pub use server::{ApiError, serve_running, serve_until_stopped};

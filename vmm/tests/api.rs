@@ -1,0 +1,109 @@
+//! The Unix-socket API end to end: configure, start, pause, resume,
+//! metrics, stop; bad requests get 4xx with a JSON error.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Stdio;
+
+use common::*;
+
+fn request(socket: &Path, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = UnixStream::connect(socket).expect("connect to API");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: vmm\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("send request");
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).expect("read reply");
+    let status = reply
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .expect("status code");
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn configure_start_pause_resume_metrics_stop() {
+    if !kvm_available() {
+        eprintln!("/dev/kvm is not usable here; API test not run");
+        return;
+    }
+    let dir = Scratch::new("api");
+    let socket = dir.path("api.sock");
+    let log = dir.path("serial.log");
+    let child = vmm()
+        .args(["api", "--socket"])
+        .arg(&socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_path(&socket);
+
+    let (status, body) = request(&socket, "PUT", "/vm/start", "");
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = request(
+        &socket,
+        "PUT",
+        "/vm/config",
+        r#"{"kernel":"/nonexistent","memory_mib":64}"#,
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body.contains(r#""code":"bad_config""#) && body.contains("kernel /nonexistent"),
+        "{body}"
+    );
+    let (status, _) = request(&socket, "GET", "/nowhere", "");
+    assert_eq!(status, 404);
+
+    let config = serde_json::json!({
+        "kernel": guest("hello"),
+        "memory_mib": 128,
+        "cmdline": "console=ttyS0 cubicle.idle",
+        "serial_log": log,
+    });
+    assert_eq!(
+        request(&socket, "PUT", "/vm/config", &config.to_string()).0,
+        204
+    );
+    assert_eq!(request(&socket, "PUT", "/vm/start", "").0, 204);
+    wait_for_path(&log);
+    assert_eq!(request(&socket, "PUT", "/vm/pause", "").0, 204);
+    assert_eq!(
+        request(&socket, "GET", "/vm", "").1,
+        r#"{"state":"paused"}"#
+    );
+    assert_eq!(
+        request(&socket, "PUT", "/vm/pause", "").0,
+        409,
+        "pausing twice is a conflict"
+    );
+    assert_eq!(request(&socket, "PUT", "/vm/resume", "").0, 204);
+
+    let (status, body) = request(&socket, "GET", "/vm/metrics", "");
+    assert_eq!(status, 200, "{body}");
+    let metrics: serde_json::Value = serde_json::from_str(&body).expect("metrics JSON");
+    assert!(
+        metrics["exits"]["io_out"].as_u64().expect("io_out count") > 0,
+        "{body}"
+    );
+    assert_eq!(metrics["memory"]["guest_bytes"], 128u64 << 20);
+    assert!(
+        metrics["memory"]["overhead_rss_bytes"]
+            .as_u64()
+            .expect("overhead")
+            > 0
+    );
+
+    assert_eq!(request(&socket, "PUT", "/vm/stop", "").0, 204);
+    let out = wait_output(child);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!socket.exists(), "API socket removed at exit");
+}

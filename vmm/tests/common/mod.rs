@@ -1,0 +1,99 @@
+//! Helpers for the VMM's integration tests: the built test guests, the
+//! `cubicle-vmm` binary, scratch directories, and a hang guard.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A test guest built by build.rs.
+pub fn guest(name: &str) -> PathBuf {
+    Path::new(env!("CUBICLE_TEST_GUESTS")).join(name)
+}
+
+/// The VMM binary.
+pub fn vmm() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cubicle-vmm"))
+}
+
+/// A fresh scratch directory, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("cubicle-vmm-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether /dev/kvm is usable here; tests that need it say so and pass if not.
+pub fn kvm_available() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
+}
+
+/// Waits for `child`, killing it if it hangs (a guard, not a timing assertion).
+pub fn wait_output(mut child: Child) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait on VMM").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("collect VMM output")
+}
+
+/// Runs the VMM with `args`, capturing stdout (the serial console) and stderr.
+pub fn run(args: &[&str]) -> Output {
+    let child = vmm()
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cubicle-vmm");
+    wait_output(child)
+}
+
+/// Stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Polls until `path` exists (hang-guarded).
+pub fn wait_for_path(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
