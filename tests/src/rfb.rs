@@ -64,10 +64,10 @@ pub async fn websocket_stream(url: &str) -> anyhow::Result<tokio::io::DuplexStre
     let (mut read_half, mut write_half) = tokio::io::split(ours);
     tokio::spawn(async move {
         while let Some(Ok(message)) = ws_rx.next().await {
-            if let Message::Binary(bytes) = message {
-                if write_half.write_all(&bytes).await.is_err() {
-                    break;
-                }
+            if let Message::Binary(bytes) = message
+                && write_half.write_all(&bytes).await.is_err()
+            {
+                break;
             }
         }
     });
