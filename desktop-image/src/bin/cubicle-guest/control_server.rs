@@ -1,10 +1,14 @@
 //! The control service on guest port 1024: JSON lines in, JSON lines out.
+//! See [`cubicle_guest::control`] for the ops; an `exec_stream` request
+//! turns the rest of the connection over to [`crate::exec_stream`].
 
-use cubicle_guest::control::{ErrorReply, MAX_REQUEST, Request};
+use cubicle_guest::control::{ErrorCode, ErrorReply, MAX_REQUEST, Request};
+use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use crate::supervisor::Supervisor;
+use crate::{exec, exec_stream, files};
 
 pub async fn serve(stream: UnixStream, supervisor: &Supervisor) {
     let (read, mut write) = stream.into_split();
@@ -16,34 +20,74 @@ pub async fn serve(stream: UnixStream, supervisor: &Supervisor) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        let reply = if !line.ends_with('\n') {
-            error(format!("request longer than {MAX_REQUEST} bytes"))
-        } else {
-            answer(&line, supervisor)
+        if !line.ends_with('\n') {
+            let reply = ErrorReply::new(
+                ErrorCode::TooLarge,
+                format!("request longer than {MAX_REQUEST} bytes"),
+            );
+            let _ = write.write_all(encode(&reply).as_bytes()).await;
+            return;
+        }
+        let reply = match serde_json::from_str::<Request>(&line) {
+            Ok(Request::ExecStream(request)) => {
+                return exec_stream::serve(request, lines, write).await;
+            }
+            Ok(request) => answer(request, supervisor).await,
+            Err(err) => encode(&ErrorReply::new(
+                ErrorCode::BadRequest,
+                format!("bad control request: {err}"),
+            )),
         };
-        if write.write_all(reply.as_bytes()).await.is_err() || !line.ends_with('\n') {
+        if write.write_all(reply.as_bytes()).await.is_err() {
             return;
         }
     }
 }
 
-fn answer(line: &str, supervisor: &Supervisor) -> String {
-    let reply = match serde_json::from_str::<Request>(line) {
-        Ok(Request::Health) => serde_json::to_string(&supervisor.health()),
-        Err(err) => return error(format!("bad control request: {err}")),
-    };
-    match reply {
-        Ok(mut text) => {
-            text.push('\n');
-            text
-        }
-        Err(err) => error(format!("cannot encode reply: {err}")),
+async fn answer(request: Request, supervisor: &Supervisor) -> String {
+    match request {
+        Request::Health => encode(&supervisor.health()),
+        Request::Exec(request) => reply(exec::run(request).await),
+        Request::ExecStream(_) => encode(&ErrorReply::new(
+            ErrorCode::BadRequest,
+            "exec_stream takes over its connection",
+        )),
+        Request::ReadFile(request) => blocking(move || files::read(request)).await,
+        Request::WriteFile(request) => blocking(move || files::write(request)).await,
+        Request::ListDir(request) => blocking(move || files::list(request)).await,
+        Request::Stat(request) => blocking(move || files::stat(request)).await,
+        Request::Delete(request) => blocking(move || files::delete(request)).await,
     }
 }
 
-fn error(message: String) -> String {
-    let reply = ErrorReply { error: message };
-    let mut text = serde_json::to_string(&reply).unwrap_or_else(|_| "{}".into());
+/// Runs a file system op off the async threads.
+async fn blocking<T, F>(op: F) -> String
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce() -> Result<T, files::FilesError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(op).await {
+        Ok(result) => reply(result.map_err(ErrorReply::from)),
+        Err(err) => encode(&ErrorReply::new(
+            ErrorCode::Io,
+            format!("file operation failed: {err}"),
+        )),
+    }
+}
+
+fn reply<T: Serialize>(result: Result<T, ErrorReply>) -> String {
+    match result {
+        Ok(value) => encode(&value),
+        Err(err) => encode(&err),
+    }
+}
+
+/// One reply line.
+fn encode<T: Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string(value).unwrap_or_else(|err| {
+        let message = format!("cannot encode reply: {err}");
+        serde_json::json!({ "error": message, "code": "io" }).to_string()
+    });
     text.push('\n');
     text
 }

@@ -6,6 +6,9 @@
 
 mod channel_server;
 mod control_server;
+mod exec;
+mod exec_stream;
+mod files;
 mod probes;
 mod session;
 mod supervisor;

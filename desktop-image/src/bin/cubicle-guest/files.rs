@@ -1,0 +1,416 @@
+//! Files ops: read, write, list, stat, delete, as the workspace user.
+//!
+//! Paths go through [`normalise_path`]. Reads and writes open the path
+//! non-blocking and check with `fstat` that it is a regular file before
+//! touching its content, so a FIFO or a device (`/dev/zero`) is refused
+//! instead of hanging or streaming forever. Sizes are capped at
+//! [`MAX_FILE`]. Only `/home/user` and `/tmp` are writable: the image root
+//! is read-only.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use cubicle_guest::control::{
+    DeletePath, DirListing, ErrorCode, ErrorReply, FileData, FileInfo, FileKind, InvalidField,
+    MAX_ENTRIES, MAX_FILE, PathArg, ReadFile, WriteFile, normalise_path,
+};
+
+/// Where the workspace user may write.
+const WRITABLE: [&str; 2] = ["/home/user", "/tmp"];
+/// Paths `delete` refuses: the root and the writable mount points.
+const PROTECTED: [&str; 3] = ["/", "/home/user", "/tmp"];
+
+/// Why a files op failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidField),
+    #[error("{path}: {source}{hint}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+        hint: &'static str,
+    },
+    #[error("{0} is a directory: list it instead, or give a file's path")]
+    IsDir(String),
+    #[error("{0} is a FIFO, socket or device, not a regular file: refused")]
+    Special(String),
+    #[error(
+        "{path} is {size} bytes, over the {MAX_FILE}-byte limit: read it in parts with offset and max_len"
+    )]
+    TooLargeRead { path: String, size: u64 },
+    #[error("{what} is {size} bytes, over the {MAX_FILE}-byte limit")]
+    TooLarge { what: &'static str, size: u64 },
+    #[error("data is not valid base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("mode {0:#o} is not a permission mode (0..=0o7777)")]
+    Mode(u32),
+    #[error("refusing to delete {0}: it is the root or a mount point of the workspace")]
+    Protected(String),
+}
+
+impl FilesError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        let denied = matches!(
+            source.kind(),
+            ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+        );
+        let writable = WRITABLE.iter().any(|dir| path.starts_with(dir));
+        let hint = if denied && !writable {
+            " (the workspace's root is read-only: only /home/user and /tmp are writable)"
+        } else {
+            ""
+        };
+        Self::Io {
+            path: path.display().to_string(),
+            source,
+            hint,
+        }
+    }
+
+    fn code(&self) -> ErrorCode {
+        match self {
+            Self::Invalid(invalid) => invalid.code,
+            Self::Io { source, .. } => io_code(source),
+            Self::IsDir(_) => ErrorCode::IsADirectory,
+            Self::Special(_) => ErrorCode::SpecialFile,
+            Self::TooLargeRead { .. } | Self::TooLarge { .. } => ErrorCode::TooLarge,
+            Self::Base64(_) | Self::Mode(_) | Self::Protected(_) => ErrorCode::BadRequest,
+        }
+    }
+}
+
+fn io_code(err: &std::io::Error) -> ErrorCode {
+    match err.kind() {
+        ErrorKind::NotFound => ErrorCode::NotFound,
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => ErrorCode::PermissionDenied,
+        ErrorKind::IsADirectory => ErrorCode::IsADirectory,
+        ErrorKind::NotADirectory => ErrorCode::NotADirectory,
+        ErrorKind::DirectoryNotEmpty => ErrorCode::NotEmpty,
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => ErrorCode::NoSpace,
+        ErrorKind::FileTooLarge => ErrorCode::TooLarge,
+        // ENXIO: a FIFO opened for writing with no reader.
+        _ if err.raw_os_error() == Some(libc::ENXIO) => ErrorCode::SpecialFile,
+        _ => ErrorCode::Io,
+    }
+}
+
+impl From<FilesError> for ErrorReply {
+    fn from(err: FilesError) -> Self {
+        ErrorReply::new(err.code(), err.to_string())
+    }
+}
+
+/// Opens `path` without blocking on FIFOs or devices and checks it is a
+/// regular file.
+fn open_regular(path: &Path, options: &mut OpenOptions) -> Result<(File, Metadata), FilesError> {
+    let file = options
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|err| FilesError::io(path, err))?;
+    let meta = file.metadata().map_err(|err| FilesError::io(path, err))?;
+    if meta.is_dir() {
+        return Err(FilesError::IsDir(path.display().to_string()));
+    }
+    if !meta.is_file() {
+        return Err(FilesError::Special(path.display().to_string()));
+    }
+    Ok((file, meta))
+}
+
+pub fn read(request: ReadFile) -> Result<FileData, FilesError> {
+    let path = normalise_path("path", &request.path)?;
+    if let Some(max) = request.max_len
+        && max > MAX_FILE
+    {
+        return Err(FilesError::TooLarge {
+            what: "max_len",
+            size: max,
+        });
+    }
+    let (mut file, meta) = open_regular(&path, OpenOptions::new().read(true))?;
+    let size = meta.len();
+    let rest = size.saturating_sub(request.offset);
+    let len = match request.max_len {
+        Some(max) => max.min(rest),
+        None if rest > MAX_FILE => {
+            return Err(FilesError::TooLargeRead {
+                path: request.path,
+                size,
+            });
+        }
+        None => rest,
+    };
+    let io = |err| FilesError::io(&path, err);
+    file.seek(SeekFrom::Start(request.offset)).map_err(io)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(len).read_to_end(&mut bytes).map_err(io)?;
+    let end = request.offset.saturating_add(bytes.len() as u64);
+    Ok(FileData {
+        data: B64.encode(&bytes),
+        offset: request.offset,
+        size,
+        eof: end >= size,
+    })
+}
+
+pub fn write(request: WriteFile) -> Result<FileInfo, FilesError> {
+    let path = normalise_path("path", &request.path)?;
+    if let Some(mode) = request.mode
+        && mode > 0o7777
+    {
+        return Err(FilesError::Mode(mode));
+    }
+    let bytes = B64.decode(&request.data)?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(FilesError::TooLarge {
+            what: "the content",
+            size: bytes.len() as u64,
+        });
+    }
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .create(true)
+        .mode(request.mode.unwrap_or(0o644));
+    // Not O_TRUNC: truncate only once it is known to be a regular file.
+    let (mut file, _) = open_regular(&path, &mut options)?;
+    let io = |err| FilesError::io(&path, err);
+    file.set_len(0).map_err(io)?;
+    file.write_all(&bytes).map_err(io)?;
+    if let Some(mode) = request.mode {
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io)?;
+    }
+    let meta = file.metadata().map_err(io)?;
+    Ok(info(path.display().to_string(), &meta, None))
+}
+
+pub fn list(request: PathArg) -> Result<DirListing, FilesError> {
+    let path = normalise_path("path", &request.path)?;
+    let io = |err| FilesError::io(&path, err);
+    let mut entries = Vec::new();
+    let mut truncated = false;
+    for entry in std::fs::read_dir(&path).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        if entries.len() == MAX_ENTRIES {
+            truncated = true;
+            break;
+        }
+        // An entry removed since read_dir saw it is left out.
+        let Ok(meta) = entry.metadata() else { continue };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        entries.push(info(name, &meta, link_target(&entry.path(), &meta)));
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(DirListing {
+        path: path.display().to_string(),
+        entries,
+        truncated,
+    })
+}
+
+pub fn stat(request: PathArg) -> Result<FileInfo, FilesError> {
+    let path = normalise_path("path", &request.path)?;
+    let meta = std::fs::symlink_metadata(&path).map_err(|err| FilesError::io(&path, err))?;
+    let target = link_target(&path, &meta);
+    Ok(info(path.display().to_string(), &meta, target))
+}
+
+pub fn delete(request: DeletePath) -> Result<FileInfo, FilesError> {
+    let path = normalise_path("path", &request.path)?;
+    if PROTECTED.iter().any(|p| path == Path::new(p)) {
+        return Err(FilesError::Protected(path.display().to_string()));
+    }
+    let io = |err| FilesError::io(&path, err);
+    let meta = std::fs::symlink_metadata(&path).map_err(io)?;
+    let removed = info(path.display().to_string(), &meta, link_target(&path, &meta));
+    match (meta.is_dir(), request.recursive) {
+        (true, true) => std::fs::remove_dir_all(&path),
+        (true, false) => std::fs::remove_dir(&path),
+        (false, _) => std::fs::remove_file(&path),
+    }
+    .map_err(io)?;
+    Ok(removed)
+}
+
+fn link_target(path: &Path, meta: &Metadata) -> Option<String> {
+    meta.file_type()
+        .is_symlink()
+        .then(|| std::fs::read_link(path).ok())
+        .flatten()
+        .map(|target| target.to_string_lossy().into_owned())
+}
+
+fn info(name: String, meta: &Metadata, link_target: Option<String>) -> FileInfo {
+    let kind = meta.file_type();
+    FileInfo {
+        name,
+        kind: if kind.is_symlink() {
+            FileKind::Symlink
+        } else if kind.is_dir() {
+            FileKind::Dir
+        } else if kind.is_file() {
+            FileKind::File
+        } else {
+            FileKind::Other
+        },
+        size: meta.len(),
+        mode: meta.mode() & 0o7777,
+        mtime_ms: meta
+            .mtime()
+            .saturating_mul(1000)
+            .saturating_add(meta.mtime_nsec() / 1_000_000),
+        link_target,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().expect("a temporary directory")
+    }
+
+    fn path(dir: &tempfile::TempDir, name: &str) -> String {
+        dir.path().join(name).display().to_string()
+    }
+
+    #[test]
+    fn write_then_read_is_byte_exact_and_windowed() {
+        let dir = tmp();
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+        let file = path(&dir, "bin");
+        let written = write(WriteFile {
+            path: file.clone(),
+            data: B64.encode(&bytes),
+            mode: Some(0o600),
+        })
+        .unwrap();
+        assert_eq!((written.size, written.mode), (70_000, 0o600));
+        let whole = read(ReadFile {
+            path: file.clone(),
+            offset: 0,
+            max_len: None,
+        })
+        .unwrap();
+        assert_eq!(B64.decode(whole.data).unwrap(), bytes);
+        assert!(whole.eof);
+        let part = read(ReadFile {
+            path: file,
+            offset: 10,
+            max_len: Some(5),
+        })
+        .unwrap();
+        assert_eq!(B64.decode(part.data).unwrap(), &bytes[10..15]);
+        assert!(!part.eof);
+    }
+
+    #[test]
+    fn errors_carry_codes_a_host_can_map() {
+        let dir = tmp();
+        let code = |err: FilesError| err.code();
+        let missing = path(&dir, "missing");
+        assert_eq!(
+            code(
+                read(ReadFile {
+                    path: missing.clone(),
+                    offset: 0,
+                    max_len: None
+                })
+                .unwrap_err()
+            ),
+            ErrorCode::NotFound
+        );
+        assert_eq!(
+            code(
+                read(ReadFile {
+                    path: path(&dir, ""),
+                    offset: 0,
+                    max_len: None
+                })
+                .unwrap_err()
+            ),
+            ErrorCode::IsADirectory
+        );
+        assert_eq!(
+            code(stat(PathArg { path: "rel".into() }).unwrap_err()),
+            ErrorCode::NotAbsolute
+        );
+        assert_eq!(
+            code(
+                read(ReadFile {
+                    path: "/dev/zero".into(),
+                    offset: 0,
+                    max_len: None
+                })
+                .unwrap_err()
+            ),
+            ErrorCode::SpecialFile
+        );
+        let big = read(ReadFile {
+            path: missing,
+            offset: 0,
+            max_len: Some(MAX_FILE + 1),
+        });
+        assert_eq!(code(big.unwrap_err()), ErrorCode::TooLarge);
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/f"), b"x").unwrap();
+        let not_empty = delete(DeletePath {
+            path: path(&dir, "d"),
+            recursive: false,
+        });
+        assert_eq!(code(not_empty.unwrap_err()), ErrorCode::NotEmpty);
+        assert_eq!(
+            code(
+                delete(DeletePath {
+                    path: "/".into(),
+                    recursive: true
+                })
+                .unwrap_err()
+            ),
+            ErrorCode::BadRequest
+        );
+        assert!(
+            delete(DeletePath {
+                path: path(&dir, "d"),
+                recursive: true
+            })
+            .is_ok()
+        );
+        assert!(!dir.path().join("d").exists());
+    }
+
+    #[test]
+    fn listing_is_sorted_with_types() {
+        let dir = tmp();
+        std::fs::write(dir.path().join("b"), b"12").unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("b", dir.path().join("c")).unwrap();
+        let listing = list(PathArg {
+            path: path(&dir, ""),
+        })
+        .unwrap();
+        let names: Vec<_> = listing
+            .entries
+            .iter()
+            .map(|e| (e.name.as_str(), e.kind))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a", FileKind::Dir),
+                ("b", FileKind::File),
+                ("c", FileKind::Symlink)
+            ]
+        );
+        assert_eq!(listing.entries[1].size, 2);
+        assert_eq!(listing.entries[2].link_target.as_deref(), Some("b"));
+    }
+}
