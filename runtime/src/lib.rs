@@ -13,6 +13,7 @@
 pub mod backend;
 pub mod channel;
 pub mod geometry;
+pub mod guest_ops;
 pub mod host;
 pub mod image;
 pub mod jail;
