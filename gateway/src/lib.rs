@@ -11,6 +11,7 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod cdp_proxy;
 pub mod error;
 pub mod vnc;
 pub mod web;

@@ -28,6 +28,7 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(workspaces::stop),
         )
         .route("/v1/workspaces/{id}/vnc", get(crate::vnc::upgrade))
+        .merge(crate::cdp_proxy::routes())
         .merge(crate::web::routes(state.clone()))
         .fallback(not_found)
         .with_state(state)

@@ -1,0 +1,191 @@
+//! The CDP proxy: a workspace's Chromium DevTools endpoint, for agents.
+//!
+//! | route under `/v1/workspaces/{id}/cdp` | what |
+//! | --- | --- |
+//! | `/json/version`, `/json/version/` | Chromium's, with `webSocketDebuggerUrl` on the gateway |
+//! | `/json`, `/json/list` (also with `/`) | the targets, each `webSocketDebuggerUrl` on the gateway |
+//! | `` (WebSocket) | the browser endpoint |
+//! | `/page/{target}` (WebSocket) | one target's endpoint |
+//!
+//! So Playwright's `connectOverCDP(url, {headers})` and Puppeteer's
+//! `connect` work unchanged with a token. Chromium listens on the
+//! workspace's own loopback; the gateway reaches it through the guest
+//! channel (port 9222). Every message of every connection passes through
+//! [`inspect::inspect`], the hook for the policy. Agents, operators and
+//! admins may use the browser; auditors may not.
+//!
+//! Read [`relay`] for the WebSocket side, [`inspect`] for what is allowed.
+
+mod discovery;
+pub mod inspect;
+mod relay;
+mod rewrite;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use cubicle_runtime::backend::Backend;
+use cubicle_runtime::channel::{ChannelError, GuestChannel};
+use cubicle_runtime::tokens::Role;
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// The largest CDP message relayed either way (a full-page screenshot of a
+/// long page is tens of MB of base64).
+pub const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// What can go wrong proxying CDP.
+#[derive(Debug, thiserror::Error)]
+pub enum CdpProxyError {
+    #[error("cannot reach the workspace's browser over the guest channel: {0}")]
+    Channel(#[from] ChannelError),
+    #[error(
+        "Chromium's DevTools endpoint in the workspace gave no usable answer to {path}: {reason} (is the browser still running?)"
+    )]
+    Discovery { path: String, reason: String },
+    #[error(
+        "{what} timed out after {:?}: the workspace's browser is not answering",
+        discovery::TIMEOUT
+    )]
+    Timeout { what: String },
+    #[error("Chromium refused the WebSocket to {path}: {source}")]
+    Handshake {
+        path: String,
+        #[source]
+        source: Box<tokio_tungstenite::tungstenite::Error>,
+    },
+    #[error("no target {0:?} in the workspace's browser: list them at .../cdp/json/list")]
+    NoTarget(String),
+    #[error("target id {0:?} is not valid: 1..=128 characters of A-Z, a-z, 0-9, '-', '_'")]
+    BadTarget(String),
+    #[error(
+        "cannot build the gateway's CDP URLs from Host {0}: send a Host header of the form name[:port]"
+    )]
+    BadHost(String),
+    #[error("{0}")]
+    Malformed(String),
+    #[error("this endpoint is a WebSocket: connect with a WebSocket client ({0})")]
+    NotWebSocket(String),
+}
+
+impl From<CdpProxyError> for ApiError {
+    fn from(err: CdpProxyError) -> Self {
+        let message = err.to_string();
+        let (status, code) = match err {
+            CdpProxyError::Channel(_)
+            | CdpProxyError::Discovery { .. }
+            | CdpProxyError::Handshake { .. } => (StatusCode::BAD_GATEWAY, "browser_unreachable"),
+            CdpProxyError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "browser_timeout"),
+            CdpProxyError::NoTarget(_) => (StatusCode::NOT_FOUND, "not_found"),
+            CdpProxyError::BadTarget(_)
+            | CdpProxyError::BadHost(_)
+            | CdpProxyError::Malformed(_)
+            | CdpProxyError::NotWebSocket(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+        };
+        ApiError::new(status, code, message)
+    }
+}
+
+/// The CDP routes.
+pub fn routes() -> Router<AppState> {
+    let base = "/v1/workspaces/{id}/cdp";
+    let mut router = Router::new()
+        .route(base, get(browser_socket))
+        .route(&format!("{base}/page/{{target}}"), get(page_socket));
+    for path in ["/json/version", "/json/version/"] {
+        router = router.route(&format!("{base}{path}"), get(json_version));
+    }
+    for path in ["/json", "/json/", "/json/list", "/json/list/"] {
+        router = router.route(&format!("{base}{path}"), get(json_list));
+    }
+    router
+}
+
+/// The guest channel of running workspace `id`, if `caller` may use its
+/// browser.
+async fn channel(state: &AppState, caller: &Caller, id: &str) -> Result<GuestChannel, ApiError> {
+    caller.require(&[Role::Agent, Role::Operator], "use the browser")?;
+    let record = state.manager.running(id).await?;
+    let spec = state.manager.spec(&record);
+    Ok(Backend::channel(state.manager.backend(), &spec))
+}
+
+pub async fn json_version(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let channel = channel(&state, &caller, &id).await?;
+    let origin = rewrite::PublicOrigin::of_request(&headers, &uri)?;
+    let version = discovery::get_json(&channel, "/json/version").await?;
+    Ok(Json(rewrite::version(version, &origin, &id)))
+}
+
+pub async fn json_list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let channel = channel(&state, &caller, &id).await?;
+    let origin = rewrite::PublicOrigin::of_request(&headers, &uri)?;
+    let targets = discovery::get_json(&channel, "/json/list").await?;
+    Ok(Json(rewrite::list(targets, &origin, &id)))
+}
+
+/// WebSocket to the browser endpoint (its path is learnt from
+/// `/json/version` each time: it changes when Chromium restarts).
+pub async fn browser_socket(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let channel = channel(&state, &caller, &id).await?;
+    let upgrade = upgrade.map_err(|e| CdpProxyError::NotWebSocket(e.body_text()))?;
+    let version = discovery::get_json(&channel, "/json/version").await?;
+    let path = rewrite::browser_path(&version)?;
+    let browser = relay::open_browser(&channel, &path).await?;
+    Ok(accept(upgrade, browser, id))
+}
+
+/// WebSocket to one target (`/devtools/page/{target}`).
+pub async fn page_socket(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, target)): Path<(String, String)>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let channel = channel(&state, &caller, &id).await?;
+    if !rewrite::valid_target(&target) {
+        return Err(CdpProxyError::BadTarget(target).into());
+    }
+    let upgrade = upgrade.map_err(|e| CdpProxyError::NotWebSocket(e.body_text()))?;
+    let path = format!("/devtools/page/{target}");
+    let browser = relay::open_browser(&channel, &path)
+        .await
+        .map_err(|err| match err {
+            CdpProxyError::Handshake { .. } => CdpProxyError::NoTarget(target),
+            other => other,
+        })?;
+    Ok(accept(upgrade, browser, id))
+}
+
+fn accept(upgrade: WebSocketUpgrade, browser: relay::Browser, id: String) -> Response {
+    upgrade
+        .max_message_size(MAX_MESSAGE)
+        .max_frame_size(MAX_MESSAGE)
+        .on_upgrade(move |socket| relay::run(socket, browser, id))
+        .into_response()
+}
