@@ -196,6 +196,49 @@ async fn playwright_connects_over_cdp_through_the_gateway() {
     )
     .await;
     assert_eq!(evaluated["result"]["result"]["value"], 3, "{evaluated}");
+
+    let target_id = target["id"].as_str().unwrap();
+    measure_screenshots(&daemon, &id, target_id, &mut page).await;
+}
+
+/// `Page.captureScreenshot` (a message of megabytes) p50 over 10 calls
+/// through the gateway and directly over the guest channel.
+async fn measure_screenshots<S: AsyncRead + AsyncWrite + Unpin>(
+    daemon: &Daemon,
+    id: &str,
+    target: &str,
+    through: &mut WebSocketStream<S>,
+) {
+    let stream = guest::connect(&daemon.channel_socket(id), 9222)
+        .await
+        .unwrap();
+    let url = format!("ws://127.0.0.1:9222/devtools/page/{target}");
+    let (mut direct, _) = tokio_tungstenite::client_async(url, stream).await.unwrap();
+    // Random pixels: a PNG that does not compress, megabytes per message.
+    let noise = "const c = document.createElement('canvas'); c.width = 1280; c.height = 800; \
+        const g = c.getContext('2d'); const d = g.createImageData(1280, 800); \
+        for (let i = 0; i < d.data.length; i++) d.data[i] = i % 4 == 3 ? 255 : Math.random() * 256; \
+        g.putImageData(d, 0, 0); document.body.style.margin = 0; document.body.replaceChildren(c); 1";
+    let drawn = call(through, 9, "Runtime.evaluate", json!({"expression": noise})).await;
+    assert_eq!(drawn["result"]["result"]["value"], 1, "{drawn}");
+    let (mut gateway, mut channel, mut size) = (Vec::new(), Vec::new(), 0);
+    for n in 0..10 {
+        let params = json!({"format": "png"});
+        let started = Instant::now();
+        let shot = call(through, 10 + n, "Page.captureScreenshot", params.clone()).await;
+        gateway.push(started.elapsed());
+        size = shot["result"]["data"].as_str().map_or(0, str::len);
+        let started = Instant::now();
+        call(&mut direct, 10 + n, "Page.captureScreenshot", params).await;
+        channel.push(started.elapsed());
+    }
+    assert!(size > 1_000_000, "screenshot of {size} bytes of base64");
+    let (gateway, channel) = (p50_ms(gateway), p50_ms(channel));
+    println!(
+        "measure: Page.captureScreenshot ({} KiB base64) p50 through the gateway {gateway:.1} ms, direct over the guest channel {channel:.1} ms (ratio {:.2})",
+        size / 1024,
+        gateway / channel
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,10 +342,11 @@ async fn measure_round_trips<S: AsyncRead + AsyncWrite + Unpin>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdp_refuses_wrong_callers_and_targets() {
     let (data, daemon, id) = workspace("1663000").await;
-    let version = format!("/v1/workspaces/{id}/cdp/json/version");
+    let version_path = format!("/v1/workspaces/{id}/cdp/json/version");
+    let version = &version_path;
 
     let (status, body) = daemon
-        .call_as(None, Method::GET, &version, None)
+        .call_as(None, Method::GET, version, None)
         .await
         .unwrap();
     assert_eq!(status, 401, "{body}");
@@ -360,7 +404,7 @@ async fn cdp_refuses_wrong_callers_and_targets() {
         .unwrap_or_else(|| panic!("{line}"))
         .to_owned();
     let (status, body) = daemon
-        .call_as(Some(&auditor), Method::GET, &version, None)
+        .call_as(Some(&auditor), Method::GET, version, None)
         .await
         .unwrap();
     assert_eq!(status, 403, "{body}");
@@ -424,4 +468,23 @@ async fn cdp_refuses_wrong_callers_and_targets() {
     .unwrap();
     let version = call(&mut socket, 1, "Browser.getVersion", json!({})).await;
     assert!(version["result"]["product"].is_string(), "{version}");
+
+    // Stopping the workspace ends its CDP connections; then it is a 409.
+    let (status, body) = daemon
+        .call(Method::POST, &format!("/v1/workspaces/{id}/stop"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let ended = tokio::time::timeout(REPLY, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "CDP connection outlived its workspace");
+    let (status, body) = daemon.call(Method::GET, &version_path, None).await.unwrap();
+    assert_eq!(status, 409, "{body}");
 }
