@@ -70,7 +70,7 @@ pub enum Request {
 }
 
 /// A command to run as the workspace user.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExecRequest {
     /// The program and its arguments; or leave empty and set `command`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -94,6 +94,20 @@ pub struct ExecRequest {
 
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_MS
+}
+
+impl Default for ExecRequest {
+    /// No command yet, the default timeout.
+    fn default() -> Self {
+        Self {
+            argv: Vec::new(),
+            command: None,
+            env: BTreeMap::new(),
+            cwd: None,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            stdin: None,
+        }
+    }
 }
 
 /// How a command ended (both exec forms).
@@ -246,7 +260,8 @@ pub struct ServiceStatus {
 /// The reply to [`Request::Health`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Health {
-    /// Xvnc answers RFB and Chromium answers `/json/version`.
+    /// Xvnc answers RFB, the window manager runs and Chromium answers
+    /// `/json/version`.
     pub ready: bool,
     /// Set when the workspace cannot become ready; the reason for a human.
     pub failed: Option<String>,

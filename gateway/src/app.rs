@@ -14,4 +14,6 @@ pub struct AppState {
     pub store: Store,
     /// Where the operator page's files are (`web/` of the source tree).
     pub web_dir: PathBuf,
+    /// One RFB session per workspace, for the agent's actions.
+    pub screens: Arc<crate::screen::Screens>,
 }

@@ -216,6 +216,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         manager: manager.clone(),
         store,
         web_dir: args.web_dir,
+        screens: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -8,10 +8,12 @@
 //!
 //! Read [`app::AppState`] and [`api::router`] first.
 
+pub mod actions;
 pub mod api;
 pub mod app;
 pub mod auth;
 pub mod cdp_proxy;
 pub mod error;
+pub mod screen;
 pub mod vnc;
 pub mod web;

@@ -1,5 +1,8 @@
 //! The HTTP routes.
 
+pub mod actions;
+pub mod exec;
+pub mod files;
 pub mod workspaces;
 
 use axum::Router;
@@ -28,6 +31,18 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(workspaces::stop),
         )
         .route("/v1/workspaces/{id}/vnc", get(crate::vnc::upgrade))
+        .route("/v1/workspaces/{id}/exec", axum::routing::post(exec::run))
+        .route("/v1/workspaces/{id}/exec/ws", get(exec::upgrade))
+        .route(
+            "/v1/workspaces/{id}/files",
+            get(files::get)
+                .put(files::put)
+                .delete(files::delete)
+                .layer(axum::extract::DefaultBodyLimit::max(files::BODY_LIMIT)),
+        )
+        .route("/v1/workspaces/{id}/files/list", get(files::list))
+        .route("/v1/workspaces/{id}/actions", axum::routing::post(actions::actions))
+        .route("/v1/workspaces/{id}/screenshot", get(actions::screenshot))
         .merge(crate::cdp_proxy::routes())
         .merge(crate::web::routes(state.clone()))
         .fallback(not_found)

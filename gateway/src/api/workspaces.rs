@@ -76,6 +76,7 @@ pub async fn stop(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(&[Role::Agent, Role::Operator], "stop workspaces")?;
+    state.screens.close(&id);
     Ok(Json(view(&state.manager.stop(&id).await?)))
 }
 
@@ -85,6 +86,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     caller.require(&[Role::Agent, Role::Operator], "delete workspaces")?;
+    state.screens.close(&id);
     state.manager.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

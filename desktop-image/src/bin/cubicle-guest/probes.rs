@@ -83,3 +83,22 @@ where
     stream.read_exact(&mut body).await.ok()?;
     Some(String::from_utf8_lossy(&body).into_owned())
 }
+
+/// The window manager is ready when the root window names it
+/// (`_NET_SUPPORTING_WM_CHECK`, set by xfwm4 once it manages windows).
+/// Windows mapped before that are placed again when it starts, so the
+/// browser is started only after this passes.
+pub async fn window_manager(display: &str) -> bool {
+    let run = tokio::process::Command::new("/usr/bin/xprop")
+        .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
+        .env_clear()
+        .env("DISPLAY", display)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(PROBE_TIMEOUT, run).await {
+        Ok(Ok(out)) => String::from_utf8_lossy(&out.stdout).contains("window id"),
+        _ => false,
+    }
+}

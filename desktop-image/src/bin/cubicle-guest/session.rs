@@ -49,7 +49,7 @@ impl Plan {
             program: PathBuf::from("/usr/bin/dbus-launch"),
             args: vec!["--exit-with-session".into(), "/usr/bin/startxfce4".into()],
             env: env.clone(),
-            probe: Probe::None,
+            probe: Probe::WindowManager,
             fatal_after: None,
         };
         let profile = args.home.join(".config/cubicle-chromium");
@@ -69,17 +69,30 @@ impl Plan {
     }
 }
 
-/// Starts the plan: Xvnc, then (once the display answers) the rest.
+/// Starts the plan: Xvnc; once the display answers, the XFCE session; once
+/// its window manager runs, Chromium (so its window is placed once, by the
+/// window manager, and does not jump after the workspace is ready).
 pub async fn start(plan: Plan, supervisor: Arc<Supervisor>) {
     supervisor.spawn(plan.xvnc);
-    while !supervisor.is_ready("xvnc") {
+    if !wait_ready(&supervisor, "xvnc").await {
+        return;
+    }
+    supervisor.spawn(plan.xfce);
+    if !wait_ready(&supervisor, "xfce").await {
+        return;
+    }
+    supervisor.spawn(plan.chromium);
+}
+
+/// Waits until `name` is ready; false if the workspace failed instead.
+async fn wait_ready(supervisor: &Supervisor, name: &str) -> bool {
+    while !supervisor.is_ready(name) {
         if supervisor.failure().is_some() {
-            return;
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    supervisor.spawn(plan.xfce);
-    supervisor.spawn(plan.chromium);
+    true
 }
 
 fn parse_geometry(text: &str) -> Result<(u32, u32), String> {
@@ -140,7 +153,7 @@ fn chromium_flags(profile: &std::path::Path, width: u32, height: u32) -> Vec<Str
 /// Readiness probes per kind, used by the supervisor.
 pub async fn probe(kind: Probe) -> bool {
     match kind {
-        Probe::None => true,
+        Probe::WindowManager => probes::window_manager(DISPLAY).await,
         Probe::Rfb => probes::rfb(cubicle_guest::ports::RFB).await,
         Probe::Cdp => probes::cdp(cubicle_guest::ports::CDP).await,
     }

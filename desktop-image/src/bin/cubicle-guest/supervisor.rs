@@ -19,8 +19,8 @@ const LOG_TAIL_BYTES: u64 = 2048;
 /// How to tell that a service is ready.
 #[derive(Debug, Clone, Copy)]
 pub enum Probe {
-    None,
     Rfb,
+    WindowManager,
     Cdp,
 }
 
@@ -97,7 +97,7 @@ impl Supervisor {
     /// The control service's health report.
     pub fn health(&self) -> Health {
         let state = self.state();
-        let ready = ["xvnc", "chromium"].iter().all(|name| {
+        let ready = ["xvnc", "xfce", "chromium"].iter().all(|name| {
             state
                 .services
                 .iter()

@@ -1,0 +1,161 @@
+//! `POST /v1/workspaces/{id}/actions`: one action, or `{"actions": [...]}`
+//! run in order, stopping at the first error with one result per action run.
+//! `GET /v1/workspaces/{id}/screenshot`: the screen as an image, raw bytes.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use cubicle_runtime::backend::Backend;
+use cubicle_runtime::tokens::Role;
+use serde_json::{Map, Value, json};
+
+use crate::actions::run::{self, RunError};
+use crate::actions::{Action, MAX_BATCH, parse_action};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::screen::ScreenSession;
+use crate::screen::image_out;
+
+fn field_error(err: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(err.to_string())
+}
+
+impl From<RunError> for ApiError {
+    fn from(err: RunError) -> Self {
+        match err {
+            RunError::Field(field) => field_error(field),
+            RunError::Screen(screen) => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "display_unavailable",
+                screen.to_string(),
+            ),
+            RunError::Encode(encode) => ApiError::internal(encode.to_string()),
+        }
+    }
+}
+
+/// Parses the body into the actions to run; true if it was a batch.
+fn parse_body(body: &[u8]) -> Result<(Vec<Action>, bool), ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
+    let Some(list) = value.get("actions") else {
+        return Ok((vec![parse_action(&value).map_err(field_error)?], false));
+    };
+    let list = list
+        .as_array()
+        .ok_or_else(|| ApiError::bad_request("actions: must be a list of action objects"))?;
+    if list.is_empty() || list.len() > MAX_BATCH {
+        return Err(ApiError::bad_request(format!(
+            "actions: needs 1..={MAX_BATCH} actions, got {}",
+            list.len()
+        )));
+    }
+    let actions = list
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            parse_action(item).map_err(|e| field_error(e.within(&format!("actions[{i}]"))))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((actions, true))
+}
+
+/// The workspace's screen session, after checking it is running.
+pub async fn session_for(state: &AppState, id: &str) -> Result<Arc<ScreenSession>, ApiError> {
+    let record = state.manager.running(id).await?;
+    let channel = state
+        .manager
+        .backend()
+        .channel(&state.manager.spec(&record));
+    state.screens.get(id, &channel).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "display_unavailable",
+            e.to_string(),
+        )
+    })
+}
+
+pub async fn actions(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    caller.require(&[Role::Agent, Role::Operator], "drive a workspace")?;
+    let (actions, batch) = parse_body(&body)?;
+    let session = session_for(&state, &id).await?;
+    let _one_at_a_time = session.actions.lock().await;
+    let mut results = Vec::with_capacity(actions.len());
+    for (index, action) in actions.iter().enumerate() {
+        match run::run(&session, action).await {
+            Ok(result) => results.push(result),
+            Err(err) if batch => return Ok(batch_error(index, err.into(), results)),
+            Err(err) => return Err(err.into()),
+        }
+    }
+    let body = if batch {
+        json!({ "results": results })
+    } else {
+        json!({ "result": results.pop().unwrap_or(Value::Null) })
+    };
+    Ok(Json(body).into_response())
+}
+
+fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
+    let message = if err.status == StatusCode::BAD_REQUEST {
+        format!("actions[{index}].{}", err.message)
+    } else {
+        err.message
+    };
+    let body = json!({
+        "error": { "code": err.code, "message": message, "index": index },
+        "results": results,
+    });
+    (err.status, Json(body)).into_response()
+}
+
+pub async fn screenshot(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<Map<String, Value>>,
+) -> Result<Response, ApiError> {
+    caller.require(
+        &[Role::Agent, Role::Operator, Role::Auditor],
+        "see a workspace",
+    )?;
+    // Query values arrive as strings; the screenshot action wants numbers.
+    let mut fields: Map<String, Value> = query
+        .into_iter()
+        .map(|(k, v)| {
+            let parsed = v
+                .as_str()
+                .and_then(|s| s.parse::<u64>().ok())
+                .map(Value::from);
+            (k, parsed.unwrap_or(v))
+        })
+        .collect();
+    fields.insert("action".into(), "screenshot".into());
+    let Action::Screenshot(request) = parse_action(&Value::Object(fields)).map_err(field_error)?
+    else {
+        return Err(ApiError::internal(
+            "screenshot query parsed as another action",
+        ));
+    };
+    let session = session_for(&state, &id).await?;
+    let frame = session.snapshot();
+    let encoded = tokio::task::spawn_blocking(move || {
+        image_out::encode(&frame, request.format, request.size)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(([(CONTENT_TYPE, encoded.media_type)], encoded.bytes).into_response())
+}

@@ -1,0 +1,274 @@
+//! `/v1/workspaces/{id}/files`: read, write, list, stat and delete files
+//! inside a running workspace, as the workspace user.
+//!
+//! | method | query | answer |
+//! | --- | --- | --- |
+//! | GET | `path`, optional `offset`, `length` | the bytes, `application/octet-stream`; `x-file-size` is the whole size |
+//! | GET | `path`, `list=true` (or `GET .../files/list?path=`) | `{"path", "entries": [{name, type, size, mode, mtime_ms, link_target?}], "truncated"}` |
+//! | GET | `path`, `stat=true` | `{name, type, size, mode, mtime_ms, link_target?}` |
+//! | PUT | `path`, optional `mode` (octal, e.g. `0755`); raw body | the written file's stat |
+//! | DELETE | `path`, optional `recursive=true` | `{"deleted": stat}` |
+//!
+//! Paths are absolute inside the workspace (no `..`); files are at most
+//! 16 MiB (413 above it; read bigger files in parts with `offset`/`length`).
+//! Only `/home/user` and `/tmp` are writable. Guest errors map to 4xx with
+//! the guest's code (`not_absolute`, `bad_path`, `not_found`,
+//! `is_a_directory`, `not_a_directory`, `not_empty`, `special_file`,
+//! `too_large`, `permission_denied`).
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use cubicle_guest::control::{ErrorCode, MAX_FILE};
+use cubicle_runtime::backend::Backend;
+use cubicle_runtime::channel::GuestChannel;
+use cubicle_runtime::guest_ops::GuestOpError;
+use cubicle_runtime::tokens::Role;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// The request body limit of `PUT .../files`.
+pub const BODY_LIMIT: usize = MAX_FILE as usize;
+/// Who may use exec and files: admins, agents and operators, not auditors.
+pub const ROLES: [Role; 2] = [Role::Agent, Role::Operator];
+
+/// The guest channel of running workspace `id` (404 unknown, 409 not running).
+pub async fn guest_channel(state: &AppState, id: &str) -> Result<GuestChannel, ApiError> {
+    let record = state.manager.running(id).await?;
+    let spec = state.manager.spec(&record);
+    Ok(state.manager.backend().channel(&spec))
+}
+
+/// The API's code and status for a guest's error code.
+fn guest_code(code: ErrorCode) -> (StatusCode, &'static str) {
+    match code {
+        ErrorCode::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
+        ErrorCode::NotAbsolute => (StatusCode::BAD_REQUEST, "not_absolute"),
+        ErrorCode::BadPath => (StatusCode::BAD_REQUEST, "bad_path"),
+        ErrorCode::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+        ErrorCode::IsADirectory => (StatusCode::BAD_REQUEST, "is_a_directory"),
+        ErrorCode::NotADirectory => (StatusCode::BAD_REQUEST, "not_a_directory"),
+        ErrorCode::NotEmpty => (StatusCode::CONFLICT, "not_empty"),
+        ErrorCode::SpecialFile => (StatusCode::BAD_REQUEST, "special_file"),
+        ErrorCode::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+        ErrorCode::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
+        ErrorCode::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
+        ErrorCode::NotExecutable => (StatusCode::BAD_REQUEST, "not_executable"),
+        ErrorCode::Io => (StatusCode::BAD_GATEWAY, "guest_error"),
+    }
+}
+
+/// The API error for a failed guest op (shared with exec).
+pub fn op_error(err: GuestOpError) -> ApiError {
+    let message = err.to_string();
+    let (status, code) = match &err {
+        GuestOpError::Invalid(invalid) => guest_code(invalid.code),
+        GuestOpError::TooLarge { .. } => guest_code(ErrorCode::TooLarge),
+        GuestOpError::Guest { code, .. } => guest_code(*code),
+        GuestOpError::Channel(_) | GuestOpError::Io(_) => {
+            (StatusCode::BAD_GATEWAY, "guest_unreachable")
+        }
+        GuestOpError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "guest_timeout"),
+        GuestOpError::BadReply(_) => (StatusCode::BAD_GATEWAY, "guest_error"),
+    };
+    ApiError::new(status, code, message)
+}
+
+/// A query string's parameters; any key not in `allowed` is a 400.
+pub fn query_params(
+    raw: Option<&str>,
+    allowed: &[&str],
+) -> Result<HashMap<String, String>, ApiError> {
+    let mut params = HashMap::new();
+    for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if key == "access_token" {
+            continue;
+        }
+        if !allowed.contains(&key.as_ref()) {
+            return Err(ApiError::bad_request(format!(
+                "unknown query parameter {key:?}: allowed are {allowed:?}"
+            )));
+        }
+        params.insert(key.into_owned(), value.into_owned());
+    }
+    Ok(params)
+}
+
+fn required_path(params: &HashMap<String, String>) -> Result<String, ApiError> {
+    let path = params
+        .get("path")
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "not_absolute",
+                "path: missing: give ?path=/home/user/... (an absolute path inside the workspace)",
+            )
+        })?;
+    Ok(path.clone())
+}
+
+fn flag(params: &HashMap<String, String>, name: &str) -> Result<bool, ApiError> {
+    match params.get(name).map(String::as_str) {
+        None | Some("false" | "0") => Ok(false),
+        Some("true" | "1" | "") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{name}: {other:?} is not true or false"
+        ))),
+    }
+}
+
+fn number(params: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
+    params
+        .get(name)
+        .map(|text| {
+            text.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("{name}: {text:?} is not a non-negative integer"))
+            })
+        })
+        .transpose()
+}
+
+fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, ApiError> {
+    params
+        .get("mode")
+        .map(|text| {
+            u32::from_str_radix(text, 8)
+                .ok()
+                .filter(|&mode| mode <= 0o7777)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!("mode: {text:?} is not an octal mode like 0644"))
+                })
+        })
+        .transpose()
+}
+
+/// `GET .../files`: read, or list / stat with `list=true` / `stat=true`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    caller.require(&ROLES, "read workspace files")?;
+    let allowed = ["path", "list", "stat", "offset", "length"];
+    let params = query_params(query.as_deref(), &allowed)?;
+    let path = required_path(&params)?;
+    let (list, stat) = (flag(&params, "list")?, flag(&params, "stat")?);
+    let channel = guest_channel(&state, &id).await?;
+    if list {
+        let listing = channel.list_dir(&path).await.map_err(op_error)?;
+        return Ok(Json(listing).into_response());
+    }
+    if stat {
+        let info = channel.stat(&path).await.map_err(op_error)?;
+        return Ok(Json(info).into_response());
+    }
+    let offset = number(&params, "offset")?.unwrap_or(0);
+    let chunk = channel
+        .read_file(&path, offset, number(&params, "length")?)
+        .await
+        .map_err(op_error)?;
+    let headers = [
+        (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+        (
+            header::HeaderName::from_static("x-file-size"),
+            chunk.size.to_string(),
+        ),
+    ];
+    Ok((headers, chunk.bytes).into_response())
+}
+
+/// `GET .../files/list?path=`: a directory listing.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&ROLES, "list workspace files")?;
+    let params = query_params(query.as_deref(), &["path"])?;
+    let path = required_path(&params)?;
+    let channel = guest_channel(&state, &id).await?;
+    let listing = channel.list_dir(&path).await.map_err(op_error)?;
+    Ok(Json(json!(listing)))
+}
+
+/// `PUT .../files?path=[&mode=]`: create or replace a file with the body.
+pub async fn put(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&ROLES, "write workspace files")?;
+    let params = query_params(query.as_deref(), &["path", "mode"])?;
+    let path = required_path(&params)?;
+    let mode = mode(&params)?;
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                status,
+                "too_large",
+                format!("the body is over the {BODY_LIMIT}-byte file limit"),
+            )
+        } else {
+            ApiError::new(status, "bad_request", rejection.body_text())
+        }
+    })?;
+    let channel = guest_channel(&state, &id).await?;
+    let info = channel
+        .write_file(&path, &body, mode)
+        .await
+        .map_err(op_error)?;
+    Ok(Json(json!(info)))
+}
+
+/// `DELETE .../files?path=[&recursive=true]`.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&ROLES, "delete workspace files")?;
+    let params = query_params(query.as_deref(), &["path", "recursive"])?;
+    let path = required_path(&params)?;
+    let recursive = flag(&params, "recursive")?;
+    let channel = guest_channel(&state, &id).await?;
+    let removed = channel.delete(&path, recursive).await.map_err(op_error)?;
+    Ok(Json(json!({ "deleted": removed })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_errors_name_the_parameter() {
+        let params = query_params(Some("path=%2Ftmp%2Fa%20b&access_token=x"), &["path"]).unwrap();
+        assert_eq!(params["path"], "/tmp/a b");
+        let err = query_params(Some("pth=/tmp"), &["path"]).unwrap_err();
+        assert!(err.message.contains("pth"), "{}", err.message);
+        let err = required_path(&HashMap::new()).unwrap_err();
+        assert!(err.message.starts_with("path:"), "{}", err.message);
+        let params = query_params(Some("mode=999&offset=-1"), &["mode", "offset"]).unwrap();
+        assert!(mode(&params).unwrap_err().message.starts_with("mode:"));
+        assert!(
+            number(&params, "offset")
+                .unwrap_err()
+                .message
+                .starts_with("offset:")
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! Screenshots out of the framebuffer: PNG (default) or JPEG, optionally
+//! scaled to a requested size.
+
+use image::codecs::jpeg::JpegEncoder;
+use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+use image::imageops::{self, FilterType as Resize};
+use image::{ImageEncoder, RgbImage};
+
+use super::Framebuffer;
+
+/// The image format of a screenshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Png,
+    /// JPEG with a quality of 1..=100.
+    Jpeg(u8),
+}
+
+impl Format {
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Self::Png => "image/png",
+            Self::Jpeg(_) => "image/jpeg",
+        }
+    }
+}
+
+/// An encoded screenshot.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    pub bytes: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    pub media_type: &'static str,
+}
+
+/// What can go wrong encoding.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("the workspace's screen has no pixels yet")]
+    Empty,
+    #[error("cannot encode the screenshot: {0}")]
+    Image(#[from] image::ImageError),
+}
+
+/// Encodes `frame`, scaled to `size` if given.
+pub fn encode(
+    frame: &Framebuffer,
+    format: Format,
+    size: Option<(u32, u32)>,
+) -> Result<Encoded, EncodeError> {
+    let image =
+        RgbImage::from_raw(frame.width, frame.height, frame.rgb()).ok_or(EncodeError::Empty)?;
+    if image.width() == 0 || image.height() == 0 {
+        return Err(EncodeError::Empty);
+    }
+    let image = match size {
+        Some((w, h)) if (w, h) != image.dimensions() => {
+            imageops::resize(&image, w, h, Resize::Triangle)
+        }
+        _ => image,
+    };
+    let (width, height) = image.dimensions();
+    let mut bytes = Vec::with_capacity(image.len() / 4);
+    match format {
+        Format::Png => {
+            PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, FilterType::Adaptive)
+                .write_image(&image, width, height, image::ExtendedColorType::Rgb8)?
+        }
+        Format::Jpeg(quality) => JpegEncoder::new_with_quality(&mut bytes, quality).write_image(
+            &image,
+            width,
+            height,
+            image::ExtendedColorType::Rgb8,
+        )?,
+    }
+    Ok(Encoded {
+        bytes,
+        width,
+        height,
+        media_type: format.media_type(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn png_round_trips_and_scales() {
+        let mut frame = Framebuffer::new(8, 4);
+        frame.rgba[0..4].copy_from_slice(&[255, 0, 0, 0]);
+        let out = encode(&frame, Format::Png, None).unwrap();
+        let back = image::load_from_memory(&out.bytes).unwrap().to_rgb8();
+        assert_eq!(back.dimensions(), (8, 4));
+        assert_eq!(back.get_pixel(0, 0).0, [255, 0, 0]);
+        let small = encode(&frame, Format::Jpeg(80), Some((4, 2))).unwrap();
+        assert_eq!((small.width, small.height), (4, 2));
+        assert_eq!(small.media_type, "image/jpeg");
+        assert!(encode(&Framebuffer::default(), Format::Png, None).is_err());
+    }
+}

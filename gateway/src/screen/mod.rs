@@ -1,0 +1,256 @@
+//! One persistent RFB client per workspace: it keeps the current framebuffer
+//! up to date (incremental updates; ZRLE, CopyRect, Raw — the lossless
+//! encodings Xvnc offers that vnc-rs decodes) and sends the agent's input as
+//! RFB pointer and key events. No tool inside the workspace is trusted for
+//! input or screenshots.
+
+pub mod framebuffer;
+pub mod image_out;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use cubicle_guest::ports;
+use cubicle_runtime::channel::GuestChannel;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use vnc::{PixelFormat, VncClient, VncConnector, VncEncoding, VncEvent, X11Event};
+
+pub use framebuffer::Framebuffer;
+
+/// How often the session asks for an incremental update.
+const REFRESH: Duration = Duration::from_millis(15);
+/// The longest the pump holds the RFB client while waiting for an event.
+const RECEIVE_SLICE: Duration = Duration::from_millis(5);
+/// How long to wait for the first whole framebuffer.
+const FIRST_FRAME: Duration = Duration::from_secs(15);
+
+/// What can go wrong with a screen session.
+#[derive(Debug, thiserror::Error)]
+pub enum ScreenError {
+    #[error("cannot reach the workspace's display: {0}")]
+    Channel(#[from] cubicle_runtime::channel::ChannelError),
+    #[error("RFB session with the workspace failed: {0}")]
+    Rfb(#[from] vnc::VncError),
+    #[error("the workspace's display sent no framebuffer within {FIRST_FRAME:?}")]
+    NoFrame,
+    #[error("the RFB session with the workspace ended; retry the action")]
+    Closed,
+}
+
+/// Where the pointer is and which buttons are down, as we last sent them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pointer {
+    pub x: u16,
+    pub y: u16,
+    pub buttons: u8,
+}
+
+/// A live RFB session with one workspace's Xvnc.
+pub struct ScreenSession {
+    client: VncClient,
+    frame: Arc<RwLock<Framebuffer>>,
+    version: watch::Receiver<u64>,
+    pointer: Mutex<Pointer>,
+    /// Serialises actions, so two never interleave their events.
+    pub actions: tokio::sync::Mutex<()>,
+    /// The size the agent's coordinates are in, if it asked for a scaled
+    /// screenshot (coordinates are mapped back to the real screen).
+    pub coordinate_space: Mutex<Option<(u32, u32)>>,
+    cancel: CancellationToken,
+}
+
+impl ScreenSession {
+    /// Connects to the workspace's Xvnc and waits for the first full frame.
+    pub async fn connect(channel: &GuestChannel) -> Result<Arc<Self>, ScreenError> {
+        let stream = channel.connect(ports::RFB).await?;
+        let client = VncConnector::new(stream)
+            .set_auth_method(async move { Ok(String::new()) })
+            .add_encoding(VncEncoding::Zrle)
+            .add_encoding(VncEncoding::CopyRect)
+            .add_encoding(VncEncoding::Raw)
+            .allow_shared(true)
+            .set_pixel_format(PixelFormat::rgba())
+            .build()?
+            .try_start()
+            .await?
+            .finish()?;
+        let (version_tx, version) = watch::channel(0u64);
+        let session = Arc::new(Self {
+            client,
+            frame: Arc::new(RwLock::new(Framebuffer::default())),
+            version,
+            pointer: Mutex::new(Pointer::default()),
+            actions: tokio::sync::Mutex::new(()),
+            coordinate_space: Mutex::new(None),
+            cancel: CancellationToken::new(),
+        });
+        session.client.input(X11Event::FullRefresh).await?;
+        tokio::spawn(pump(session.clone(), version_tx));
+        let mut first = session.version.clone();
+        tokio::time::timeout(FIRST_FRAME, first.wait_for(|v| *v > 0))
+            .await
+            .map_err(|_| ScreenError::NoFrame)?
+            .map_err(|_| ScreenError::Closed)?;
+        Ok(session)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    pub fn close(&self) {
+        self.cancel.cancel();
+    }
+
+    /// A copy of the current framebuffer.
+    pub fn snapshot(&self) -> Framebuffer {
+        self.frame.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn size(&self) -> (u32, u32) {
+        let frame = self.frame.read().unwrap_or_else(|p| p.into_inner());
+        (frame.width, frame.height)
+    }
+
+    /// The update counter (moves on every rectangle received).
+    pub fn version(&self) -> watch::Receiver<u64> {
+        self.version.clone()
+    }
+
+    pub fn pointer(&self) -> Pointer {
+        *self.pointer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the pointer and sets the button mask.
+    pub async fn pointer_event(&self, x: u16, y: u16, buttons: u8) -> Result<(), ScreenError> {
+        *self.pointer.lock().unwrap_or_else(|p| p.into_inner()) = Pointer { x, y, buttons };
+        let event = vnc::ClientMouseEvent {
+            position_x: x,
+            position_y: y,
+            bottons: buttons,
+        };
+        self.send(X11Event::PointerEvent(event)).await
+    }
+
+    /// Presses or releases the key with X keysym `keysym`.
+    pub async fn key_event(&self, keysym: u32, down: bool) -> Result<(), ScreenError> {
+        let event = vnc::ClientKeyEvent {
+            keycode: keysym,
+            down,
+        };
+        self.send(X11Event::KeyEvent(event)).await
+    }
+
+    async fn send(&self, event: X11Event) -> Result<(), ScreenError> {
+        if self.is_closed() {
+            return Err(ScreenError::Closed);
+        }
+        self.client.input(event).await.map_err(|err| {
+            self.close();
+            ScreenError::Rfb(err)
+        })
+    }
+}
+
+/// Drains RFB events into the framebuffer and keeps asking for updates,
+/// until the session is closed or the connection fails.
+///
+/// vnc-rs's `recv_event` holds the client's lock while it waits, which would
+/// block input; waiting in short slices releases it between them (the
+/// receive is cancel-safe: it is a channel receive).
+async fn pump(session: Arc<ScreenSession>, version: watch::Sender<u64>) {
+    let mut last_request = tokio::time::Instant::now();
+    while !session.is_closed() {
+        match tokio::time::timeout(RECEIVE_SLICE, session.client.recv_event()).await {
+            Ok(Ok(event)) => {
+                if apply(&session.frame, event) {
+                    version.send_modify(|v| *v += 1);
+                }
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(%err, "RFB session ended");
+                session.close();
+            }
+            Err(_) => {}
+        }
+        if last_request.elapsed() >= REFRESH {
+            last_request = tokio::time::Instant::now();
+            if session.client.input(X11Event::Refresh).await.is_err() {
+                session.close();
+            }
+        }
+    }
+    let _ = session.client.close().await;
+}
+
+/// Applies one event; true if the screen changed.
+fn apply(frame: &RwLock<Framebuffer>, event: VncEvent) -> bool {
+    let mut frame = frame.write().unwrap_or_else(|p| p.into_inner());
+    match event {
+        VncEvent::SetResolution(screen) => {
+            *frame = Framebuffer::new(screen.width.into(), screen.height.into());
+            false
+        }
+        VncEvent::RawImage(rect, data) => match frame.apply_raw(rect, &data) {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::warn!(%err, "bad RFB rectangle ignored");
+                false
+            }
+        },
+        VncEvent::Copy(dst, src) => {
+            frame.apply_copy(dst, src);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Every workspace's screen session, made on first use.
+#[derive(Default)]
+pub struct Screens {
+    sessions: Mutex<HashMap<String, Arc<ScreenSession>>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Screens {
+    /// The live session of workspace `id`, connecting if there is none.
+    pub async fn get(
+        &self,
+        id: &str,
+        channel: &GuestChannel,
+    ) -> Result<Arc<ScreenSession>, ScreenError> {
+        if let Some(session) = self.live(id) {
+            return Ok(session);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(session) = self.live(id) {
+            return Ok(session);
+        }
+        let session = ScreenSession::connect(channel).await?;
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_owned(), session.clone());
+        Ok(session)
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<ScreenSession>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get(id).filter(|s| !s.is_closed()).cloned()
+    }
+
+    /// Ends the session of workspace `id` (it stopped or was deleted).
+    pub fn close(&self, id: &str) {
+        if let Some(session) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            session.close();
+        }
+    }
+}

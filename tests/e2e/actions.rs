@@ -1,0 +1,439 @@
+//! The agent's computer-use actions on a real workspace, checked through the
+//! browser inside it (CDP over the guest channel): clicks land on the right
+//! element, scaled coordinates map back, scroll and drag and multi-clicks do
+//! what a user sees, and bad input gets a 4xx while the workspace keeps working.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use cubicle_tests::cdp::Page;
+use cubicle_tests::{Daemon, procs};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const PAGE: &str = r#"<html><head><title>targets</title></head>
+<body style="margin:0;background:#fff;font:20px sans-serif">
+<div id="marker" style="position:fixed;left:0;top:0;width:12px;height:12px;background:#f00"></div>
+<button id="a" style="position:absolute;left:100px;top:100px;width:120px;height:40px">A</button>
+<button id="b" style="position:absolute;left:400px;top:300px;width:120px;height:40px">B</button>
+<input id="field" style="position:absolute;left:700px;top:100px;width:300px;height:30px">
+<p id="para" style="position:absolute;left:100px;top:420px;width:700px;margin:0">Alpha bravo charlie delta. Echo foxtrot golf hotel.</p>
+<div style="height:6000px"></div>
+<script>window.clicks=[];document.addEventListener('click',e=>clicks.push(e.target.id));</script>
+</body></html>"#;
+
+struct Setup {
+    daemon: Daemon,
+    id: String,
+    page: Page,
+    /// Screen position of the page's (0, 0).
+    origin: (i64, i64),
+    /// Dropped last, after the daemon.
+    _data: tempfile::TempDir,
+}
+
+async fn act(daemon: &Daemon, id: &str, action: Value) -> (u16, Value) {
+    daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{id}/actions"),
+            Some(&action.to_string()),
+        )
+        .await
+        .unwrap()
+}
+
+async fn ok(daemon: &Daemon, id: &str, action: Value) -> Value {
+    let (status, body) = act(daemon, id, action.clone()).await;
+    assert_eq!(status, 200, "{action} → {body}");
+    body["result"].clone()
+}
+
+fn decode(image: &Value) -> image::RgbImage {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(image["data"].as_str().unwrap())
+        .unwrap();
+    image::load_from_memory(&bytes).unwrap().to_rgb8()
+}
+
+/// Finds the top-left of the pure red marker in a screenshot.
+fn find_marker(shot: &image::RgbImage) -> Option<(i64, i64)> {
+    shot.enumerate_pixels()
+        .find(|(_, _, p)| p.0[0] > 240 && p.0[1] < 20 && p.0[2] < 20)
+        .map(|(x, y, _)| (i64::from(x), i64::from(y)))
+}
+
+async fn setup(uid_base: &str) -> Setup {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--uid-base", uid_base]).unwrap();
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let mut page = Page::first(&daemon.channel_socket(&id)).await.unwrap();
+    let url = format!(
+        "data:text/html;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(PAGE)
+    );
+    page.goto(&url).await.unwrap();
+    // The window manager may still be placing the browser window right after
+    // the workspace is ready: wait until the marker stays put.
+    let mut origin = None;
+    let mut previous = None;
+    for _ in 0..60 {
+        let shot = ok(&daemon, &id, json!({"action": "screenshot"})).await;
+        let image = decode(&shot);
+        let found = find_marker(&image);
+        let _ = std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/artifacts"));
+        let _ = image.save(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/artifacts/actions_page.png"
+        ));
+        if found.is_some() && found == previous {
+            origin = found;
+            break;
+        }
+        previous = found;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let origin = origin.expect("the page's red marker never settled on screen");
+    eprintln!("page origin on screen: {origin:?}");
+    Setup {
+        daemon,
+        id,
+        page,
+        origin,
+        _data: data,
+    }
+}
+
+/// The ids of the elements clicked so far, once there are `n` of them.
+async fn clicks(page: &mut Page, n: usize) -> String {
+    wait_for(page, "clicks.join(',')", |v| {
+        v.split(',').filter(|s| !s.is_empty()).count() >= n
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_land_where_the_agent_points() {
+    let Setup {
+        daemon,
+        id,
+        mut page,
+        origin: (ox, oy),
+        ..
+    } = setup("1670000").await;
+
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "left_click", "coordinate": [ox + 460, oy + 320]}),
+    )
+    .await;
+    assert_eq!(clicks(&mut page, 1).await, "b");
+
+    // The same through a scaled screenshot: coordinates are mapped back.
+    let shot = ok(
+        &daemon,
+        &id,
+        json!({"action": "screenshot", "width": 640, "height": 400}),
+    )
+    .await;
+    assert_eq!(
+        (shot["width"].as_u64(), shot["height"].as_u64()),
+        (Some(640), Some(400))
+    );
+    assert_eq!(decode(&shot).dimensions(), (640, 400));
+    let scaled = [(ox + 160) / 2, (oy + 120) / 2];
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "left_click", "coordinate": scaled}),
+    )
+    .await;
+    assert_eq!(clicks(&mut page, 2).await, "b,a");
+    let pos = ok(&daemon, &id, json!({"action": "cursor_position"})).await;
+    assert_eq!(
+        pos["coordinate"],
+        json!(scaled),
+        "cursor is reported in the scaled space"
+    );
+    // An unscaled screenshot puts coordinates back in screen pixels.
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "screenshot", "format": "jpeg", "quality": 60}),
+    )
+    .await;
+
+    // Typing into a field, with non-ASCII text.
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "left_click", "coordinate": [ox + 850, oy + 115]}),
+    )
+    .await;
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "type", "text": "Hello, wörld! 42"}),
+    )
+    .await;
+    let typed = wait_for(&mut page, "document.getElementById('field').value", |v| {
+        v == "Hello, wörld! 42"
+    })
+    .await;
+    assert_eq!(typed, "Hello, wörld! 42");
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "key", "text": "ctrl+a BackSpace"}),
+    )
+    .await;
+    wait_for(&mut page, "document.getElementById('field').value", |v| {
+        v == ""
+    })
+    .await;
+
+    // Triple click selects the paragraph; double click a word; drag a span.
+    let para_y = oy + 432;
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "triple_click", "coordinate": [ox + 200, para_y]}),
+    )
+    .await;
+    let all = wait_for(&mut page, "getSelection().toString().trim()", |v| {
+        v.len() > 20
+    })
+    .await;
+    assert_eq!(all, "Alpha bravo charlie delta. Echo foxtrot golf hotel.");
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "double_click", "coordinate": [ox + 110, para_y]}),
+    )
+    .await;
+    let word = wait_for(&mut page, "getSelection().toString().trim()", |v| {
+        v.len() < 10
+    })
+    .await;
+    assert_eq!(word, "Alpha");
+    ok(&daemon, &id, json!({"action": "left_click_drag", "start_coordinate": [ox + 101, para_y], "coordinate": [ox + 300, para_y]})).await;
+    let span = wait_for(&mut page, "getSelection().toString()", |v| {
+        v.len() > 8 && v.len() < 40
+    })
+    .await;
+    assert!(span.starts_with("Alpha bravo"), "drag selected {span:?}");
+
+    // Scrolling moves the page.
+    assert_eq!(page.eval("scrollY").await.unwrap(), 0);
+    ok(&daemon, &id, json!({"action": "scroll", "coordinate": [ox + 600, oy + 500], "scroll_direction": "down", "scroll_amount": 5})).await;
+    let scrolled = wait_for(&mut page, "String(scrollY)", |v| v != "0").await;
+    assert!(
+        scrolled.parse::<f64>().unwrap() > 100.0,
+        "scrollY {scrolled}"
+    );
+
+    // Zoom returns a region at full resolution.
+    let zoom = ok(
+        &daemon,
+        &id,
+        json!({"action": "zoom", "region": [ox, oy, ox + 200, oy + 100]}),
+    )
+    .await;
+    assert_eq!(decode(&zoom).dimensions(), (200, 100));
+
+    // A batch runs in order and returns one result per action.
+    let (status, body) = act(
+        &daemon,
+        &id,
+        json!({"actions": [
+            {"action": "mouse_move", "coordinate": [10, 10]},
+            {"action": "cursor_position"},
+            {"type": "wait", "duration": 0.05},
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["results"][1]["coordinate"], json!([10, 10]));
+    assert_eq!(body["results"].as_array().unwrap().len(), 3);
+
+    measure_round_trip(&daemon, &id, (ox, oy)).await;
+}
+
+/// Re-evaluates `expression` until `done` holds (input reaches the page
+/// asynchronously), returning the last value as a string.
+async fn wait_for(page: &mut Page, expression: &str, done: impl Fn(&str) -> bool) -> String {
+    let mut last = String::new();
+    for _ in 0..50 {
+        let value = page.eval(expression).await.unwrap();
+        last = value
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| value.to_string());
+        if done(&last) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    last
+}
+
+/// Prints action → framebuffer changed round trip p50/p95 (not asserted).
+async fn measure_round_trip(daemon: &Daemon, id: &str, (ox, oy): (i64, i64)) {
+    let mut samples = Vec::new();
+    for i in 0..20 {
+        let before = ok(
+            daemon,
+            id,
+            json!({"action": "zoom", "region": [ox, oy + 100, ox + 60, oy + 160]}),
+        )
+        .await;
+        let started = Instant::now();
+        // Hovering button A on and off changes its colour.
+        let x = if i % 2 == 0 { ox + 150 } else { ox + 30 };
+        ok(
+            daemon,
+            id,
+            json!({"action": "mouse_move", "coordinate": [x, oy + 120]}),
+        )
+        .await;
+        loop {
+            let now = ok(
+                daemon,
+                id,
+                json!({"action": "zoom", "region": [ox, oy + 100, ox + 60, oy + 160]}),
+            )
+            .await;
+            if now["data"] != before["data"] || started.elapsed() > Duration::from_secs(2) {
+                break;
+            }
+        }
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    println!(
+        "measure: action→framebuffer changed p50 {:.1} ms, p95 {:.1} ms (n={})",
+        samples[samples.len() / 2].as_secs_f64() * 1000.0,
+        samples[samples.len() * 95 / 100].as_secs_f64() * 1000.0,
+        samples.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_actions_get_4xx_and_the_workspace_keeps_working() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1671000"]).unwrap();
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+
+    let long_text = "a".repeat(10_001);
+    for (action, field) in [
+        (
+            json!({"action": "left_click", "coordinate": [5000, 10]}),
+            "coordinate",
+        ),
+        (
+            json!({"action": "left_click", "coordinate": [-1, 10]}),
+            "coordinate",
+        ),
+        (
+            json!({"action": "mouse_move", "coordinate": "here"}),
+            "coordinate",
+        ),
+        (json!({"action": "teleport"}), "action"),
+        (json!({"action": "key", "text": "ctrl+nosuchkey"}), "text"),
+        (json!({"action": "wait", "duration": -1}), "duration"),
+        (
+            json!({"action": "hold_key", "text": "shift", "duration": 1e6}),
+            "duration",
+        ),
+        (json!({"action": "type", "text": long_text}), "text"),
+        (
+            json!({"action": "scroll", "scroll_direction": "around"}),
+            "scroll_direction",
+        ),
+        (
+            json!({"action": "zoom", "region": [0, 0, 99999, 10]}),
+            "region",
+        ),
+        (json!({"type": "drag", "path": [{"x": 1, "y": 1}]}), "path"),
+        (json!({"actions": []}), "actions"),
+    ] {
+        let (status, body) = act(&daemon, &id, action.clone()).await;
+        assert_eq!(status, 400, "{action} → {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(field),
+            "{action}: {message:?} does not name {field}"
+        );
+    }
+    // A batch stops at the first error and says which action failed.
+    let (status, body) = act(
+        &daemon,
+        &id,
+        json!({"actions": [
+            {"action": "mouse_move", "coordinate": [5, 5]},
+            {"action": "left_click", "coordinate": [99999, 5]},
+            {"action": "left_click", "coordinate": [5, 5]},
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["index"], 1);
+    assert_eq!(body["results"].as_array().unwrap().len(), 1);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("actions[1].coordinate")
+    );
+
+    let (status, body) = daemon
+        .call_as(
+            None,
+            Method::POST,
+            &format!("/v1/workspaces/{id}/actions"),
+            Some(r#"{"action":"screenshot"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 401, "{body}");
+    let (status, _) = act(&daemon, "ws-nope", json!({"action": "screenshot"})).await;
+    let (status2, _) = daemon
+        .call(
+            Method::POST,
+            "/v1/workspaces/ws-nope/actions",
+            Some(r#"{"action":"screenshot"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!((status, status2), (404, 404));
+
+    // Still works after all of that.
+    let shot = ok(&daemon, &id, json!({"action": "screenshot"})).await;
+    assert_eq!(decode(&shot).dimensions(), (1280, 800));
+
+    // A workspace that is not running refuses input with 409.
+    let (status, body) = daemon
+        .call(Method::POST, &format!("/v1/workspaces/{id}/stop"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = act(
+        &daemon,
+        &id,
+        json!({"action": "left_click", "coordinate": [5, 5]}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(procs::of_uid(ws["host_uid"].as_u64().unwrap() as u32).is_empty());
+}
