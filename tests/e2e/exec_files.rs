@@ -568,6 +568,28 @@ async fn bad_inputs_get_4xx_and_the_workspace_keeps_working() {
     assert_eq!(status, 200);
     assert_eq!(sh(&daemon, &id, "stat -c %s /tmp/full").await, "16777216\n");
 
+    // An exec body over the request limit, and the WebSocket form without
+    // an upgrade: JSON 4xx, not axum's plain text.
+    let huge = format!(r#"{{"argv":["true"],"stdin":"{}"}}"#, "x".repeat(3 << 20));
+    let (status, body) = raw(&daemon, None, Method::POST, &exec_path, huge.into_bytes()).await;
+    assert_eq!(status, 413);
+    assert_eq!(json_of(&body)["error"]["code"], "too_large");
+    let (status, body) = raw(
+        &daemon,
+        None,
+        Method::GET,
+        &format!("{exec_path}/ws?arg=true"),
+        vec![],
+    )
+    .await;
+    assert!((400..500).contains(&status), "{status}");
+    assert!(
+        json_of(&body)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("WebSocket")
+    );
+
     // Unknown workspace, no token, auditor token.
     let (status, reply) = daemon
         .call(

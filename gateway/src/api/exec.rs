@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
@@ -36,7 +38,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 
-use super::files::{ROLES, guest_channel, op_error};
+use super::files::{ROLES, body_error, guest_channel, op_error};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -48,10 +50,10 @@ pub async fn run(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(&ROLES, "run commands in workspaces")?;
-    let request = parse_exec(&body)?;
+    let request = parse_exec(&body.map_err(body_error)?)?;
     let channel = guest_channel(&state, &id).await?;
     let output = channel.exec(&request).await.map_err(op_error)?;
     Ok(Json(view(output)))
@@ -195,9 +197,16 @@ pub async fn upgrade(
     caller: Caller,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     caller.require(&ROLES, "run commands in workspaces")?;
+    let ws = ws.map_err(|rejection| {
+        ApiError::new(
+            rejection.status(),
+            "bad_request",
+            format!("expected a WebSocket upgrade: {}", rejection.body_text()),
+        )
+    })?;
     let request = parse_ws_query(query.as_deref())?;
     let channel = guest_channel(&state, &id).await?;
     let (events, stdin) = channel.exec_stream(&request).await.map_err(op_error)?;

@@ -214,24 +214,28 @@ pub async fn put(
     let params = query_params(query.as_deref(), &["path", "mode"])?;
     let path = required_path(&params)?;
     let mode = mode(&params)?;
-    let body = body.map_err(|rejection| {
-        let status = rejection.status();
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                status,
-                "too_large",
-                format!("the body is over the {BODY_LIMIT}-byte file limit"),
-            )
-        } else {
-            ApiError::new(status, "bad_request", rejection.body_text())
-        }
-    })?;
+    let body = body.map_err(body_error)?;
     let channel = guest_channel(&state, &id).await?;
     let info = channel
         .write_file(&path, &body, mode)
         .await
         .map_err(op_error)?;
     Ok(Json(json!(info)))
+}
+
+/// The API error for a body axum could not take (over its limit, cut off).
+pub fn body_error(rejection: BytesRejection) -> ApiError {
+    let status = rejection.status();
+    let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "too_large"
+    } else {
+        "bad_request"
+    };
+    ApiError::new(
+        status,
+        code,
+        format!("request body: {}", rejection.body_text()),
+    )
 }
 
 /// `DELETE .../files?path=[&recursive=true]`.
