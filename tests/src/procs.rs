@@ -29,3 +29,17 @@ pub fn pss_kib(pids: &[i32]) -> u64 {
         })
         .sum()
 }
+
+/// Waits until no process of `uid` is left (zombies included: a stopped
+/// workspace's top process is reaped a moment after it dies), up to `limit`.
+/// Returns what is still there.
+pub async fn wait_gone(uid: u32, limit: std::time::Duration) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = of_uid(uid);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

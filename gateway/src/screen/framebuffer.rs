@@ -109,7 +109,7 @@ mod tests {
         fb.apply_raw(rect(2, 2, 3, 3), &data).unwrap();
         assert_eq!(fb.rgba[(2 * 4 + 2) * 4], 7);
         assert_eq!(fb.rgba[(3 * 4 + 3) * 4], 7);
-        assert_eq!(fb.rgba[(1 * 4 + 1) * 4], 0);
+        assert_eq!(fb.rgba[(4 + 1) * 4], 0);
         assert!(fb.apply_raw(rect(0, 0, 4, 4), &[0u8; 10]).is_err());
         // Entirely off-screen: ignored, no panic.
         fb.apply_raw(rect(60000, 60000, 3, 3), &data).unwrap();
