@@ -458,3 +458,81 @@ async fn bad_actions_get_4xx_and_the_workspace_keeps_working() {
     let left = procs::wait_gone(uid, Duration::from_secs(5)).await;
     assert!(left.is_empty(), "stopped workspace has processes {left:?}");
 }
+
+/// Runs a shell line in the workspace through the exec API; returns stdout.
+async fn sh(daemon: &Daemon, id: &str, command: &str) -> String {
+    let body = json!({ "command": command }).to_string();
+    let (status, out) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(&body),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{command}: {out}");
+    out["stdout"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_into_a_terminal_runs_the_command() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1672000"]).unwrap();
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+
+    // Open a terminal at a known place (setup only; the typing below is RFB).
+    sh(
+        &daemon,
+        &id,
+        "setsid -f xfce4-terminal --disable-server --title agent-term --geometry 80x20+300+200",
+    )
+    .await;
+    let mut shown = String::new();
+    for _ in 0..50 {
+        shown = sh(
+            &daemon,
+            &id,
+            "xdotool search --onlyvisible --name agent-term || true",
+        )
+        .await;
+        if !shown.trim().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        !shown.trim().is_empty(),
+        "the terminal window never appeared"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Click into it, type a command, press Return.
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "left_click", "coordinate": [500, 320]}),
+    )
+    .await;
+    ok(
+        &daemon,
+        &id,
+        json!({"action": "type", "text": "echo typed-by-agent $((6*7)) > /tmp/agent.txt"}),
+    )
+    .await;
+    ok(&daemon, &id, json!({"action": "key", "text": "Return"})).await;
+
+    let mut content = String::new();
+    for _ in 0..50 {
+        content = sh(&daemon, &id, "cat /tmp/agent.txt 2>/dev/null || true").await;
+        if !content.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(content, "typed-by-agent 42\n");
+}
