@@ -42,9 +42,11 @@ fn configure_start_pause_resume_metrics_stop() {
     let child = vmm()
         .args(["api", "--socket"])
         .arg(&socket)
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    let child = KillOnDrop(Some(child));
     wait_for_path(&socket);
 
     let (status, body) = request(&socket, "PUT", "/vm/start", "");
@@ -74,7 +76,7 @@ fn configure_start_pause_resume_metrics_stop() {
         204
     );
     assert_eq!(request(&socket, "PUT", "/vm/start", "").0, 204);
-    wait_for_path(&log);
+    wait_for_text(&log, "hello guest: ready");
     assert_eq!(request(&socket, "PUT", "/vm/pause", "").0, 204);
     assert_eq!(
         request(&socket, "GET", "/vm", "").1,
@@ -103,7 +105,7 @@ fn configure_start_pause_resume_metrics_stop() {
     );
 
     assert_eq!(request(&socket, "PUT", "/vm/stop", "").0, 204);
-    let out = wait_output(child);
+    let out = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!socket.exists(), "API socket removed at exit");
 }

@@ -203,6 +203,7 @@ fn vsock_streams_both_ways_with_echo() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn VMM");
+    let child = KillOnDrop(Some(child));
     // Guest-initiated stream: the guest greets, the host echoes.
     let (mut from_guest, _) = guest_port.accept().expect("guest connects to <uds>_5000");
     let mut greeting = [0u8; 16];
@@ -227,7 +228,7 @@ fn vsock_streams_both_ways_with_echo() {
     host.read_exact(&mut echo).expect("echo");
     assert_eq!(&echo, b"ping from host");
     drop(host);
-    let out = wait_output(child);
+    let out = child.wait();
     let serial = stdout(&out);
     assert!(out.status.success(), "{}\n{serial}", stderr(&out));
     assert!(

@@ -85,6 +85,42 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Kills the child if a test panics before waiting for it, so no VMM
+/// outlives its test.
+pub struct KillOnDrop(pub Option<Child>);
+
+impl KillOnDrop {
+    /// Waits for the child (hang-guarded) and returns its output.
+    pub fn wait(mut self) -> Output {
+        wait_output(self.0.take().expect("child present until waited"))
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls until `path` holds `text` (hang-guarded).
+pub fn wait_for_text(path: &Path, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .contains(text)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{} never contained {text:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Polls until `path` exists (hang-guarded).
 pub fn wait_for_path(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
