@@ -8,14 +8,16 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-/// The directory holding the workspace's binaries (`target/debug`).
+/// The directory holding the workspace's binaries (`target/debug`): the
+/// test binary's own folder, or its parent for tests in `deps/`.
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
-    // target/debug/deps/<test>-<hash> → target/debug
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("test binaries live in target/<profile>/deps")
-        .to_owned()
+    let dir = exe.parent().expect("a binary lives in a folder");
+    if dir.ends_with("deps") {
+        dir.parent().expect("deps/ has a parent").to_owned()
+    } else {
+        dir.to_owned()
+    }
 }
 
 /// A running daemon and how to reach it.

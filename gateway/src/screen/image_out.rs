@@ -1,10 +1,9 @@
 //! Screenshots out of the framebuffer: PNG (default) or JPEG, optionally
 //! scaled to a requested size.
 
-use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::imageops::{self, FilterType as Resize};
-use image::{ImageEncoder, RgbImage};
+use image::{DynamicImage, ImageEncoder, RgbImage, RgbaImage};
 
 use super::Framebuffer;
 
@@ -41,6 +40,10 @@ pub enum EncodeError {
     Empty,
     #[error("cannot encode the screenshot: {0}")]
     Image(#[from] image::ImageError),
+    #[error("cannot encode the screenshot as JPEG: {0}")]
+    Jpeg(#[from] jpeg_encoder::EncodingError),
+    #[error("a {0}x{1} screenshot is larger than JPEG allows (65535 pixels a side)")]
+    TooLarge(u32, u32),
 }
 
 /// Encodes `frame`, scaled to `size` if given.
@@ -49,8 +52,11 @@ pub fn encode(
     format: Format,
     size: Option<(u32, u32)>,
 ) -> Result<Encoded, EncodeError> {
-    let image =
-        RgbImage::from_raw(frame.width, frame.height, frame.rgb()).ok_or(EncodeError::Empty)?;
+    // The conversion runs inside `image` (built optimised even in debug
+    // builds, see the root Cargo.toml), not in a per-pixel loop here.
+    let rgba = RgbaImage::from_raw(frame.width, frame.height, frame.rgba.clone())
+        .ok_or(EncodeError::Empty)?;
+    let image: RgbImage = DynamicImage::ImageRgba8(rgba).to_rgb8();
     if image.width() == 0 || image.height() == 0 {
         return Err(EncodeError::Empty);
     }
@@ -67,12 +73,20 @@ pub fn encode(
             PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, FilterType::Adaptive)
                 .write_image(&image, width, height, image::ExtendedColorType::Rgb8)?
         }
-        Format::Jpeg(quality) => JpegEncoder::new_with_quality(&mut bytes, quality).write_image(
-            &image,
-            width,
-            height,
-            image::ExtendedColorType::Rgb8,
-        )?,
+        // image's own JPEG encoder is several times slower than
+        // jpeg-encoder (which newer image versions use themselves).
+        Format::Jpeg(quality) => {
+            let (w, h) = (u16::try_from(width), u16::try_from(height));
+            let (Ok(w), Ok(h)) = (w, h) else {
+                return Err(EncodeError::TooLarge(width, height));
+            };
+            jpeg_encoder::Encoder::new(&mut bytes, quality).encode(
+                image.as_raw(),
+                w,
+                h,
+                jpeg_encoder::ColorType::Rgb,
+            )?
+        }
     }
     Ok(Encoded {
         bytes,
