@@ -23,10 +23,43 @@ fn main() {
         link(&out.join(name), &sources, dir);
     }
     link(&out.join("pvh"), &[dir.join("pvh.S")], dir);
+    bzimage(&out, dir);
     println!("cargo:rustc-env=CUBICLE_TEST_GUESTS={}", out.display());
 }
 
+/// The hello guest wrapped as a bzImage: a one-sector setup header (boot
+/// protocol 2.15, LOADED_HIGH, code32_start = 1 MiB) and the flat payload.
+fn bzimage(out: &Path, dir: &Path) {
+    let elf = out.join("hello-bz.elf");
+    let sources = [dir.join("entry64.S"), dir.join("rt.c"), dir.join("hello.c")];
+    link_with(&elf, &sources, &dir.join("bzimage.ld"));
+    let flat = out.join("hello-bz.bin");
+    let status = Command::new("objcopy")
+        .args(["-O", "binary"])
+        .arg(&elf)
+        .arg(&flat)
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "objcopy failed: install binutils"
+    );
+    let payload = std::fs::read(&flat).expect("read flattened guest");
+    let mut image = vec![0u8; 1024];
+    image[0x1f1] = 1; // setup_sects: one sector after the boot sector
+    image[0x1fe..0x200].copy_from_slice(&0xaa55u16.to_le_bytes());
+    image[0x202..0x206].copy_from_slice(b"HdrS");
+    image[0x206..0x208].copy_from_slice(&0x020fu16.to_le_bytes());
+    image[0x211] = 1; // loadflags: LOADED_HIGH
+    image[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes()); // code32_start
+    image.extend(payload);
+    std::fs::write(out.join("bzimage"), image).expect("write bzImage test guest");
+}
+
 fn link(output: &Path, sources: &[PathBuf], dir: &Path) {
+    link_with(output, sources, &dir.join("guest.ld"));
+}
+
+fn link_with(output: &Path, sources: &[PathBuf], script: &Path) {
     let status = Command::new("gcc")
         .args([
             "-m64",
@@ -50,7 +83,7 @@ fn link(output: &Path, sources: &[PathBuf], dir: &Path) {
             "-Wl,-n",
             "-Wl,--no-warn-rwx-segments",
         ])
-        .arg(format!("-Wl,-T,{}", dir.join("guest.ld").display()))
+        .arg(format!("-Wl,-T,{}", script.display()))
         .arg("-o")
         .arg(output)
         .args(sources)

@@ -69,6 +69,28 @@ fn pvh_entry_gets_start_info() {
 }
 
 #[test]
+fn bzimage_loads_with_its_setup_header() {
+    require_kvm!();
+    let out = run(&[
+        "--kernel",
+        guest("bzimage").to_str().expect("utf-8"),
+        "--cmdline",
+        "console=ttyS0 from=bzimage",
+    ]);
+    let serial = stdout(&out);
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status,
+        stderr(&out)
+    );
+    assert!(
+        serial.contains("cmdline=console=ttyS0 from=bzimage"),
+        "{serial}"
+    );
+}
+
+#[test]
 fn serial_log_goes_to_a_file() {
     require_kvm!();
     let dir = Scratch::new("serial-log");

@@ -225,3 +225,131 @@ impl BusDevice for MmioTransport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::virtio::ActivateError;
+    use vm_memory::GuestAddress;
+    use vmm_sys_util::eventfd::EventFd;
+
+    #[derive(Default)]
+    struct Dummy {
+        activated: bool,
+    }
+
+    impl VirtioDevice for Dummy {
+        fn device_type(&self) -> u32 {
+            42
+        }
+        fn queue_max_sizes(&self) -> &[u16] {
+            &[16]
+        }
+        fn features(&self) -> u64 {
+            VIRTIO_F_VERSION_1 | 1
+        }
+        fn read_config(&self, offset: u64, data: &mut [u8]) {
+            crate::devices::virtio::read_config_bytes(&[7, 8], offset, data);
+        }
+        fn activate(
+            &mut self,
+            _: GuestMemoryMmap,
+            q: Vec<Queue>,
+            _: Arc<Interrupt>,
+        ) -> Result<(), ActivateError> {
+            if !q[0].ready() {
+                return Err(ActivateError::QueueNotReady(0));
+            }
+            self.activated = true;
+            Ok(())
+        }
+        fn reset(&mut self) {
+            self.activated = false;
+        }
+    }
+
+    fn transport() -> (MmioTransport, Arc<Mutex<Dummy>>) {
+        let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10000)]).expect("memory");
+        let dev = Arc::new(Mutex::new(Dummy::default()));
+        let irq = Arc::new(Interrupt::new(
+            EventFd::new(libc::EFD_NONBLOCK).expect("eventfd"),
+        ));
+        (MmioTransport::new(dev.clone(), mem, irq), dev)
+    }
+
+    fn w(t: &mut MmioTransport, off: u64, v: u32) {
+        t.write(off, &v.to_le_bytes());
+    }
+
+    fn r(t: &mut MmioTransport, off: u64) -> u32 {
+        let mut b = [0u8; 4];
+        t.read(off, &mut b);
+        u32::from_le_bytes(b)
+    }
+
+    fn negotiate(t: &mut MmioTransport, high_word: u32) {
+        w(t, 0x70, 1);
+        w(t, 0x70, 3);
+        w(t, 0x24, 1);
+        w(t, 0x20, high_word);
+        w(t, 0x70, 3 | S_FEATURES_OK);
+    }
+
+    #[test]
+    fn identity_registers() {
+        let (mut t, _) = transport();
+        assert_eq!((r(&mut t, 0), r(&mut t, 4), r(&mut t, 8)), (MAGIC, 2, 42));
+        let mut cfg = [0u8; 4];
+        t.read(0x100, &mut cfg);
+        assert_eq!(cfg, [7, 8, 0, 0]);
+    }
+
+    #[test]
+    fn features_ok_needs_version_1() {
+        let (mut t, _) = transport();
+        negotiate(&mut t, 0);
+        assert_eq!(
+            r(&mut t, 0x70) & S_FEATURES_OK,
+            0,
+            "legacy drivers are refused"
+        );
+        w(&mut t, 0x70, 0);
+        negotiate(&mut t, 1);
+        assert_ne!(r(&mut t, 0x70) & S_FEATURES_OK, 0);
+    }
+
+    #[test]
+    fn driver_ok_activates_only_valid_queues() {
+        let (mut t, dev) = transport();
+        negotiate(&mut t, 1);
+        w(&mut t, 0x70, 3 | S_FEATURES_OK | S_DRIVER_OK);
+        assert!(!dev.lock().expect("lock").activated, "queue 0 not ready");
+        assert_ne!(r(&mut t, 0x70) & S_NEEDS_RESET, 0);
+        w(&mut t, 0x70, 0);
+        negotiate(&mut t, 1);
+        w(&mut t, 0x38, 16);
+        w(&mut t, 0x80, 0x1000);
+        w(&mut t, 0x90, 0x2000);
+        w(&mut t, 0xa0, 0x3000);
+        w(&mut t, 0x44, 1);
+        w(&mut t, 0x70, 3 | S_FEATURES_OK | S_DRIVER_OK);
+        assert!(dev.lock().expect("lock").activated);
+        w(&mut t, 0x70, 0);
+        assert!(
+            !dev.lock().expect("lock").activated,
+            "status 0 resets the device"
+        );
+    }
+
+    #[test]
+    fn queue_outside_memory_is_not_activated() {
+        let (mut t, dev) = transport();
+        negotiate(&mut t, 1);
+        w(&mut t, 0x38, 16);
+        w(&mut t, 0x80, 0xfff0);
+        w(&mut t, 0x84, 0xffff_ffff);
+        w(&mut t, 0x44, 1);
+        w(&mut t, 0x70, 3 | S_FEATURES_OK | S_DRIVER_OK);
+        assert!(!dev.lock().expect("lock").activated);
+    }
+}
