@@ -42,6 +42,18 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Serve MCP over stdio, forwarding to a running gateway's /v1/mcp.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct McpArgs {
+    /// The gateway's base URL.
+    #[arg(long, env = "CUBICLE_URL", default_value = "http://127.0.0.1:7878")]
+    url: String,
+    /// An agent or operator token.
+    #[arg(long, env = "CUBICLE_TOKEN", hide_env_values = true)]
+    token: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -113,6 +125,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token {
             command: TokenCommand::Create { common, role, name },
         } => token_create(&common, &role, &name).await,
+        Command::Mcp(args) => Ok(cubicle_gateway::mcp::stdio::run(&args.url, &args.token).await?),
     }
 }
 

@@ -44,6 +44,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/workspaces/{id}/actions", axum::routing::post(actions::actions))
         .route("/v1/workspaces/{id}/screenshot", get(actions::screenshot))
         .merge(crate::cdp_proxy::routes())
+        .merge(crate::mcp::routes(state.clone()))
         .merge(crate::web::routes(state.clone()))
         .fallback(not_found)
         .with_state(state)

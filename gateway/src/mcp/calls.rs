@@ -1,0 +1,315 @@
+//! Running each MCP tool through the same functions as the HTTP handlers
+//! (no HTTP round trip): the same parsing, role checks and error messages.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use cubicle_guest::control::FileInfo;
+use cubicle_runtime::guest_ops::ExecOutput;
+use cubicle_runtime::tokens::Role;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Map, Value, json};
+
+use crate::actions::parse_action;
+use crate::actions::run;
+use crate::api::actions::session_for;
+use crate::api::exec::parse_exec;
+use crate::api::files::{ROLES, guest_channel, op_error};
+use crate::api::workspaces::{parse_create, view};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+type Args = Map<String, Value>;
+type Outcome = Result<CallToolResult, ApiError>;
+
+/// Runs tool `name`; `None` if there is no such tool.
+pub async fn call(state: &AppState, caller: &Caller, name: &str, args: Args) -> Option<Outcome> {
+    Some(match name {
+        "list_workspaces" => list_workspaces(state, args).await,
+        "create_workspace" => create_workspace(state, caller, args).await,
+        "computer" => computer(state, caller, args).await,
+        "exec" => exec(state, caller, args).await,
+        "read_file" => read_file(state, caller, args).await,
+        "write_file" => write_file(state, caller, args).await,
+        "list_files" => list_files(state, caller, args).await,
+        _ => return None,
+    })
+}
+
+/// A result of one JSON value, as text (for the model) and structured.
+fn json_result(value: Value) -> CallToolResult {
+    let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(value);
+    result
+}
+
+fn bytes_of(args: &Args) -> Vec<u8> {
+    serde_json::to_vec(args).unwrap_or_default()
+}
+
+/// Removes and returns the required `workspace` argument.
+fn take_workspace(args: &mut Args) -> Result<String, ApiError> {
+    match args.remove("workspace") {
+        Some(Value::String(id)) if !id.is_empty() => Ok(id),
+        Some(_) => Err(ApiError::bad_request(
+            "workspace: must be a workspace id string such as \"ws-...\"",
+        )),
+        None => Err(ApiError::bad_request(
+            "workspace: missing: give the id of a workspace (see list_workspaces)",
+        )),
+    }
+}
+
+/// Refuses any argument not in `allowed`, naming it.
+fn only(args: &Args, allowed: &[&str]) -> Result<(), ApiError> {
+    match args.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(key) => Err(ApiError::bad_request(format!(
+            "unknown argument {key:?}: allowed are {allowed:?}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn string_arg(args: &Args, name: &str) -> Result<Option<String>, ApiError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{name}: must be a string, not {other}"
+        ))),
+    }
+}
+
+fn required_path(args: &Args) -> Result<String, ApiError> {
+    string_arg(args, "path")?
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "path: missing: give an absolute path inside the workspace, e.g. /home/user/notes.txt",
+            )
+        })
+}
+
+fn number_arg(args: &Args, name: &str) -> Result<Option<u64>, ApiError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value.as_u64().map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!("{name}: {value} is not a non-negative integer"))
+        }),
+    }
+}
+
+async fn list_workspaces(state: &AppState, args: Args) -> Outcome {
+    only(&args, &[])?;
+    let records = state.manager.list().await?;
+    let items: Vec<Value> = records.iter().map(view).collect();
+    Ok(json_result(json!({ "workspaces": items })))
+}
+
+async fn create_workspace(state: &AppState, caller: &Caller, args: Args) -> Outcome {
+    caller.require(&[Role::Agent, Role::Operator], "create workspaces")?;
+    let request = parse_create(&bytes_of(&args))?;
+    let record = state.manager.create(request).await?;
+    Ok(json_result(view(&record)))
+}
+
+async fn computer(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
+    caller.require(&[Role::Agent, Role::Operator], "drive a workspace")?;
+    let id = take_workspace(&mut args)?;
+    let action =
+        parse_action(&Value::Object(args)).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let session = session_for(state, &id).await?;
+    let result = {
+        let _one_at_a_time = session.actions.lock().await;
+        run::run(&session, &action).await?
+    };
+    Ok(action_result(result))
+}
+
+/// An action's result: images as MCP image content, anything else as JSON.
+fn action_result(result: Value) -> CallToolResult {
+    let image = (result["type"] == "image")
+        .then(|| Some((result["data"].as_str()?, result["media_type"].as_str()?)))
+        .flatten();
+    let Some((data, media_type)) = image else {
+        return json_result(result);
+    };
+    let note = format!(
+        "{}x{} {media_type}; coordinates of later actions are in this image's space",
+        result["width"], result["height"]
+    );
+    CallToolResult::success(vec![
+        ContentBlock::image(data, media_type),
+        ContentBlock::text(note),
+    ])
+}
+
+async fn exec(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
+    caller.require(&ROLES, "run commands in workspaces")?;
+    let id = take_workspace(&mut args)?;
+    let request = parse_exec(&bytes_of(&args))?;
+    let channel = guest_channel(state, &id).await?;
+    let output = channel.exec(&request).await.map_err(op_error)?;
+    Ok(exec_result(&output))
+}
+
+/// An exec's outcome: readable text, plus the HTTP API's fields structured.
+fn exec_result(output: &ExecOutput) -> CallToolResult {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let exit = &output.exit;
+    let status = match (exit.exit_code, exit.signal, exit.timed_out) {
+        (_, _, true) => "timed out (killed)".to_owned(),
+        (Some(code), _, _) => format!("exit code {code}"),
+        (None, Some(signal), _) => format!("killed by signal {signal}"),
+        (None, None, _) => "ended".to_owned(),
+    };
+    let cut = |truncated: bool| if truncated { " (truncated)" } else { "" };
+    let text = format!(
+        "{status}\n--- stdout{} ---\n{stdout}\n--- stderr{} ---\n{stderr}",
+        cut(output.stdout_truncated),
+        cut(output.stderr_truncated)
+    );
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(json!({
+        "exit_code": exit.exit_code,
+        "signal": exit.signal,
+        "timed_out": exit.timed_out,
+        "duration_ms": exit.duration_ms,
+        "stdout": stdout,
+        "stderr": stderr,
+        "stdout_truncated": output.stdout_truncated,
+        "stderr_truncated": output.stderr_truncated,
+    }));
+    result
+}
+
+async fn read_file(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
+    caller.require(&ROLES, "read workspace files")?;
+    let id = take_workspace(&mut args)?;
+    only(&args, &["path", "offset", "length"])?;
+    let path = required_path(&args)?;
+    let offset = number_arg(&args, "offset")?.unwrap_or(0);
+    let length = number_arg(&args, "length")?;
+    let channel = guest_channel(state, &id).await?;
+    let chunk = channel
+        .read_file(&path, offset, length)
+        .await
+        .map_err(op_error)?;
+    let (encoding, content) = match String::from_utf8(chunk.bytes) {
+        Ok(text) => ("utf-8", text),
+        Err(err) => ("base64", B64.encode(err.as_bytes())),
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(content.clone())]);
+    result.structured_content = Some(json!({
+        "path": path,
+        "size": chunk.size,
+        "offset": chunk.offset,
+        "eof": chunk.eof,
+        "encoding": encoding,
+        "content": content,
+    }));
+    Ok(result)
+}
+
+async fn write_file(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
+    caller.require(&ROLES, "write workspace files")?;
+    let id = take_workspace(&mut args)?;
+    only(&args, &["path", "content", "content_base64", "mode"])?;
+    let path = required_path(&args)?;
+    let bytes = content_bytes(&args)?;
+    let mode = mode_arg(&args)?;
+    let channel = guest_channel(state, &id).await?;
+    let info: FileInfo = channel
+        .write_file(&path, &bytes, mode)
+        .await
+        .map_err(op_error)?;
+    Ok(json_result(json!(info)))
+}
+
+/// The bytes to write: `content` (text) or `content_base64`, exactly one.
+fn content_bytes(args: &Args) -> Result<Vec<u8>, ApiError> {
+    match (
+        string_arg(args, "content")?,
+        string_arg(args, "content_base64")?,
+    ) {
+        (Some(text), None) => Ok(text.into_bytes()),
+        (None, Some(encoded)) => B64
+            .decode(encoded.as_bytes())
+            .map_err(|e| ApiError::bad_request(format!("content_base64: not valid base64: {e}"))),
+        _ => Err(ApiError::bad_request(
+            "content: give exactly one of content (text) or content_base64",
+        )),
+    }
+}
+
+fn mode_arg(args: &Args) -> Result<Option<u32>, ApiError> {
+    let Some(text) = string_arg(args, "mode")? else {
+        return Ok(None);
+    };
+    u32::from_str_radix(&text, 8)
+        .ok()
+        .filter(|&mode| mode <= 0o7777)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("mode: {text:?} is not an octal mode like \"0644\""))
+        })
+}
+
+async fn list_files(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
+    caller.require(&ROLES, "list workspace files")?;
+    let id = take_workspace(&mut args)?;
+    only(&args, &["path"])?;
+    let path = required_path(&args)?;
+    let channel = guest_channel(state, &id).await?;
+    let listing = channel.list_dir(&path).await.map_err(op_error)?;
+    Ok(json_result(json!(listing)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(value: Value) -> Args {
+        match value {
+            Value::Object(map) => map,
+            _ => Args::new(),
+        }
+    }
+
+    #[test]
+    fn argument_errors_name_the_argument() {
+        let err = take_workspace(&mut args(json!({}))).unwrap_err();
+        assert!(err.message.starts_with("workspace:"), "{}", err.message);
+        let err = take_workspace(&mut args(json!({"workspace": 3}))).unwrap_err();
+        assert!(err.message.starts_with("workspace:"), "{}", err.message);
+        let err = only(&args(json!({"pth": "/tmp"})), &["path"]).unwrap_err();
+        assert!(err.message.contains("pth"), "{}", err.message);
+        let err = required_path(&args(json!({"path": 1}))).unwrap_err();
+        assert!(err.message.starts_with("path:"), "{}", err.message);
+        let err = content_bytes(&args(json!({"content": "a", "content_base64": "YQ=="})));
+        assert!(err.unwrap_err().message.starts_with("content:"));
+        let err = mode_arg(&args(json!({"mode": "999"}))).unwrap_err();
+        assert!(err.message.starts_with("mode:"), "{}", err.message);
+        assert_eq!(
+            mode_arg(&args(json!({"mode": "0755"}))).unwrap(),
+            Some(0o755)
+        );
+    }
+
+    #[test]
+    fn images_become_image_content() {
+        let result = action_result(json!({
+            "type": "image", "media_type": "image/png", "width": 2, "height": 1, "data": "AAAA"
+        }));
+        let value = serde_json::to_value(&result).unwrap();
+        assert_eq!(value["content"][0]["type"], "image");
+        assert_eq!(value["content"][0]["mimeType"], "image/png");
+        assert_eq!(value["content"][0]["data"], "AAAA");
+        let result = action_result(json!({"ok": true}));
+        let value = serde_json::to_value(&result).unwrap();
+        assert_eq!(value["content"][0]["type"], "text");
+        assert_eq!(value["structuredContent"]["ok"], true);
+    }
+}

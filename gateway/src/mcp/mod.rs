@@ -1,0 +1,87 @@
+//! MCP (Model Context Protocol) for agents: the gateway's capabilities —
+//! workspaces, computer-use actions, exec and files — as MCP tools.
+//!
+//! `POST /v1/mcp` speaks MCP's Streamable HTTP transport through the official
+//! Rust SDK (`rmcp`), stateless (no `Mcp-Session-Id`; GET and DELETE answer
+//! 405) and with plain JSON responses. Every request is authenticated by the
+//! same [`Caller`] extractor as the rest of the API, before the SDK sees it;
+//! auditors are refused (the tools drive workspaces). `cubicle mcp`
+//! ([`stdio`]) bridges a stdio MCP client to this endpoint.
+//!
+//! The tools ([`tools`]) call the same functions as the HTTP handlers
+//! ([`calls`]), so they validate the same way and fail with the same messages:
+//! a tool error is a result with `isError: true`; an unknown tool or a
+//! malformed request is a JSON-RPC error. Read [`server::CubicleMcp`] first.
+
+pub mod calls;
+pub mod server;
+pub mod stdio;
+pub mod tools;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::api::files::ROLES;
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// The endpoint's path.
+pub const PATH: &str = "/v1/mcp";
+/// The largest JSON-RPC message accepted: a `write_file` of the 16 MiB file
+/// limit in base64, plus room for the envelope.
+const MAX_MESSAGE: usize = 23 * 1024 * 1024;
+
+/// What can go wrong in the MCP layer itself (tool failures are
+/// [`ApiError`]s, reported as tool results).
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("unknown tool {0:?}: call tools/list for the tools this server has")]
+    UnknownTool(String),
+    #[error(
+        "the MCP request carries no authenticated caller (the auth layer must run first; this is a bug)"
+    )]
+    NoCaller,
+}
+
+/// The `/v1/mcp` route, authenticated.
+pub fn routes(state: AppState) -> Router<AppState> {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_sse_retry(None)
+        .with_max_request_body_bytes(MAX_MESSAGE)
+        // Callers are authenticated by token, never by cookie alone from
+        // another site (the cookie is SameSite=Strict), so the SDK's
+        // DNS-rebinding Host check would only refuse legitimate remote
+        // clients of a gateway listening on a public address.
+        .disable_allowed_hosts();
+    let for_tools = state.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(server::CubicleMcp::new(for_tools.clone())),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service(PATH, service)
+        .route_layer(from_fn_with_state(state, authenticate))
+}
+
+/// Refuses callers without a valid token (401) or with the auditor role
+/// (403); hands the caller to the tools through the request's extensions.
+async fn authenticate(
+    caller: Caller,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    caller.require(&ROLES, "use the MCP tools (they drive workspaces)")?;
+    request.extensions_mut().insert(caller);
+    Ok(next.run(request).await)
+}

@@ -1,0 +1,86 @@
+//! The MCP server handler: what `initialize`, `tools/list` and `tools/call`
+//! answer. `ping` and `notifications/initialized` are the SDK's defaults.
+
+use axum::http::request::Parts;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::json;
+
+use super::{McpError, calls, tools};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+const INSTRUCTIONS: &str = "Cubicle workspaces are isolated Linux desktops (XFCE, Chromium, a shell). \
+List or create a workspace, then drive it with `computer` (Anthropic computer-use actions; \
+screenshots come back as images), run commands with `exec`, and move files with \
+`read_file`, `write_file` and `list_files`.";
+
+/// One MCP server over the gateway's state (the SDK makes one per request).
+#[derive(Clone)]
+pub struct CubicleMcp {
+    state: AppState,
+}
+
+impl CubicleMcp {
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+}
+
+/// The caller the auth layer put on the HTTP request.
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .ok_or(McpError::NoCaller)
+}
+
+/// A failed tool call as the agent sees it: the HTTP API's message, flagged.
+fn tool_error(err: ApiError) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(err.message.clone())]);
+    result.structured_content = Some(json!({
+        "error": { "code": err.code, "message": err.message, "status": err.status.as_u16() }
+    }));
+    result
+}
+
+impl ServerHandler for CubicleMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cubicle", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::all()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller =
+            caller_of(&context).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let args = request.arguments.unwrap_or_default();
+        let outcome = match calls::call(&self.state, &caller, &request.name, args).await {
+            Some(outcome) => outcome,
+            None => {
+                let err = McpError::UnknownTool(request.name.into_owned());
+                return Err(ErrorData::invalid_params(err.to_string(), None));
+            }
+        };
+        Ok(outcome.unwrap_or_else(tool_error).into())
+    }
+}

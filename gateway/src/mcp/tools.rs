@@ -1,0 +1,191 @@
+//! The tools `tools/list` offers, each with a JSON Schema of its arguments.
+//! The schemas describe; the checks that count are the HTTP API's own
+//! ([`super::calls`]), so a bad argument gets the same message either way.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool};
+use serde_json::{Value, json};
+
+/// Every tool, in the order `tools/list` gives them.
+pub fn all() -> Vec<Tool> {
+    vec![
+        tool(
+            "list_workspaces",
+            "List the workspaces (isolated Linux desktops) and their state.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        ),
+        tool(
+            "create_workspace",
+            "Create a workspace and wait until its desktop and browser answer; returns it with its id.",
+            create_schema(),
+        ),
+        tool(
+            "computer",
+            "Use a workspace's screen, mouse and keyboard with one Anthropic computer-use action \
+             (screenshot, left_click, type, key, scroll, zoom, ...). Screenshots and zooms come \
+             back as images; coordinates are screen pixels, or those of your last scaled screenshot.",
+            computer_schema(),
+        ),
+        tool(
+            "exec",
+            "Run a command in a workspace as its user (HOME=/home/user, DISPLAY=:0); returns the \
+             exit code, stdout and stderr.",
+            exec_schema(),
+        ),
+        tool(
+            "read_file",
+            "Read a file inside a workspace (text, or base64 when not UTF-8); at most 16 MiB per call.",
+            path_schema(json!({
+                "offset": { "type": "integer", "minimum": 0, "description": "First byte to read." },
+                "length": { "type": "integer", "minimum": 0, "description": "Most bytes to read." },
+            })),
+        ),
+        tool(
+            "write_file",
+            "Create or replace a file inside a workspace (only /home/user and /tmp are writable).",
+            write_schema(),
+        ),
+        tool(
+            "list_files",
+            "List a directory inside a workspace.",
+            path_schema(json!({})),
+        ),
+    ]
+}
+
+fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
+    let schema: JsonObject = match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    Tool::new(name, description, Arc::new(schema))
+}
+
+fn workspace() -> Value {
+    json!({ "type": "string", "description": "The workspace id (ws-...), from list_workspaces." })
+}
+
+fn create_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "maxLength": 128 },
+            "geometry": {
+                "description": "Screen size: {\"width\", \"height\"} or \"WxH\"; default 1280x800.",
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {
+                            "width": { "type": "integer", "minimum": 1 },
+                            "height": { "type": "integer", "minimum": 1 }
+                        },
+                        "required": ["width", "height"]
+                    },
+                    { "type": "string", "pattern": "^[0-9]+x[0-9]+$" }
+                ]
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
+fn computer_schema() -> Value {
+    let point = json!({
+        "type": "array", "items": { "type": "integer" }, "minItems": 2, "maxItems": 2
+    });
+    json!({
+        "type": "object",
+        "properties": {
+            "workspace": workspace(),
+            "action": {
+                "type": "string",
+                "enum": [
+                    "key", "hold_key", "type", "cursor_position", "mouse_move", "left_click",
+                    "right_click", "middle_click", "double_click", "triple_click",
+                    "left_mouse_down", "left_mouse_up", "left_click_drag", "scroll", "wait",
+                    "screenshot", "zoom"
+                ]
+            },
+            "coordinate": point.clone(),
+            "start_coordinate": point,
+            "text": {
+                "type": "string",
+                "description": "Text to type, xdotool-style keys for key/hold_key (\"ctrl+shift+t\", \"Return\"), or modifiers held while clicking or scrolling."
+            },
+            "duration": { "type": "number", "minimum": 0, "maximum": 60, "description": "Seconds (wait, hold_key)." },
+            "scroll_direction": { "type": "string", "enum": ["up", "down", "left", "right"] },
+            "scroll_amount": { "type": "integer", "minimum": 1, "maximum": 100 },
+            "region": {
+                "type": "array", "items": { "type": "integer" }, "minItems": 4, "maxItems": 4,
+                "description": "zoom: [x0, y0, x1, y1]."
+            },
+            "format": { "type": "string", "enum": ["png", "jpeg"] },
+            "quality": { "type": "integer", "minimum": 1, "maximum": 100 },
+            "width": { "type": "integer", "minimum": 16, "maximum": 7680, "description": "Scale the screenshot to this width (with height)." },
+            "height": { "type": "integer", "minimum": 16, "maximum": 7680 }
+        },
+        "required": ["workspace", "action"]
+    })
+}
+
+fn exec_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "workspace": workspace(),
+            "argv": { "type": "array", "items": { "type": "string" }, "minItems": 1 },
+            "command": { "type": "string", "description": "A shell line, run by /bin/bash -lc." },
+            "env": { "type": "object", "additionalProperties": { "type": "string" } },
+            "cwd": { "type": "string", "description": "Absolute working directory." },
+            "timeout_ms": { "type": "integer", "minimum": 1, "maximum": 600000, "description": "Default 30000." },
+            "stdin": { "type": "string" },
+            "stdin_base64": { "type": "string" }
+        },
+        "required": ["workspace"],
+        "additionalProperties": false
+    })
+}
+
+fn path_schema(extra: Value) -> Value {
+    let mut properties = json!({
+        "workspace": workspace(),
+        "path": { "type": "string", "description": "Absolute path inside the workspace." },
+    });
+    if let (Some(target), Value::Object(extra)) = (properties.as_object_mut(), extra) {
+        target.extend(extra);
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": ["workspace", "path"],
+        "additionalProperties": false
+    })
+}
+
+fn write_schema() -> Value {
+    path_schema(json!({
+        "content": { "type": "string", "description": "The file's text." },
+        "content_base64": { "type": "string", "description": "The file's bytes, base64 (instead of content)." },
+        "mode": { "type": "string", "pattern": "^[0-7]{3,4}$", "description": "Octal mode, e.g. \"0644\"." },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_an_object_schema() {
+        let tools = all();
+        assert_eq!(tools.len(), 7);
+        for tool in tools {
+            assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
+            assert!(
+                tool.input_schema.contains_key("properties"),
+                "{}",
+                tool.name
+            );
+        }
+    }
+}
