@@ -41,7 +41,10 @@ pub fn router(state: AppState) -> Router {
                 .layer(axum::extract::DefaultBodyLimit::max(files::BODY_LIMIT)),
         )
         .route("/v1/workspaces/{id}/files/list", get(files::list))
-        .route("/v1/workspaces/{id}/actions", axum::routing::post(actions::actions))
+        .route(
+            "/v1/workspaces/{id}/actions",
+            axum::routing::post(actions::actions),
+        )
         .route("/v1/workspaces/{id}/screenshot", get(actions::screenshot))
         .merge(crate::cdp_proxy::routes())
         .merge(crate::mcp::routes(state.clone()))
