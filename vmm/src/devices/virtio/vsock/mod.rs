@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod device;
+pub mod muxer;
 pub mod packet;
 
 pub use device::Vsock;
