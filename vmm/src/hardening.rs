@@ -89,6 +89,8 @@ const DEVICES: &[i64] = &[
     libc::SYS_shutdown,
     libc::SYS_recvfrom,
     libc::SYS_sendto,
+    libc::SYS_timerfd_settime,
+    libc::SYS_timerfd_gettime,
 ];
 
 const VMM: &[i64] = &[

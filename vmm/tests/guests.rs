@@ -285,3 +285,44 @@ fn connect_to_a_port_nobody_listens_on_is_refused() {
         stdout(&out)
     );
 }
+
+#[test]
+fn host_connect_to_a_guest_without_a_driver_is_closed() {
+    require_kvm!();
+    let dir = Scratch::new("vsock-timeout");
+    let uds = dir.path("v.sock");
+    let api = dir.path("api.sock");
+    let child = vmm()
+        .args(["run", "--kernel", guest("hello").to_str().expect("utf-8")])
+        .args(["--cmdline", "console=ttyS0 cubicle.idle"])
+        .args(["--vsock", &format!("cid=3,uds={}", uds.display())])
+        .arg("--api-socket")
+        .arg(&api)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn VMM");
+    let child = KillOnDrop(Some(child));
+    wait_for_path(&uds);
+    wait_for_path(&api);
+    let mut host = UnixStream::connect(&uds).expect("connect");
+    host.write_all(b"CONNECT 1234\n").expect("handshake");
+    // The guest never answers: the VMM gives up and closes the stream.
+    let mut reply = Vec::new();
+    host.read_to_end(&mut reply)
+        .expect("stream closed, not reset");
+    assert!(
+        reply.is_empty(),
+        "no OK without a guest: {}",
+        String::from_utf8_lossy(&reply)
+    );
+    let mut api_conn = UnixStream::connect(&api).expect("API");
+    api_conn
+        .write_all(b"PUT /vm/stop HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        .expect("stop");
+    let mut response = String::new();
+    api_conn.read_to_string(&mut response).expect("stop reply");
+    assert!(response.starts_with("HTTP/1.1 204"), "{response}");
+    let out = child.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+}

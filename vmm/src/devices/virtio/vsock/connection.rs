@@ -8,6 +8,8 @@ use std::os::unix::net::UnixStream;
 pub const HOST_BUF_ALLOC: u32 = 256 * 1024;
 /// Most bytes read from the host and not yet delivered to the guest.
 pub const TO_GUEST_CAP: usize = 64 * 1024;
+/// How long a host-initiated stream waits for the guest to accept.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Longest `CONNECT <port>\n` line accepted.
 const MAX_LINE: usize = 32;
 
@@ -49,6 +51,8 @@ pub struct Connection {
     pub fwd_cnt: u32,
     /// `fwd_cnt` last told to the guest.
     pub fwd_cnt_sent: u32,
+    /// When a host-initiated stream gives up waiting for the guest.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Connection {
@@ -67,6 +71,7 @@ impl Connection {
             rx_cnt: 0,
             fwd_cnt: 0,
             fwd_cnt_sent: 0,
+            deadline: None,
         }
     }
 

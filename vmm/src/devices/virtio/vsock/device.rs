@@ -13,6 +13,7 @@ use event_manager::{EventOps, EventSet, Events, MutEventSubscriber};
 use virtio_queue::{Queue, QueueT};
 use vm_memory::GuestMemoryMmap;
 use vmm_sys_util::eventfd::EventFd;
+use vmm_sys_util::timerfd::TimerFd;
 
 use super::HOST_CID;
 use super::connection::{Connection, HOST_BUF_ALLOC};
@@ -29,6 +30,7 @@ const TXQ: usize = 1;
 const EVQ: usize = 2;
 const DATA_LISTENER: u32 = 3;
 pub(super) const DATA_CONN: u32 = 4;
+const DATA_TIMER: u32 = 5;
 /// Host ports for host-initiated streams start here (as in Firecracker).
 pub(super) const FIRST_LOCAL_PORT: u32 = 1 << 30;
 
@@ -51,6 +53,7 @@ pub(super) struct Active {
 
 /// A virtio-vsock device with a hybrid Unix-socket host side.
 pub struct Vsock {
+    pub(super) connect_timer: TimerFd,
     pub(super) cid: u64,
     pub(super) uds_path: PathBuf,
     pub(super) listener: UnixListener,
@@ -74,7 +77,9 @@ impl Vsock {
         queue_evts: Vec<EventFd>,
     ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
+        let connect_timer = TimerFd::new().map_err(io::Error::from)?;
         Ok(Vsock {
+            connect_timer,
             cid,
             uds_path: uds_path.to_path_buf(),
             listener,
@@ -263,6 +268,7 @@ impl MutEventSubscriber for Vsock {
                 self.process_tx();
             }
             DATA_LISTENER => self.accept_all(),
+            DATA_TIMER => self.expire_connects(),
             _ => self.on_host_event(events.fd(), events.event_set()),
         }
         self.deliver_rx();
@@ -270,6 +276,12 @@ impl MutEventSubscriber for Vsock {
     }
 
     fn init(&mut self, ops: &mut EventOps) {
+        ops.add(Events::with_data(
+            &self.connect_timer,
+            DATA_TIMER,
+            EventSet::IN,
+        ))
+        .expect("timer registers once");
         for (i, evt) in self.queue_evts.iter().enumerate() {
             // Fails only if the fd is registered twice: a bug.
             ops.add(Events::with_data(evt, i as u32, EventSet::IN))

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 use event_manager::{EventOps, EventSet, Events};
 
 use super::HOST_CID;
-use super::connection::{Connection, HOST_BUF_ALLOC, State};
+use super::connection::{CONNECT_TIMEOUT, Connection, HOST_BUF_ALLOC, State};
 use super::device::{DATA_CONN, FIRST_LOCAL_PORT, Vsock};
 use super::packet::*;
 
@@ -218,10 +219,48 @@ impl Vsock {
                 conn.state = State::Connecting;
                 conn.local_port = local;
                 conn.peer_port = port;
+                conn.deadline = Some(Instant::now() + CONNECT_TIMEOUT);
                 self.ports.insert((local, port), fd);
                 self.push_control(OP_REQUEST, local, port, 0);
+                self.arm_connect_timer();
             }
             Err(_) => self.close(fd),
+        }
+    }
+
+    /// Host streams whose guest never answered the REQUEST are closed (the
+    /// host sees EOF instead of waiting forever) and the guest gets an RST.
+    pub(super) fn expire_connects(&mut self) {
+        // The timer fired (epoll said so): this read does not block.
+        let _ = self.connect_timer.wait();
+        let now = Instant::now();
+        let expired: Vec<RawFd> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == State::Connecting && c.deadline.is_some_and(|d| d <= now))
+            .map(|(fd, _)| *fd)
+            .collect();
+        for fd in expired {
+            self.host_gone(fd);
+        }
+        self.arm_connect_timer();
+    }
+
+    /// Arms the timer for the earliest pending handshake deadline.
+    fn arm_connect_timer(&mut self) {
+        let now = Instant::now();
+        let next = self
+            .conns
+            .values()
+            .filter(|c| c.state == State::Connecting)
+            .filter_map(|c| c.deadline)
+            .min();
+        if let Some(deadline) = next {
+            let wait = deadline
+                .saturating_duration_since(now)
+                .max(Duration::from_millis(1));
+            // Without the timer a stuck handshake lingers until the VM stops; no worse.
+            let _ = self.connect_timer.reset(wait, None);
         }
     }
 
