@@ -79,9 +79,11 @@ static void on_listen_conn(const struct hdr *h, const u8 *data) {
         puts("vsock guest: accepted host stream\n");
     } else if (h->op == OP_RW) {
         fwd_cnt[1] += h->len;
-        puts("vsock host stream: ");
-        putn((const char *)data, h->len);
-        putc('\n');
+        if (h->len <= 64) {
+            puts("vsock host stream: ");
+            putn((const char *)data, h->len);
+            putc('\n');
+        }
         send(OP_RW, LISTEN_PORT, h_peer_port, 0, data, h->len, 1);
     } else if (h->op == OP_SHUTDOWN || h->op == OP_RST) {
         if (h->op == OP_SHUTDOWN) send(OP_RST, LISTEN_PORT, h_peer_port, 0, 0, 0, 1);

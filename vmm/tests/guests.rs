@@ -249,6 +249,18 @@ fn vsock_streams_both_ways_with_echo() {
     let mut echo = [0u8; 14];
     host.read_exact(&mut echo).expect("echo");
     assert_eq!(&echo, b"ping from host");
+    // Bulk data through the guest's 1 KiB buffers exercises credit flow
+    // control both ways.
+    let bulk: Vec<u8> = (0..256 * 1024u32)
+        .map(|i| (i * 7 + i / 251) as u8)
+        .collect();
+    let mut writer = host.try_clone().expect("clone stream");
+    let expected = bulk.clone();
+    let sender = std::thread::spawn(move || writer.write_all(&bulk));
+    let mut back = vec![0u8; expected.len()];
+    host.read_exact(&mut back).expect("bulk echo");
+    sender.join().expect("sender thread").expect("bulk send");
+    assert!(back == expected, "bulk echo differs");
     drop(host);
     let out = child.wait();
     let serial = stdout(&out);
