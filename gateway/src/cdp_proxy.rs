@@ -118,6 +118,7 @@ async fn channel(state: &AppState, caller: &Caller, id: &str) -> Result<GuestCha
     Ok(Backend::channel(state.manager.backend(), &spec))
 }
 
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/version", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Chromium's /json/version with webSocketDebuggerUrl pointing at the gateway; the WebSocket is GET /v1/workspaces/{id}/cdp"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn json_version(
     State(state): State<AppState>,
     caller: Caller,
@@ -131,6 +132,7 @@ pub async fn json_version(
     Ok(Json(rewrite::version(version, &origin, &id)))
 }
 
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/list", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Targets, with URLs rewritten to the gateway"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn json_list(
     State(state): State<AppState>,
     caller: Caller,

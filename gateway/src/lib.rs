@@ -14,6 +14,7 @@ pub mod app;
 pub mod auth;
 pub mod cdp_proxy;
 pub mod error;
+pub mod openapi;
 pub mod mcp;
 pub mod screen;
 pub mod vnc;

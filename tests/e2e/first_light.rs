@@ -318,3 +318,45 @@ async fn state_is_true_after_the_daemon_is_killed() {
             .is_empty()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document_matches_the_routes() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1625000"]).unwrap();
+    let (status, doc) = daemon
+        .call(Method::GET, "/v1/openapi.json", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{doc}");
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = doc["paths"].as_object().unwrap();
+    for path in [
+        "/v1/workspaces",
+        "/v1/workspaces/{id}",
+        "/v1/workspaces/{id}/actions",
+        "/v1/workspaces/{id}/screenshot",
+        "/v1/workspaces/{id}/exec",
+        "/v1/workspaces/{id}/files",
+        "/v1/workspaces/{id}/cdp/json/version",
+    ] {
+        assert!(paths.contains_key(path), "{path} is not documented");
+    }
+    // Every documented operation is a real route: without a token it is
+    // refused as unauthorized, never "no route".
+    for (path, operations) in paths {
+        for method in operations.as_object().unwrap().keys() {
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let concrete = path.replace("{id}", "ws-nope");
+            let (status, body) = daemon
+                .call_as(None, method.clone(), &concrete, None)
+                .await
+                .unwrap();
+            assert_eq!(status, 401, "{method} {path} → {status} {body}");
+        }
+    }
+    let (status, _) = daemon
+        .call_as(None, Method::GET, "/v1/openapi.json", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 401);
+}

@@ -82,6 +82,7 @@ pub async fn session_for(state: &AppState, id: &str) -> Result<Arc<ScreenSession
     })
 }
 
+#[utoipa::path(post, path = "/v1/workspaces/{id}/actions", tag = "computer", params(("id" = String, Path)), request_body = crate::openapi::ActionRequest, responses((status = 200, body = crate::openapi::ActionResponse), (status = 400, body = crate::openapi::ErrorBody, description = "Names the bad field"), (status = 409, body = crate::openapi::ErrorBody, description = "Not running, or an operator holds control"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn actions(
     State(state): State<AppState>,
     caller: Caller,
@@ -121,6 +122,7 @@ fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
     (err.status, Json(body)).into_response()
 }
 
+#[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<String>, Query, description = "png or jpeg"), ("quality" = Option<u8>, Query), ("width" = Option<u32>, Query), ("height" = Option<u32>, Query)), responses((status = 200, content_type = "image/png", description = "The screen"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn screenshot(
     State(state): State<AppState>,
     caller: Caller,

@@ -46,6 +46,7 @@ use crate::error::ApiError;
 /// The largest WebSocket message a client may send (stdin).
 const MAX_WS_MESSAGE: usize = 1024 * 1024;
 
+#[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::openapi::ExecBody, responses((status = 200, body = crate::openapi::ExecResult), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn run(
     State(state): State<AppState>,
     caller: Caller,

@@ -152,6 +152,7 @@ fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, ApiError> {
 }
 
 /// `GET .../files`: read, or list / stat with `list=true` / `stat=true`.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query, description = "Absolute path in the workspace"), ("offset" = Option<u64>, Query), ("length" = Option<u64>, Query), ("list" = Option<bool>, Query), ("stat" = Option<bool>, Query)), responses((status = 200, content_type = "application/octet-stream", description = "The bytes (or JSON for list/stat)"), (status = 400, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -188,6 +189,7 @@ pub async fn get(
 }
 
 /// `GET .../files/list?path=`: a directory listing.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/files/list", tag = "files", params(("id" = String, Path), ("path" = String, Query)), responses((status = 200, description = "Directory entries: name, type, size, mode, mtime"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -203,6 +205,7 @@ pub async fn list(
 }
 
 /// `PUT .../files?path=[&mode=]`: create or replace a file with the body.
+#[utoipa::path(put, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("mode" = Option<String>, Query, description = "Octal, e.g. 0644")), request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Up to 16 MiB"), responses((status = 200, description = "Written"), (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn put(
     State(state): State<AppState>,
     caller: Caller,
@@ -239,6 +242,7 @@ pub fn body_error(rejection: BytesRejection) -> ApiError {
 }
 
 /// `DELETE .../files?path=[&recursive=true]`.
+#[utoipa::path(delete, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("recursive" = Option<bool>, Query)), responses((status = 200, description = "Deleted"), (status = 400, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,

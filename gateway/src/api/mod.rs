@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(actions::actions),
         )
         .route("/v1/workspaces/{id}/screenshot", get(actions::screenshot))
+        .route("/v1/openapi.json", get(crate::openapi::serve))
         .merge(crate::cdp_proxy::routes())
         .merge(crate::mcp::routes(state.clone()))
         .merge(crate::web::routes(state.clone()))

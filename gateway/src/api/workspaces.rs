@@ -36,12 +36,14 @@ pub fn view(record: &WorkspaceRecord) -> Value {
     })
 }
 
+#[utoipa::path(get, path = "/v1/workspaces", tag = "workspaces", responses((status = 200, body = crate::openapi::WorkspaceList), (status = 401, body = crate::openapi::ErrorBody)))]
 pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, ApiError> {
     let records = state.manager.list().await?;
     let items: Vec<Value> = records.iter().map(view).collect();
     Ok(Json(json!({ "workspaces": items })))
 }
 
+#[utoipa::path(get, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
     _caller: Caller,
@@ -50,6 +52,7 @@ pub async fn get(
     Ok(Json(view(&state.manager.get(&id).await?)))
 }
 
+#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::openapi::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::openapi::Workspace, description = "Created and ready"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 502, body = crate::openapi::ErrorBody, description = "Could not start; nothing is left behind")))]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -61,6 +64,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view(&record))))
 }
 
+#[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
@@ -70,6 +74,7 @@ pub async fn start(
     Ok(Json(view(&state.manager.start(&id).await?)))
 }
 
+#[utoipa::path(post, path = "/v1/workspaces/{id}/stop", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn stop(
     State(state): State<AppState>,
     caller: Caller,
@@ -80,6 +85,7 @@ pub async fn stop(
     Ok(Json(view(&state.manager.stop(&id).await?)))
 }
 
+#[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,

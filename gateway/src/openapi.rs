@@ -1,0 +1,208 @@
+//! The OpenAPI 3 document of the HTTP API, generated from the handlers'
+//! `#[utoipa::path]` annotations and the schema types below, and served at
+//! `GET /v1/openapi.json`.
+//!
+//! Handlers parse their bodies by hand (to name the bad field in errors), so
+//! the request and response shapes are described here as schema types that
+//! mirror what the handlers read and write.
+
+use axum::Json;
+use serde_json::Value;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::auth::Caller;
+
+/// `{"error": {"code", "message"}}`: every error, with a 4xx for input the
+/// caller chose.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorDetail {
+    /// Machine-readable: `bad_request`, `unauthorized`, `forbidden`,
+    /// `not_found`, `conflict`, `start_failed`, ...
+    code: String,
+    /// What failed, with which input, and what to do.
+    message: String,
+}
+
+/// Screen size in pixels (320x240 ..= 7680x4320).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct GeometryBody {
+    width: u32,
+    height: u32,
+}
+
+/// Body of `POST /v1/workspaces` (may be empty). `geometry` may also be the
+/// string `"WIDTHxHEIGHT"`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct CreateWorkspace {
+    name: Option<String>,
+    geometry: Option<GeometryBody>,
+}
+
+/// A workspace.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Workspace {
+    id: String,
+    name: String,
+    /// `jail` or `microvm`.
+    backend: String,
+    /// `creating`, `starting`, `running`, `stopping`, `stopped`, `failed`.
+    state: String,
+    geometry: GeometryBody,
+    /// The unprivileged host uid its processes run as.
+    host_uid: u32,
+    /// Why it failed or stopped unexpectedly.
+    error: Option<String>,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    links: Value,
+}
+
+/// `{"workspaces": [...]}`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct WorkspaceList {
+    workspaces: Vec<Workspace>,
+}
+
+/// One computer-use action, in Anthropic's form (`action`: key, hold_key,
+/// type, cursor_position, mouse_move, left_click, right_click,
+/// middle_click, double_click, triple_click, left_mouse_down,
+/// left_mouse_up, left_click_drag, scroll, wait, screenshot, zoom) or
+/// OpenAI CUA's (`type`: click, double_click, scroll, keypress, type, wait,
+/// screenshot, move, drag). Or `{"actions": [...]}` for a batch (1..=100)
+/// run in order, stopping at the first error.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ActionRequest {
+    action: Option<String>,
+    r#type: Option<String>,
+    /// `[x, y]` in screen pixels, or in the space of the last scaled screenshot.
+    coordinate: Option<Vec<i64>>,
+    start_coordinate: Option<Vec<i64>>,
+    /// Text to type, xdotool key combination (`ctrl+shift+t`), or modifiers
+    /// held during a click or scroll.
+    text: Option<String>,
+    /// Seconds (0..=60) for `wait` and `hold_key`.
+    duration: Option<f64>,
+    /// `up`, `down`, `left`, `right`.
+    scroll_direction: Option<String>,
+    scroll_amount: Option<u32>,
+    /// `[x0, y0, x1, y1]` for `zoom`.
+    region: Option<Vec<i64>>,
+    /// Screenshot: `png` (default) or `jpeg`, with `quality` 1..=100.
+    format: Option<String>,
+    quality: Option<u8>,
+    /// Screenshot scaled to this size; later coordinates are in it.
+    width: Option<u32>,
+    height: Option<u32>,
+    actions: Option<Vec<Value>>,
+}
+
+/// `{"result": ...}` for one action, `{"results": [...]}` for a batch. An
+/// image result is `{"type": "image", "media_type", "width", "height", "data"}`
+/// (base64).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ActionResponse {
+    result: Option<Value>,
+    results: Option<Vec<Value>>,
+}
+
+/// Body of `POST /v1/workspaces/{id}/exec`: `argv` or `command`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ExecBody {
+    argv: Option<Vec<String>>,
+    /// A shell line, run by `/bin/bash -lc`.
+    command: Option<String>,
+    env: Option<std::collections::BTreeMap<String, String>>,
+    cwd: Option<String>,
+    /// 1..=600000, default 30000.
+    timeout_ms: Option<u64>,
+    stdin: Option<String>,
+    stdin_base64: Option<String>,
+}
+
+/// What a command did; each output is kept up to 1 MiB.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ExecResult {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    duration_ms: u64,
+    stdout: String,
+    stderr: String,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+    stdout_base64: Option<String>,
+    stderr_base64: Option<String>,
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "A token from `cubicle serve`'s first start or `cubicle token create`",
+            ))
+            .build();
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Cubicle",
+        description = "Isolated desktop workspaces for computer-use agents. Every endpoint needs a bearer token."
+    ),
+    paths(
+        crate::api::workspaces::list,
+        crate::api::workspaces::create,
+        crate::api::workspaces::get,
+        crate::api::workspaces::delete,
+        crate::api::workspaces::start,
+        crate::api::workspaces::stop,
+        crate::api::actions::actions,
+        crate::api::actions::screenshot,
+        crate::api::exec::run,
+        crate::api::files::get,
+        crate::api::files::put,
+        crate::api::files::delete,
+        crate::api::files::list,
+        crate::cdp_proxy::json_version,
+        crate::cdp_proxy::json_list,
+        serve,
+    ),
+    components(schemas(
+        ErrorBody, ErrorDetail, GeometryBody, CreateWorkspace, Workspace, WorkspaceList,
+        ActionRequest, ActionResponse, ExecBody, ExecResult
+    )),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+pub struct ApiDoc;
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
+    responses((status = 200, description = "The OpenAPI 3 document"), (status = 401, body = ErrorBody)))]
+pub async fn serve(_caller: Caller) -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
