@@ -1,6 +1,6 @@
 //! CPUID for guests: what KVM supports (`KVM_GET_SUPPORTED_CPUID`), with the
-//! topology rewritten per vCPU, the hypervisor bit set and KVM's hypervisor
-//! leaves present.
+//! topology rewritten per vCPU, the hypervisor bit set, KVM's hypervisor
+//! leaves present, and nested virtualization and power management hidden.
 
 use kvm_bindings::{CpuId, KVM_MAX_CPUID_ENTRIES, kvm_cpuid_entry2};
 use kvm_ioctls::Kvm;
@@ -19,6 +19,8 @@ pub enum CpuidError {
 const LEAF_HYPERVISOR: u32 = 0x4000_0000;
 const ECX_HYPERVISOR: u32 = 1 << 31;
 const EDX_HTT: u32 = 1 << 28;
+const ECX_VMX: u32 = 1 << 5;
+const ECX_SVM: u32 = 1 << 2;
 /// "KVMKVMKVM\0\0\0" as three little-endian registers.
 const KVM_SIGNATURE: [u32; 3] = [0x4b4d_564b, 0x564b_4d56, 0x0000_004d];
 
@@ -62,6 +64,10 @@ pub fn filter_for_vcpu(cpuid: &mut CpuId, index: u8, count: u8) {
                 entry.eax = (entry.eax & 0x03ff_ffff) | (u32::from(count - 1) << 26);
             }
             0xb | 0x1f => leaf_topology(entry, index, count),
+            // No thermal or power management inside a VM.
+            6 => (entry.eax, entry.ecx) = (0, 0),
+            // No nested virtualization: hide SVM.
+            0x8000_0001 => entry.ecx &= !ECX_SVM,
             _ => {}
         }
     }
@@ -69,7 +75,7 @@ pub fn filter_for_vcpu(cpuid: &mut CpuId, index: u8, count: u8) {
 
 fn leaf_1(entry: &mut kvm_cpuid_entry2, index: u8, count: u8) {
     entry.ebx = (entry.ebx & 0x0000_ffff) | (u32::from(index) << 24) | (u32::from(count) << 16);
-    entry.ecx |= ECX_HYPERVISOR;
+    entry.ecx = (entry.ecx | ECX_HYPERVISOR) & !ECX_VMX;
     if count > 1 {
         entry.edx |= EDX_HTT;
     } else {
@@ -120,6 +126,7 @@ mod tests {
         let leaf1 = cpuid.as_slice()[0];
         assert_eq!(leaf1.ebx >> 24, 3);
         assert_ne!(leaf1.ecx & ECX_HYPERVISOR, 0);
+        assert_eq!(leaf1.ecx & ECX_VMX, 0, "no nested VMX");
         let hv = cpuid.as_slice()[1];
         assert_eq!((hv.function, hv.ebx), (LEAF_HYPERVISOR, KVM_SIGNATURE[0]));
     }
