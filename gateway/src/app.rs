@@ -16,4 +16,8 @@ pub struct AppState {
     pub web_dir: PathBuf,
     /// One RFB session per workspace, for the agent's actions.
     pub screens: Arc<crate::screen::Screens>,
+    /// Who may send input to each workspace.
+    pub control: Arc<crate::control::Controls>,
+    /// Ends the open connections of revoked tokens.
+    pub revocations: Arc<crate::revocation::Revocations>,
 }

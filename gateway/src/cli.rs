@@ -75,6 +75,15 @@ enum TokenCommand {
         #[arg(long, default_value = "cli")]
         name: String,
     },
+    /// List tokens (never their secrets).
+    List(CommonArgs),
+    /// Revoke a token by id; a running daemon closes its connections within a second.
+    Revoke {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The token's id (tok-...), as `token list` shows it.
+        id: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -125,6 +134,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token {
             command: TokenCommand::Create { common, role, name },
         } => token_create(&common, &role, &name).await,
+        Command::Token {
+            command: TokenCommand::List(common),
+        } => token_list(&common).await,
+        Command::Token {
+            command: TokenCommand::Revoke { common, id },
+        } => token_revoke(&common, &id).await,
         Command::Mcp(args) => Ok(cubicle_gateway::mcp::stdio::run(&args.url, &args.token).await?),
     }
 }
@@ -230,6 +245,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         store,
         web_dir: args.web_dir,
         screens: Default::default(),
+        control: Default::default(),
+        revocations: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -315,5 +332,43 @@ async fn token_create(common: &CommonArgs, role: &str, name: &str) -> anyhow::Re
     let store = open_store(&common.data_dir).await?;
     let (token, secret) = tokens::create(&store, name, role).await?;
     say(&format!("{} {} {secret}", token.id, role.as_str()));
+    Ok(())
+}
+
+async fn token_list(common: &CommonArgs) -> anyhow::Result<()> {
+    let store = open_store(&common.data_dir).await?;
+    for token in tokens::list(&store).await? {
+        let state = match token.revoked_at {
+            Some(at) => format!("revoked {}", cubicle_gateway::control::rfc3339(at)),
+            None => "live".to_owned(),
+        };
+        say(&format!(
+            "{} {} {} {state}",
+            token.id,
+            token.role.as_str(),
+            token.name
+        ));
+    }
+    Ok(())
+}
+
+async fn token_revoke(common: &CommonArgs, id: &str) -> anyhow::Result<()> {
+    let store = open_store(&common.data_dir).await?;
+    let Some(token) = tokens::get(&store, id).await? else {
+        bail!("no token with id {id:?} (see `cubicle token list`)");
+    };
+    if token.role == Role::Admin
+        && token.revoked_at.is_none()
+        && tokens::live_admins(&store).await? <= 1
+    {
+        bail!("{id} is the last live admin token: create another admin token first");
+    }
+    if tokens::revoke(&store, id).await? {
+        let detail = serde_json::json!({ "token": id, "via": "cli" });
+        cubicle_runtime::events::record(&store, "token.revoke", None, None, &detail).await?;
+        say(&format!("revoked {id}"));
+    } else {
+        say(&format!("{id} was already revoked"));
+    }
     Ok(())
 }

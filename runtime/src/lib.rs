@@ -12,6 +12,7 @@
 
 pub mod backend;
 pub mod channel;
+pub mod events;
 pub mod geometry;
 pub mod guest_ops;
 pub mod host;

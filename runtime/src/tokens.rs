@@ -99,6 +99,73 @@ pub async fn verify(store: &Store, secret: &str) -> Result<Option<Token>, StateE
     }))
 }
 
+/// A token as listed (never with its secret or hash).
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenInfo {
+    pub id: String,
+    pub name: String,
+    pub role: Role,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds; `None` while the token is live.
+    pub revoked_at: Option<i64>,
+}
+
+/// Every token ever made, oldest first (revoked ones included).
+pub async fn list(store: &Store) -> Result<Vec<TokenInfo>, StateError> {
+    let rows: Vec<(String, String, String, i64, Option<i64>)> = sqlx::query_as(
+        "SELECT id, name, role, created_at, revoked_at FROM tokens ORDER BY created_at, id",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, name, role, created_at, revoked_at)| {
+            Some(TokenInfo {
+                id,
+                name,
+                role: Role::parse(&role)?,
+                created_at,
+                revoked_at,
+            })
+        })
+        .collect())
+}
+
+/// The token with id `id`, live or revoked.
+pub async fn get(store: &Store, id: &str) -> Result<Option<TokenInfo>, StateError> {
+    Ok(list(store).await?.into_iter().find(|t| t.id == id))
+}
+
+/// Revokes token `id`; true if it was live (false: unknown or already revoked).
+pub async fn revoke(store: &Store, id: &str) -> Result<bool, StateError> {
+    let done = sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+        .bind(now_ms())
+        .bind(id)
+        .execute(store.pool())
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Whether token `id` exists and is not revoked.
+pub async fn is_live(store: &Store, id: &str) -> Result<bool, StateError> {
+    let row: Option<(i64,)> =
+        sqlx::query_as("SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL")
+            .bind(id)
+            .fetch_optional(store.pool())
+            .await?;
+    Ok(row.is_some())
+}
+
+/// How many live admin tokens there are.
+pub async fn live_admins(store: &Store) -> Result<i64, StateError> {
+    let (count,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM tokens WHERE role = 'admin' AND revoked_at IS NULL")
+            .fetch_one(store.pool())
+            .await?;
+    Ok(count)
+}
+
 /// Whether any admin token was ever made (the first start makes one).
 pub async fn admin_exists(store: &Store) -> Result<bool, StateError> {
     let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM tokens WHERE role = 'admin'")
@@ -129,5 +196,32 @@ mod tests {
             .unwrap();
         assert_ne!(stored, secret);
         assert!(!stored.contains(&secret[PREFIX.len()..]));
+    }
+
+    #[tokio::test]
+    async fn revoked_tokens_stop_verifying_and_stay_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        let (admin, _) = create(&store, "root", Role::Admin).await.unwrap();
+        let (op, secret) = create(&store, "alice", Role::Operator).await.unwrap();
+        assert!(is_live(&store, &op.id).await.unwrap());
+        assert_eq!(live_admins(&store).await.unwrap(), 1);
+        assert!(revoke(&store, &op.id).await.unwrap());
+        assert!(
+            !revoke(&store, &op.id).await.unwrap(),
+            "second revoke is a no-op"
+        );
+        assert!(!revoke(&store, "tok-none").await.unwrap());
+        assert!(verify(&store, &secret).await.unwrap().is_none());
+        assert!(!is_live(&store, &op.id).await.unwrap());
+        let listed = list(&store).await.unwrap();
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[0].id, admin.id);
+        assert!(listed[0].revoked_at.is_none());
+        assert!(listed[1].revoked_at.is_some());
+        assert_eq!(
+            get(&store, &op.id).await.unwrap().unwrap().role,
+            Role::Operator
+        );
     }
 }

@@ -95,6 +95,17 @@ pub async fn actions(
     let _one_at_a_time = session.actions.lock().await;
     let mut results = Vec::with_capacity(actions.len());
     for (index, action) in actions.iter().enumerate() {
+        // Checked before each input action: an operator may take over mid-batch.
+        let allowed = match action.is_input() {
+            true => state.control.check_input(&id, &caller.token),
+            false => Ok(()),
+        };
+        if let Err(held) = allowed {
+            match batch {
+                true => return Ok(batch_error(index, held.into(), results)),
+                false => return Err(held.into()),
+            }
+        }
         match run::run(&session, action).await {
             Ok(result) => results.push(result),
             Err(err) if batch => return Ok(batch_error(index, err.into(), results)),

@@ -1,8 +1,10 @@
 //! The HTTP routes.
 
 pub mod actions;
+pub mod control;
 pub mod exec;
 pub mod files;
+pub mod tokens;
 pub mod workspaces;
 
 use axum::Router;
@@ -31,6 +33,19 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(workspaces::stop),
         )
         .route("/v1/workspaces/{id}/vnc", get(crate::vnc::upgrade))
+        .route("/v1/workspaces/{id}/control", get(control::get))
+        .route(
+            "/v1/workspaces/{id}/control/take",
+            axum::routing::post(control::take),
+        )
+        .route(
+            "/v1/workspaces/{id}/control/release",
+            axum::routing::post(control::release),
+        )
+        .route("/v1/workspaces/{id}/control/events", get(control::events))
+        .route("/v1/tokens", get(tokens::list).post(tokens::create))
+        .route("/v1/tokens/{id}", axum::routing::delete(tokens::revoke))
+        .route("/v1/me", get(tokens::me))
         .route("/v1/workspaces/{id}/exec", axum::routing::post(exec::run))
         .route("/v1/workspaces/{id}/exec/ws", get(exec::upgrade))
         .route(

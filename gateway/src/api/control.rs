@@ -1,0 +1,101 @@
+//! `/v1/workspaces/{id}/control`: who holds the control lock (GET), take
+//! over and hand back (POST `/take`, `/release`; operator or admin), and a
+//! Server-Sent Events stream of holder changes (`/events`) for the page.
+//!
+//! SSE rather than polling: a change reaches every viewer as it happens, one
+//! idle connection per viewer instead of two requests a second, and
+//! `EventSource` reconnects by itself. It sends the current state first.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use cubicle_runtime::tokens::Role;
+use futures_util::Stream;
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::control::ControlError;
+use crate::error::ApiError;
+
+/// Every role may see who holds control.
+const VIEWERS: [Role; 3] = [Role::Agent, Role::Operator, Role::Auditor];
+
+impl From<ControlError> for ApiError {
+    fn from(err: ControlError) -> Self {
+        let message = err.to_string();
+        match err {
+            ControlError::Held { .. } | ControlError::NotHolder { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "control_held", message)
+            }
+            ControlError::Role(_) => ApiError::forbidden(message),
+            ControlError::Record(_) => ApiError::internal(message),
+        }
+    }
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&VIEWERS, "see who holds control")?;
+    state.manager.get(&id).await?;
+    Ok(Json(state.control.current(&id).view(&id)))
+}
+
+pub async fn take(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&[Role::Operator], "take control")?;
+    state.manager.running(&id).await?;
+    let control = state.control.take(&state.store, &id, &caller.token).await?;
+    Ok(Json(control.view(&id)))
+}
+
+pub async fn release(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(&[Role::Operator], "hand control back")?;
+    state.manager.get(&id).await?;
+    let control = state
+        .control
+        .release(&state.store, &id, &caller.token)
+        .await?;
+    Ok(Json(control.view(&id)))
+}
+
+pub async fn events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    caller.require(&VIEWERS, "see who holds control")?;
+    state.manager.get(&id).await?;
+    let mut control = state.control.subscribe(&id);
+    control.mark_changed();
+    let revoked = state
+        .revocations
+        .watch(state.store.clone(), &caller.token.id);
+    let stream = futures_util::stream::unfold(
+        (control, revoked, id),
+        |(mut control, revoked, id)| async move {
+            tokio::select! {
+                changed = control.changed() => changed.ok()?,
+                () = revoked.revoked() => return None,
+            }
+            let view = control.borrow_and_update().view(&id);
+            let event = Event::default().event("control").data(view.to_string());
+            Some((Ok(event), (control, revoked, id)))
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}

@@ -1,0 +1,419 @@
+//! The control lock of each workspace: who may send input to its desktop.
+//!
+//! The holder is the agent (the default) or one named operator. While an
+//! operator holds it, the agent's input actions get 409 and only that
+//! operator's live-view input reaches the desktop ([`crate::vnc`] enforces
+//! it on the RFB stream). Every take and hand-back is written to the event
+//! table before anyone is told of it. Changes are published on a `watch`
+//! channel per workspace, which live views and the control event stream read.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cubicle_runtime::events::{self, Actor};
+use cubicle_runtime::state::{StateError, Store, now_ms};
+use cubicle_runtime::tokens::{Role, Token};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// Who holds a workspace's control.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Holder {
+    Agent,
+    Operator {
+        token_id: String,
+        name: String,
+        role: String,
+    },
+}
+
+/// The control lock's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    pub holder: Holder,
+    /// Unix milliseconds since when.
+    pub since_ms: i64,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Self {
+            holder: Holder::Agent,
+            since_ms: now_ms(),
+        }
+    }
+}
+
+impl Control {
+    /// Whether the token `token` holds this control.
+    pub fn is_held_by(&self, token: &Token) -> bool {
+        can_hold(token.role)
+            && matches!(&self.holder, Holder::Operator { token_id, .. } if *token_id == token.id)
+    }
+
+    /// The API's view.
+    pub fn view(&self, workspace: &str) -> Value {
+        json!({
+            "workspace": workspace,
+            "holder": self.holder,
+            "since_ms": self.since_ms,
+            "since": rfc3339(self.since_ms),
+        })
+    }
+}
+
+/// Whether a token of `role` may take control.
+pub fn can_hold(role: Role) -> bool {
+    matches!(role, Role::Operator | Role::Admin)
+}
+
+/// Why a control request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(
+        "operator {name} holds control since {since}; input actions are refused until they hand back (POST /v1/workspaces/{workspace}/control/release)"
+    )]
+    Held {
+        workspace: String,
+        name: String,
+        since: String,
+    },
+    #[error(
+        "a token with role {0} cannot hold control: only operator and admin tokens can take over"
+    )]
+    Role(&'static str),
+    #[error("operator {name} holds control since {since}; only they or an admin can hand it back")]
+    NotHolder { name: String, since: String },
+    #[error("cannot record the control change, nothing changed: {0}")]
+    Record(#[from] StateError),
+}
+
+impl ControlError {
+    fn held(workspace: &str, control: &Control) -> Self {
+        let name = match &control.holder {
+            Holder::Operator { name, .. } => name.clone(),
+            Holder::Agent => "agent".into(),
+        };
+        Self::Held {
+            workspace: workspace.to_owned(),
+            name,
+            since: rfc3339(control.since_ms),
+        }
+    }
+}
+
+/// Every workspace's control lock (made on first use, held by the agent).
+#[derive(Default)]
+pub struct Controls {
+    locks: Mutex<HashMap<String, Arc<watch::Sender<Control>>>>,
+    /// Serialises changes, so the event table has them in the order made.
+    changing: tokio::sync::Mutex<()>,
+}
+
+impl Controls {
+    fn sender(&self, workspace: &str) -> Arc<watch::Sender<Control>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks
+            .entry(workspace.to_owned())
+            .or_insert_with(|| Arc::new(watch::channel(Control::default()).0))
+            .clone()
+    }
+
+    pub fn current(&self, workspace: &str) -> Control {
+        self.sender(workspace).borrow().clone()
+    }
+
+    /// Follows the control of `workspace`.
+    pub fn subscribe(&self, workspace: &str) -> watch::Receiver<Control> {
+        self.sender(workspace).subscribe()
+    }
+
+    /// Refuses input from `caller` unless no operator holds control or
+    /// `caller` is the holder.
+    pub fn check_input(&self, workspace: &str, caller: &Token) -> Result<(), ControlError> {
+        let control = self.current(workspace);
+        match control.holder {
+            Holder::Agent => Ok(()),
+            _ if control.is_held_by(caller) => Ok(()),
+            _ => Err(ControlError::held(workspace, &control)),
+        }
+    }
+
+    /// `caller` takes control of `workspace` (again: no change, no event).
+    pub async fn take(
+        &self,
+        store: &Store,
+        workspace: &str,
+        caller: &Token,
+    ) -> Result<Control, ControlError> {
+        if !can_hold(caller.role) {
+            return Err(ControlError::Role(caller.role.as_str()));
+        }
+        let _one = self.changing.lock().await;
+        let sender = self.sender(workspace);
+        let current = sender.borrow().clone();
+        match &current.holder {
+            _ if current.is_held_by(caller) => return Ok(current),
+            Holder::Operator { .. } => return Err(ControlError::held(workspace, &current)),
+            Holder::Agent => {}
+        }
+        let actor = Actor::from(caller);
+        let detail = json!({ "from": "agent" });
+        let (_, at) = events::record(
+            store,
+            "control.take",
+            Some(workspace),
+            Some(&actor),
+            &detail,
+        )
+        .await?;
+        let taken = Control {
+            holder: Holder::Operator {
+                token_id: caller.id.clone(),
+                name: caller.name.clone(),
+                role: caller.role.as_str().to_owned(),
+            },
+            since_ms: at,
+        };
+        sender.send_replace(taken.clone());
+        Ok(taken)
+    }
+
+    /// Hands control of `workspace` back to the agent. The holder may, and
+    /// an admin may for anyone; handing back when the agent holds it is a
+    /// no-op.
+    pub async fn release(
+        &self,
+        store: &Store,
+        workspace: &str,
+        caller: &Token,
+    ) -> Result<Control, ControlError> {
+        if !can_hold(caller.role) {
+            return Err(ControlError::Role(caller.role.as_str()));
+        }
+        let _one = self.changing.lock().await;
+        let sender = self.sender(workspace);
+        let current = sender.borrow().clone();
+        let Holder::Operator { name, .. } = &current.holder else {
+            return Ok(current);
+        };
+        if !current.is_held_by(caller) && caller.role != Role::Admin {
+            return Err(ControlError::NotHolder {
+                name: name.clone(),
+                since: rfc3339(current.since_ms),
+            });
+        }
+        let detail = json!({ "from": name, "forced": !current.is_held_by(caller) });
+        let actor = Actor::from(caller);
+        self.hand_back(store, workspace, &sender, Some(&actor), &detail)
+            .await
+    }
+
+    /// Hands back every workspace held by token `token_id` (it was revoked).
+    pub async fn release_token(
+        &self,
+        store: &Store,
+        token_id: &str,
+        by: &Actor,
+    ) -> Result<Vec<String>, ControlError> {
+        let _one = self.changing.lock().await;
+        let held: Vec<(String, Arc<watch::Sender<Control>>)> = {
+            let locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+            locks
+                .iter()
+                .filter(|(_, s)| {
+                    matches!(&s.borrow().holder, Holder::Operator { token_id: t, .. } if t == token_id)
+                })
+                .map(|(id, s)| (id.clone(), s.clone()))
+                .collect()
+        };
+        for (workspace, sender) in &held {
+            let detail = json!({ "reason": "token revoked", "token": token_id });
+            self.hand_back(store, workspace, sender, Some(by), &detail)
+                .await?;
+        }
+        Ok(held.into_iter().map(|(id, _)| id).collect())
+    }
+
+    async fn hand_back(
+        &self,
+        store: &Store,
+        workspace: &str,
+        sender: &watch::Sender<Control>,
+        actor: Option<&Actor>,
+        detail: &Value,
+    ) -> Result<Control, ControlError> {
+        let (_, at) =
+            events::record(store, "control.release", Some(workspace), actor, detail).await?;
+        let back = Control {
+            holder: Holder::Agent,
+            since_ms: at,
+        };
+        sender.send_replace(back.clone());
+        Ok(back)
+    }
+}
+
+/// Unix milliseconds as `YYYY-MM-DDThh:mm:ss.mmmZ` (UTC).
+pub fn rfc3339(ms: i64) -> String {
+    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s, milli) = (
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000,
+    );
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cubicle_runtime::tokens;
+
+    /// A fresh database file (removed when the guard drops).
+    struct TempDb(std::path::PathBuf);
+
+    impl Drop for TempDb {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    async fn store() -> (TempDb, Store) {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("cubicle-control-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("db")).await.unwrap();
+        (TempDb(dir), store)
+    }
+
+    fn token(id: &str, role: Role) -> Token {
+        Token {
+            id: id.into(),
+            name: format!("{id}-name"),
+            role,
+        }
+    }
+
+    #[test]
+    fn times_are_utc_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(1_796_083_199_000), "2026-11-30T23:59:59.000Z");
+    }
+
+    #[tokio::test]
+    async fn take_blocks_agent_input_until_hand_back() {
+        let (_dir, store) = store().await;
+        let controls = Controls::default();
+        let agent = token("tok-agent", Role::Agent);
+        let alice = token("tok-alice", Role::Operator);
+        let bob = token("tok-bob", Role::Operator);
+        let mut seen = controls.subscribe("ws-1");
+        assert!(controls.check_input("ws-1", &agent).is_ok());
+        controls.take(&store, "ws-1", &alice).await.unwrap();
+        assert!(seen.has_changed().unwrap());
+        assert!(seen.borrow_and_update().is_held_by(&alice));
+        let err = controls
+            .check_input("ws-1", &agent)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("operator tok-alice-name holds control since 20"),
+            "{err}"
+        );
+        assert!(controls.check_input("ws-1", &alice).is_ok());
+        assert!(
+            controls.check_input("ws-2", &agent).is_ok(),
+            "other workspaces are free"
+        );
+        // Bob can neither take it nor hand it back.
+        assert!(matches!(
+            controls.take(&store, "ws-1", &bob).await,
+            Err(ControlError::Held { .. })
+        ));
+        assert!(matches!(
+            controls.release(&store, "ws-1", &bob).await,
+            Err(ControlError::NotHolder { .. })
+        ));
+        controls.take(&store, "ws-1", &alice).await.unwrap();
+        controls.release(&store, "ws-1", &alice).await.unwrap();
+        controls.release(&store, "ws-1", &alice).await.unwrap();
+        assert!(controls.check_input("ws-1", &agent).is_ok());
+        let kinds: Vec<String> = events::list(&store, Some("ws-1"), 0, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| format!("{} {}", e.kind, e.actor.unwrap().name))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "control.take tok-alice-name",
+                "control.release tok-alice-name"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn viewers_and_agents_cannot_hold_control() {
+        let (_dir, store) = store().await;
+        let controls = Controls::default();
+        for role in [Role::Agent, Role::Auditor] {
+            let err = controls
+                .take(&store, "ws", &token("t", role))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, ControlError::Role(_)), "{role:?}");
+        }
+        // A forged holder record with an auditor's id still gives no input.
+        let auditor = token("tok-a", Role::Auditor);
+        let forged = Control {
+            holder: Holder::Operator {
+                token_id: "tok-a".into(),
+                name: "x".into(),
+                role: "operator".into(),
+            },
+            since_ms: 0,
+        };
+        assert!(!forged.is_held_by(&auditor));
+    }
+
+    #[tokio::test]
+    async fn admins_force_and_revoked_tokens_hand_back() {
+        let (_dir, store) = store().await;
+        let controls = Controls::default();
+        let (alice, _) = tokens::create(&store, "alice", Role::Operator)
+            .await
+            .unwrap();
+        let admin = token("tok-root", Role::Admin);
+        controls.take(&store, "ws-1", &alice).await.unwrap();
+        controls.take(&store, "ws-2", &alice).await.unwrap();
+        controls.release(&store, "ws-1", &admin).await.unwrap();
+        let mut released = controls
+            .release_token(&store, &alice.id, &Actor::from(&admin))
+            .await
+            .unwrap();
+        released.sort();
+        assert_eq!(released, ["ws-2"]);
+        assert_eq!(controls.current("ws-2").holder, Holder::Agent);
+        let all = events::list(&store, None, 0, 10).await.unwrap();
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[2].detail["forced"], true);
+        assert_eq!(all[3].detail["reason"], "token revoked");
+    }
+}
