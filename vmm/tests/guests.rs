@@ -43,6 +43,10 @@ fn serial_output_then_i8042_reset_exits_cleanly() {
         "{serial}"
     );
     assert!(serial.contains("hello guest: resetting"), "{serial}");
+    assert!(
+        serial.contains("cpuid hypervisor-bit=1 signature=KVMKVMKVM"),
+        "{serial}"
+    );
 }
 
 #[test]
