@@ -22,6 +22,13 @@ fn main() {
         ];
         link(&out.join(name), &sources, dir);
     }
+    let smp = [
+        dir.join("entry64.S"),
+        dir.join("rt.c"),
+        dir.join("ap.S"),
+        dir.join("smp.c"),
+    ];
+    link(&out.join("smp"), &smp, dir);
     link(&out.join("pvh"), &[dir.join("pvh.S")], dir);
     bzimage(&out, dir);
     println!("cargo:rustc-env=CUBICLE_TEST_GUESTS={}", out.display());

@@ -111,23 +111,20 @@ fn serial_log_goes_to_a_file() {
 }
 
 #[test]
-fn four_vcpus_boot_and_stop() {
+fn four_vcpus_all_come_up_through_init_sipi() {
     require_kvm!();
+    let smp = guest("smp");
     let out = run(&[
         "--kernel",
-        guest("hello").to_str().expect("utf-8"),
+        smp.to_str().expect("utf-8"),
         "--vcpus",
         "4",
+        "--cmdline",
+        "cubicle.aps=3",
     ]);
+    let serial = stdout(&out);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("hello guest: resetting"));
-}
-
-fn image(dir: &Scratch, name: &str, fill: &[u8]) -> String {
-    let path = dir.path(name);
-    let data: Vec<u8> = fill.iter().copied().cycle().take(8 * 512).collect();
-    std::fs::write(&path, data).expect("write disk image");
-    path.to_str().expect("utf-8").to_string()
+    assert!(serial.contains("smp guest: aps up=3"), "{serial}");
 }
 
 #[test]
