@@ -127,6 +127,13 @@ fn four_vcpus_all_come_up_through_init_sipi() {
     assert!(serial.contains("smp guest: aps up=3"), "{serial}");
 }
 
+fn image(dir: &Scratch, name: &str, fill: &[u8]) -> String {
+    let path = dir.path(name);
+    let data: Vec<u8> = fill.iter().copied().cycle().take(8 * 512).collect();
+    std::fs::write(&path, data).expect("write disk image");
+    path.to_str().expect("utf-8").to_string()
+}
+
 #[test]
 fn virtio_mmio_probe_sees_every_device() {
     require_kvm!();
