@@ -109,3 +109,45 @@ fn configure_start_pause_resume_metrics_stop() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!socket.exists(), "API socket removed at exit");
 }
+
+#[test]
+fn stop_while_paused_and_the_run_flag_api_socket() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = Scratch::new("api-paused");
+    let socket = dir.path("vmm.sock");
+    let child = vmm()
+        .args([
+            "run",
+            "--cmdline",
+            "console=ttyS0 cubicle.idle",
+            "--vcpus",
+            "2",
+            "--kernel",
+        ])
+        .arg(guest("hello"))
+        .arg("--api-socket")
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let child = KillOnDrop(Some(child));
+    wait_for_path(&socket);
+    assert_eq!(
+        request(&socket, "GET", "/vm", "").1,
+        r#"{"state":"running"}"#
+    );
+    assert_eq!(
+        request(&socket, "PUT", "/vm/config", "{}").0,
+        409,
+        "configuration is fixed once running"
+    );
+    assert_eq!(request(&socket, "PUT", "/vm/pause", "").0, 204);
+    assert_eq!(request(&socket, "DELETE", "/vm/pause", "").0, 405);
+    assert_eq!(request(&socket, "PUT", "/vm/stop", "").0, 204);
+    let out = child.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!socket.exists());
+}
