@@ -236,6 +236,10 @@ async fn stdio_once(base: &str, token: &str) -> Value {
 
 /// One JSON-RPC message to `/v1/mcp` with `token`; status and JSON body.
 async fn rpc(daemon: &Daemon, token: Option<&str>, message: Value) -> (u16, Value) {
+    rpc_text(daemon, token, &message.to_string()).await
+}
+
+async fn rpc_text(daemon: &Daemon, token: Option<&str>, message: &str) -> (u16, Value) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()
@@ -244,7 +248,7 @@ async fn rpc(daemon: &Daemon, token: Option<&str>, message: Value) -> (u16, Valu
         .post(daemon.url("/v1/mcp"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .body(message.to_string());
+        .body(message.to_owned());
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -365,6 +369,14 @@ async fn refusals_and_bad_arguments_are_clear() {
     );
 
     // Protocol errors are JSON-RPC errors.
+    let (status, body) = rpc_text(&daemon, Some(&daemon.token), "{nope").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!(-32700)),
+        "{body}"
+    );
+    let (status, body) = rpc(&daemon, Some(&daemon.token), json!({"jsonrpc": "2.0"})).await;
+    assert!((400..500).contains(&status), "{status} {body}");
     let body = tool(&daemon, "no_such_tool", json!({})).await;
     assert_eq!(body["error"]["code"], -32602, "{body}");
     assert!(

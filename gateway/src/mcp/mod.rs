@@ -21,11 +21,15 @@ pub mod tools;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::Request;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
 
 use crate::api::files::ROLES;
 use crate::app::AppState;
@@ -37,6 +41,11 @@ pub const PATH: &str = "/v1/mcp";
 /// The largest JSON-RPC message accepted: a `write_file` of the 16 MiB file
 /// limit in base64, plus room for the envelope.
 const MAX_MESSAGE: usize = 23 * 1024 * 1024;
+/// The longest plain-text refusal of the SDK that is passed on.
+const MAX_REFUSAL: usize = 64 * 1024;
+/// JSON-RPC error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
 
 /// What can go wrong in the MCP layer itself (tool failures are
 /// [`ApiError`]s, reported as tool results).
@@ -83,5 +92,46 @@ async fn authenticate(
 ) -> Result<Response, ApiError> {
     caller.require(&ROLES, "use the MCP tools (they drive workspaces)")?;
     request.extensions_mut().insert(caller);
-    Ok(next.run(request).await)
+    let sent_json = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    Ok(json_refusal(next.run(request).await, sent_json).await)
+}
+
+/// The SDK refuses transport-level mistakes (a body that is not JSON, a
+/// missing `Accept`) in plain text; the API answers JSON everywhere, so
+/// those become JSON-RPC errors. A JSON body the SDK could not parse
+/// (it says 415) is a 400 with a parse error, as JSON-RPC over HTTP expects.
+async fn json_refusal(response: Response, sent_json: bool) -> Response {
+    let is_json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !response.status().is_client_error() || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, MAX_REFUSAL)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let code = if parts.status == StatusCode::UNSUPPORTED_MEDIA_TYPE && sent_json {
+        parts.status = StatusCode::BAD_REQUEST;
+        PARSE_ERROR
+    } else {
+        INVALID_REQUEST
+    };
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": code, "message": text },
+    });
+    parts.headers.remove(CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Response::from_parts(parts, Body::from(body.to_string()))
 }
