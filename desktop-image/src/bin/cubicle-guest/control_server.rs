@@ -4,14 +4,18 @@
 
 use cubicle_guest::control::{ErrorCode, ErrorReply, MAX_REQUEST, Request};
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::supervisor::Supervisor;
 use crate::{exec, exec_stream, files};
 
-pub async fn serve(stream: UnixStream, supervisor: &Supervisor) {
-    let (read, mut write) = stream.into_split();
+/// Serves one control connection: a Unix stream in the jail, a vsock
+/// stream in a microVM.
+pub async fn serve<S>(stream: S, supervisor: &Supervisor)
+where
+    S: AsyncRead + AsyncWrite,
+{
+    let (read, mut write) = tokio::io::split(stream);
     let mut lines = BufReader::new(read.take(u64::MAX));
     loop {
         let mut line = String::new();

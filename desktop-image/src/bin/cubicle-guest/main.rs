@@ -3,6 +3,9 @@
 //! Starts Xvnc, the XFCE session and Chromium, restarts any that die (with
 //! backoff), probes readiness, and serves the guest channel on a Unix socket
 //! the host can reach. See the crate docs for the protocol.
+//!
+//! With `--vm` it is the init of a microVM ([`vm_init`]) and serves the guest
+//! channel on AF_VSOCK instead ([`vsock_server`]).
 
 mod channel_server;
 mod control_server;
@@ -12,6 +15,8 @@ mod files;
 mod probes;
 mod session;
 mod supervisor;
+mod vm_init;
+mod vsock_server;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +45,13 @@ struct Args {
     /// The workspace user's home.
     #[arg(long, default_value = "/home/user")]
     home: PathBuf,
+    /// Run as PID 1 of a microVM: mount, bring up lo, reap orphans, and
+    /// serve the guest channel on vsock instead of `--socket`.
+    #[arg(long)]
+    vm: bool,
+    /// The hostname to set (with `--vm`; the jail sets its own).
+    #[arg(long, default_value = "cubicle")]
+    hostname: String,
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +62,13 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if args.vm
+        && let Err(err) = vm_init::boot(&args.hostname)
+    {
+        eprintln!("cubicle-guest: {err}");
+        // As PID 1 this ends the VM; anywhere else it only exits.
+        vm_init::reboot();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -75,8 +94,13 @@ async fn run(args: Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.log_dir)
         .map_err(|err| format!("cannot create log dir {}: {err}", args.log_dir.display()))?;
     let supervisor = Arc::new(supervisor::Supervisor::new(args.log_dir.clone()));
-    let listener = channel_server::bind(&args.socket)?;
-    let server = tokio::spawn(channel_server::serve(listener, supervisor.clone()));
+    let server = if args.vm {
+        let listeners = vsock_server::bind_guest_ports().map_err(|err| err.to_string())?;
+        tokio::spawn(vsock_server::serve(listeners, supervisor.clone()))
+    } else {
+        let listener = channel_server::bind(&args.socket)?;
+        tokio::spawn(channel_server::serve(listener, supervisor.clone()))
+    };
     let started = tokio::spawn(session::start(plan, supervisor.clone()));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
