@@ -332,7 +332,7 @@ async fn refusals_and_bad_arguments_are_clear() {
         (
             "read_file",
             json!({"workspace": id, "path": "relative.txt"}),
-            "",
+            "path:",
         ),
         (
             "write_file",
@@ -377,6 +377,20 @@ async fn refusals_and_bad_arguments_are_clear() {
     );
     let (status, body) = rpc(&daemon, Some(&daemon.token), json!({"jsonrpc": "2.0"})).await;
     assert!((400..500).contains(&status), "{status} {body}");
+    let bad_call =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"arguments": {}}});
+    let (status, body) = rpc(&daemon, Some(&daemon.token), bad_call).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (200, &json!(-32602)),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("name is missing")
+    );
     let body = tool(&daemon, "no_such_tool", json!({})).await;
     assert_eq!(body["error"]["code"], -32602, "{body}");
     assert!(

@@ -14,19 +14,20 @@
 //! malformed request is a JSON-RPC error. Read [`server::CubicleMcp`] first.
 
 pub mod calls;
+pub mod precheck;
 pub mod server;
 pub mod stdio;
 pub mod tools;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{Next, from_fn_with_state};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
@@ -97,6 +98,18 @@ async fn authenticate(
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, MAX_MESSAGE).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("MCP message: {e} (at most {MAX_MESSAGE} bytes)"),
+        )
+    })?;
+    if let Some(error) = precheck::check(&body) {
+        return Ok(Json(error).into_response());
+    }
+    let request = Request::from_parts(parts, Body::from(body));
     Ok(json_refusal(next.run(request).await, sent_json).await)
 }
 
