@@ -10,6 +10,7 @@
 //! Start with [`manager::Manager`]: every workspace operation goes through it,
 //! and it writes each state change before reporting it.
 
+pub mod any_backend;
 pub mod backend;
 pub mod channel;
 pub mod events;
@@ -19,6 +20,7 @@ pub mod host;
 pub mod image;
 pub mod jail;
 pub mod manager;
+pub mod microvm;
 pub mod proc_scan;
 pub mod state;
 pub mod tokens;
