@@ -114,3 +114,23 @@ async fn run(args: Args) -> Result<(), String> {
     supervisor.shutdown().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The init arguments `cubicle-runtime`'s microvm backend puts after
+    /// ` -- ` on the kernel command line (its `command` tests hold the same
+    /// line); the kernel hands them to us as argv.
+    #[test]
+    fn parses_the_init_arguments_the_microvm_backend_passes() {
+        let line = "--vm --hostname ws-1a2b --geometry 1280x800 --xvnc /usr/bin/Xvnc";
+        let args =
+            Args::try_parse_from(std::iter::once("cubicle-guest").chain(line.split(' '))).unwrap();
+        assert!(args.vm);
+        assert_eq!(args.hostname, "ws-1a2b");
+        assert_eq!(args.geometry, "1280x800");
+        let jail = Args::try_parse_from(["cubicle-guest", "--geometry", "1280x800"]).unwrap();
+        assert!(!jail.vm, "the jail's command line must not turn on VM mode");
+    }
+}

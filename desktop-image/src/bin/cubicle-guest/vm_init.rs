@@ -131,7 +131,7 @@ fn mount(spec: &MountSpec) -> Result<(), VmInitError> {
         target: spec.target,
         source,
     };
-    if spec.fstype == "devtmpfs" && Path::new("/dev/null").exists() {
+    if spec.fstype == "devtmpfs" && is_mountpoint(Path::new(spec.target)) {
         return Ok(());
     }
     std::fs::create_dir_all(spec.target).map_err(err)?;
@@ -152,6 +152,18 @@ fn mount(spec: &MountSpec) -> Result<(), VmInitError> {
         Ok(())
     } else {
         Err(err(std::io::Error::last_os_error()))
+    }
+}
+
+/// Whether something is mounted on `path` (it sits on another device than
+/// its parent). The image's own `/dev` may hold static nodes, so their
+/// presence says nothing.
+fn is_mountpoint(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    match (std::fs::metadata(path), std::fs::metadata(parent)) {
+        (Ok(inner), Ok(outer)) => inner.dev() != outer.dev(),
+        _ => false,
     }
 }
 
@@ -289,6 +301,14 @@ mod tests {
                 assert!(spec.data.contains("mode=1777"), "{}", spec.target);
             }
         }
+    }
+
+    #[test]
+    fn mountpoints_are_told_from_plain_directories() {
+        assert!(is_mountpoint(Path::new("/proc")));
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("plain")).unwrap();
+        assert!(!is_mountpoint(&dir.path().join("plain")));
     }
 
     #[test]
