@@ -1,16 +1,32 @@
 // Cubicle's operator page: the workspace list and a live view (noVNC).
 // Auth is the HttpOnly cookie the gateway set when the page was opened with
 // ?token=..., so this script never sees the token.
+//
+// The live view is view-only until "Take over". That flag is only for the
+// page's manners: the gateway drops input from anyone who does not hold the
+// control lock, whatever a client sends. Who holds it comes from the
+// gateway's Server-Sent Events stream, so every viewer sees changes at once.
 import RFB from '/assets/novnc/core/rfb.js';
 
 const $ = (selector) => document.querySelector(selector);
+const CAN_HOLD = ['operator', 'admin'];
+let me = null;
+let viewing = null; // { id, name }
 let viewer = null;
-let viewing = null;
+let events = null;
+let control = null;
+let retry = { timer: null, delay: 1000 };
 
 function status(text, isError = false) {
   const el = $('#status');
   el.textContent = text;
   el.className = isError ? 'error' : '';
+}
+
+function viewState(state, text) {
+  const el = $('#view-state');
+  el.dataset.state = state;
+  el.textContent = text;
 }
 
 async function api(method, path, body) {
@@ -20,15 +36,27 @@ async function api(method, path, body) {
     body: body ? JSON.stringify(body) : undefined,
   });
   if (response.status === 204) return null;
-  const data = await response.json();
-  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const err = new Error(data.error ? data.error.message : response.statusText);
+    err.status = response.status;
+    throw err;
+  }
   return data;
+}
+
+function button(label, onClick) {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.textContent = label;
+  b.addEventListener('click', onClick);
+  return b;
 }
 
 function row(ws) {
   const tr = document.createElement('tr');
-  const cells = [ws.name, ws.state, `${ws.geometry.width}x${ws.geometry.height}`];
-  for (const text of cells) {
+  tr.dataset.id = ws.id;
+  for (const text of [ws.name, ws.state, `${ws.geometry.width}x${ws.geometry.height}`]) {
     const td = document.createElement('td');
     td.textContent = text;
     tr.append(td);
@@ -42,14 +70,6 @@ function row(ws) {
   return tr;
 }
 
-function button(label, onClick) {
-  const b = document.createElement('button');
-  b.type = 'button';
-  b.textContent = label;
-  b.addEventListener('click', onClick);
-  return b;
-}
-
 async function refresh() {
   try {
     const { workspaces } = await api('GET', '/v1/workspaces');
@@ -60,7 +80,8 @@ async function refresh() {
 }
 
 async function remove(ws) {
-  if (viewing === ws.id) closeView();
+  if (!confirm(`Delete workspace ${ws.name}? Its files are removed.`)) return;
+  if (viewing && viewing.id === ws.id) closeView();
   status(`deleting ${ws.name}…`);
   try {
     await api('DELETE', `/v1/workspaces/${ws.id}`);
@@ -71,37 +92,141 @@ async function remove(ws) {
   refresh();
 }
 
+// --- control lock -----------------------------------------------------------
+
+function holdsControl() {
+  return Boolean(me && control && control.holder.kind === 'operator' && control.holder.token_id === me.id);
+}
+
+function renderControl() {
+  const el = $('#holder');
+  const mine = holdsControl();
+  if (!control) {
+    el.textContent = '';
+    el.dataset.holder = '';
+  } else if (control.holder.kind === 'agent') {
+    el.textContent = 'The agent has control';
+    el.dataset.holder = 'agent';
+  } else {
+    const since = new Date(control.since_ms).toLocaleTimeString();
+    const who = mine ? 'You have' : `${control.holder.name} (${control.holder.role}) has`;
+    el.textContent = `${who} control since ${since}`;
+    el.dataset.holder = `operator:${control.holder.name}`;
+  }
+  el.dataset.mine = String(mine);
+  el.className = mine ? 'mine' : '';
+  const canHold = Boolean(me && CAN_HOLD.includes(me.role));
+  $('#take').disabled = !canHold || !control || mine || control.holder.kind !== 'agent';
+  $('#release').disabled = !canHold || !control || control.holder.kind === 'agent'
+    || (!mine && me.role !== 'admin');
+  if (viewer) {
+    viewer.viewOnly = !mine;
+    if (mine) viewer.focus();
+  }
+  if (viewer && $('#view-state').dataset.state === 'live') {
+    viewState('live', mine ? 'live (you have control)' : 'live (view only)');
+  }
+}
+
+function followControl() {
+  if (events) events.close();
+  control = null;
+  renderControl();
+  events = new EventSource(`/v1/workspaces/${viewing.id}/control/events`);
+  events.addEventListener('control', (e) => {
+    control = JSON.parse(e.data);
+    renderControl();
+  });
+}
+
+async function changeControl(verb) {
+  if (!viewing) return;
+  try {
+    control = await api('POST', `/v1/workspaces/${viewing.id}/control/${verb}`);
+    renderControl();
+  } catch (err) {
+    status(err.message, true);
+  }
+}
+
+// --- live view --------------------------------------------------------------
+
 function openView(ws) {
   closeView();
-  viewing = ws.id;
+  viewing = { id: ws.id, name: ws.name };
   $('#view-pane').hidden = false;
   $('#view-title').textContent = ws.name;
+  followControl();
   connect();
 }
 
 function connect() {
   if (!viewing) return;
+  clearTimeout(retry.timer);
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-  const url = `${scheme}://${location.host}/v1/workspaces/${viewing}/vnc`;
-  $('#view-state').textContent = 'connecting';
-  viewer = new RFB($('#screen'), url);
-  viewer.viewOnly = true;
-  viewer.scaleViewport = true;
-  viewer.addEventListener('connect', () => { $('#view-state').textContent = 'live (view only)'; });
-  viewer.addEventListener('disconnect', (e) => {
+  const url = `${scheme}://${location.host}/v1/workspaces/${viewing.id}/vnc`;
+  viewState('connecting', 'connecting');
+  const rfb = new RFB($('#screen'), url);
+  viewer = rfb;
+  rfb.viewOnly = !holdsControl();
+  rfb.scaleViewport = true;
+  rfb.resizeSession = false;
+  rfb.addEventListener('connect', () => {
+    retry.delay = 1000;
+    viewState('live', 'live');
+    renderControl();
+  });
+  rfb.addEventListener('disconnect', () => {
+    if (viewer !== rfb) return; // closed on purpose
     viewer = null;
-    $('#view-state').textContent = e.detail.clean ? 'disconnected' : 'connection lost, reconnecting';
-    if (viewing && !e.detail.clean) setTimeout(connect, 2000);
+    scheduleReconnect();
   });
 }
 
-function closeView() {
-  viewing = null;
-  if (viewer) viewer.disconnect();
-  viewer = null;
-  $('#view-pane').hidden = true;
+// Reconnects with backoff, unless the reason is one that waiting cannot fix.
+async function scheduleReconnect() {
+  if (!viewing) return;
+  const id = viewing.id;
+  try {
+    const ws = await api('GET', `/v1/workspaces/${id}`);
+    if (ws.state !== 'running') {
+      viewState('waiting', `workspace is ${ws.state}; retrying`);
+    }
+  } catch (err) {
+    if (err.status === 401) {
+      viewState('closed', 'closed: token revoked or invalid (open /?token=… again)');
+      if (events) events.close();
+      return;
+    }
+    if (err.status === 404) {
+      viewState('closed', 'closed: workspace deleted');
+      return;
+    }
+  }
+  if (!viewing || viewing.id !== id) return;
+  const seconds = Math.round(retry.delay / 1000);
+  if ($('#view-state').dataset.state !== 'waiting') {
+    viewState('reconnecting', `connection lost, reconnecting in ${seconds}s`);
+  }
+  retry.timer = setTimeout(connect, retry.delay);
+  retry.delay = Math.min(retry.delay * 2, 10000);
 }
 
+function closeView() {
+  clearTimeout(retry.timer);
+  viewing = null;
+  const rfb = viewer;
+  viewer = null;
+  if (rfb) rfb.disconnect();
+  if (events) events.close();
+  events = null;
+  control = null;
+  $('#view-pane').hidden = true;
+  viewState('closed', 'disconnected');
+}
+
+$('#take').addEventListener('click', () => changeControl('take'));
+$('#release').addEventListener('click', () => changeControl('release'));
 $('#close-view').addEventListener('click', closeView);
 $('#create').addEventListener('submit', async (event) => {
   event.preventDefault();
@@ -118,5 +243,16 @@ $('#create').addEventListener('submit', async (event) => {
   }
 });
 
-refresh();
-setInterval(refresh, 5000);
+async function start() {
+  try {
+    me = await api('GET', '/v1/me');
+    $('#me').textContent = `${me.name} (${me.role})`;
+  } catch (err) {
+    status(`cannot tell who you are: ${err.message}`, true);
+  }
+  renderControl();
+  refresh();
+  setInterval(refresh, 5000);
+}
+
+start();

@@ -1,0 +1,178 @@
+//! Shared by the operator and control-attack tests: a daemon with one
+//! workspace and tokens of every role, a terminal on its desktop with
+//! keyboard focus (so typed keys become files we can look for), and exec.
+
+// Each test binary includes this module and uses a different part of it.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use cubicle_tests::Daemon;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// A token made through the API.
+pub struct Tok {
+    pub id: String,
+    pub secret: String,
+}
+
+/// A daemon, one running workspace, and tokens of every role.
+pub struct Desk {
+    pub daemon: Daemon,
+    pub id: String,
+    pub operator: Tok,
+    pub auditor: Tok,
+    pub agent: Tok,
+    /// Dropped last, after the daemon.
+    pub _data: tempfile::TempDir,
+}
+
+/// Where the terminal window is on the screen.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    pub x: u32,
+    pub y: u32,
+    pub width: u32,
+    pub height: u32,
+}
+
+pub async fn token(daemon: &Daemon, name: &str, role: &str) -> Tok {
+    let body = json!({"name": name, "role": role}).to_string();
+    let (status, made) = daemon
+        .call(Method::POST, "/v1/tokens", Some(&body))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{made}");
+    Tok {
+        id: made["id"].as_str().unwrap().to_owned(),
+        secret: made["secret"].as_str().unwrap().to_owned(),
+    }
+}
+
+pub async fn desk(uid_base: &str) -> Desk {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--uid-base", uid_base]).unwrap();
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some(r#"{"name":"desk"}"#))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+    Desk {
+        operator: token(&daemon, "alice", "operator").await,
+        auditor: token(&daemon, "carol", "auditor").await,
+        agent: token(&daemon, "bot", "agent").await,
+        daemon,
+        id,
+        _data: data,
+    }
+}
+
+/// Runs a shell line in the workspace; returns its stdout (panics on failure).
+pub async fn exec(daemon: &Daemon, id: &str, command: &str) -> String {
+    let body = json!({"command": command, "timeout_ms": 20000}).to_string();
+    let (status, out) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(&body),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{command}: {out}");
+    out["stdout"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Whether `/home/user/<name>` exists in the workspace.
+pub async fn exists(daemon: &Daemon, id: &str, name: &str) -> bool {
+    exec(
+        daemon,
+        id,
+        &format!("test -e /home/user/{name} && echo yes"),
+    )
+    .await
+    .trim()
+        == "yes"
+}
+
+/// Polls for `/home/user/<name>` up to `limit`.
+pub async fn appears(daemon: &Daemon, id: &str, name: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if exists(daemon, id, name).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+/// Opens a terminal in the home directory, gives it keyboard focus, and
+/// returns where it is.
+pub async fn terminal(daemon: &Daemon, id: &str) -> Region {
+    exec(
+        daemon,
+        id,
+        "cd /home/user && setsid -f xfce4-terminal --disable-server --geometry=80x20+60+60 \
+         --working-directory=/home/user >/dev/null 2>&1 </dev/null",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let window = loop {
+        let found = exec(
+            daemon,
+            id,
+            "xdotool search --onlyvisible --class xfce4-terminal | head -1",
+        )
+        .await;
+        if !found.trim().is_empty() {
+            break found.trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the terminal window never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    // Let the window manager place it, then focus it.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    exec(
+        daemon,
+        id,
+        &format!("xdotool windowactivate --sync {window} windowfocus --sync {window}"),
+    )
+    .await;
+    let shell = exec(
+        daemon,
+        id,
+        &format!("xdotool getwindowgeometry --shell {window}"),
+    )
+    .await;
+    let field = |name: &str| -> u32 {
+        shell
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {shell}"))
+    };
+    Region {
+        x: field("X"),
+        y: field("Y"),
+        width: field("WIDTH"),
+        height: field("HEIGHT"),
+    }
+}
+
+/// `POST /actions` with `token`; the status and body.
+pub async fn act(daemon: &Daemon, token: &str, id: &str, action: Value) -> (u16, Value) {
+    daemon
+        .call_as(
+            Some(token),
+            Method::POST,
+            &format!("/v1/workspaces/{id}/actions"),
+            Some(&action.to_string()),
+        )
+        .await
+        .unwrap()
+}
