@@ -119,6 +119,11 @@ async fn computer(state: &AppState, caller: &Caller, mut args: Args) -> Outcome 
     let id = take_workspace(&mut args)?;
     let action =
         parse_action(&Value::Object(args)).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if action.is_input() {
+        // Refused while an operator holds control (as POST /actions is).
+        let allowed = state.control.check_input(&id, &caller.token);
+        allowed.map_err(ApiError::from)?;
+    }
     let session = session_for(state, &id).await?;
     let result = {
         let _one_at_a_time = session.actions.lock().await;
