@@ -260,8 +260,8 @@ pub struct ServiceStatus {
 /// The reply to [`Request::Health`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Health {
-    /// Xvnc answers RFB, the window manager runs and Chromium answers
-    /// `/json/version`.
+    /// Xvnc answers RFB, the window manager runs, Chromium answers
+    /// `/json/version` and its window is shown maximized.
     pub ready: bool,
     /// Set when the workspace cannot become ready; the reason for a human.
     pub failed: Option<String>,

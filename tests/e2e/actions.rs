@@ -68,11 +68,7 @@ fn find_marker(shot: &image::RgbImage) -> Option<(i64, i64)> {
 async fn setup(uid_base: &str) -> Setup {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &["--uid-base", uid_base]).unwrap();
-    let (status, ws) = daemon
-        .call(Method::POST, "/v1/workspaces", Some("{}"))
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = daemon.create_workspace("{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
     let mut page = Page::first(&daemon.channel_socket(&id)).await.unwrap();
     let url = format!(
@@ -157,9 +153,6 @@ async fn clicks_land_where_the_agent_points() {
     )
     .await;
     assert_eq!(clicks(&mut page, 2).await, "b,a");
-    // Clicks closer in time than the double-click interval would count as
-    // one multi-click; a user (and an agent) pauses between them.
-    tokio::time::sleep(Duration::from_millis(600)).await;
     let pos = ok(&daemon, &id, json!({"action": "cursor_position"})).await;
     assert_eq!(
         pos["coordinate"],
@@ -217,6 +210,9 @@ async fn clicks_land_where_the_agent_points() {
     })
     .await;
     assert_eq!(all, "Alpha bravo charlie delta. Echo foxtrot golf hotel.");
+    // Clicks closer in time than the double-click interval would count as
+    // one multi-click; a user (and an agent) pauses between them.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     ok(
         &daemon,
         &id,
@@ -224,7 +220,7 @@ async fn clicks_land_where_the_agent_points() {
     )
     .await;
     let word = wait_for(&mut page, "getSelection().toString().trim()", |v| {
-        v.len() < 10
+        !v.is_empty() && v.len() < 10
     })
     .await;
     assert_eq!(word, "Alpha");
@@ -236,7 +232,7 @@ async fn clicks_land_where_the_agent_points() {
         json!({"action": "left_click", "coordinate": [ox + 600, oy + 600]}),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     ok(&daemon, &id, json!({"action": "left_click_drag", "start_coordinate": [ox + 101, para_y], "coordinate": [ox + 300, para_y]})).await;
     let span = wait_for(&mut page, "getSelection().toString()", |v| {
         v.len() > 8 && v.len() < 40
@@ -334,9 +330,16 @@ async fn measure_round_trip(daemon: &Daemon, id: &str, (ox, oy): (i64, i64)) {
         }
         samples.push(started.elapsed());
     }
+    // A hover the page did not repaint within 2 s is reported, not timed.
+    let missed = samples.iter().filter(|d| d.as_secs() >= 2).count();
+    samples.retain(|d| d.as_secs() < 2);
     samples.sort();
+    if samples.is_empty() {
+        println!("measure: action→framebuffer changed: no change seen in {missed} tries");
+        return;
+    }
     println!(
-        "measure: action→framebuffer changed p50 {:.1} ms, p95 {:.1} ms (n={})",
+        "measure: action→framebuffer changed p50 {:.1} ms, p95 {:.1} ms (n={}, {missed} without a repaint within 2 s)",
         samples[samples.len() / 2].as_secs_f64() * 1000.0,
         samples[samples.len() * 95 / 100].as_secs_f64() * 1000.0,
         samples.len()
@@ -347,11 +350,7 @@ async fn measure_round_trip(daemon: &Daemon, id: &str, (ox, oy): (i64, i64)) {
 async fn bad_actions_get_4xx_and_the_workspace_keeps_working() {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &["--uid-base", "1671000"]).unwrap();
-    let (status, ws) = daemon
-        .call(Method::POST, "/v1/workspaces", Some("{}"))
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = daemon.create_workspace("{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
 
     let long_text = "a".repeat(10_001);
@@ -478,11 +477,7 @@ async fn sh(daemon: &Daemon, id: &str, command: &str) -> String {
 async fn typing_into_a_terminal_runs_the_command() {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &["--uid-base", "1672000"]).unwrap();
-    let (status, ws) = daemon
-        .call(Method::POST, "/v1/workspaces", Some("{}"))
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = daemon.create_workspace("{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
 
     // Open a terminal at a known place (setup only; the typing below is RFB).

@@ -134,6 +134,18 @@ impl Daemon {
         Ok((status, json))
     }
 
+    /// Creates a workspace with `body` and returns it; panics (failing the
+    /// test) unless it was created and ready.
+    pub async fn create_workspace(&self, body: &str) -> Value {
+        let (status, ws) = self
+            .call(reqwest::Method::POST, "/v1/workspaces", Some(body))
+            .await
+            .expect("POST /v1/workspaces answers");
+        assert_eq!(status, 201, "create failed: {ws}");
+        assert_eq!(ws["state"], "running", "{ws}");
+        ws
+    }
+
     /// The guest channel socket of workspace `id`.
     pub fn channel_socket(&self, id: &str) -> PathBuf {
         self.data_dir

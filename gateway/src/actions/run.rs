@@ -12,7 +12,7 @@ use crate::screen::image_out::{self, EncodeError};
 
 /// Pause between the clicks of a double or triple click (well under the
 /// desktop's double-click time).
-const CLICK_GAP: Duration = Duration::from_millis(60);
+const CLICK_GAP: Duration = Duration::from_millis(20);
 /// Characters sent per chunk while typing, and the pause between chunks, so
 /// slow X clients keep up.
 const TYPE_CHUNK: usize = 32;
@@ -161,6 +161,23 @@ async fn set_button(session: &ScreenSession, button: Button, down: bool) -> Resu
     Ok(session.pointer_event(pointer.x, pointer.y, buttons).await?)
 }
 
+/// Checks `at`, presses `modifiers` and moves the pointer there (the caller
+/// releases the modifiers). Validating first means a bad point leaves no
+/// key down.
+async fn press_modifiers_at(
+    session: &ScreenSession,
+    at: Option<Point>,
+    modifiers: &[u32],
+) -> Result<(), RunError> {
+    let target = at.map(|p| to_screen(session, p)).transpose()?;
+    hold(session, modifiers, true).await?;
+    if let Some((x, y)) = target {
+        let buttons = session.pointer().buttons;
+        session.pointer_event(x, y, buttons).await?;
+    }
+    Ok(())
+}
+
 async fn click(
     session: &ScreenSession,
     button: Button,
@@ -168,14 +185,7 @@ async fn click(
     count: u8,
     modifiers: &[u32],
 ) -> Result<(), RunError> {
-    // Validate before pressing anything, so a bad point leaves no key down.
-    let target = at.map(|p| to_screen(session, p)).transpose()?;
-    hold(session, modifiers, true).await?;
-    if let Some((x, y)) = target {
-        session
-            .pointer_event(x, y, session.pointer().buttons)
-            .await?;
-    }
+    press_modifiers_at(session, at, modifiers).await?;
     for i in 0..count {
         if i > 0 {
             tokio::time::sleep(CLICK_GAP).await;
@@ -220,13 +230,7 @@ async fn scroll(
     dy: i32,
     modifiers: &[u32],
 ) -> Result<(), RunError> {
-    let target = at.map(|p| to_screen(session, p)).transpose()?;
-    hold(session, modifiers, true).await?;
-    if let Some((x, y)) = target {
-        session
-            .pointer_event(x, y, session.pointer().buttons)
-            .await?;
-    }
+    press_modifiers_at(session, at, modifiers).await?;
     // X wheel buttons: 4 up, 5 down, 6 left, 7 right (mask bits 8..64).
     for (clicks, negative, positive) in [(dy, 8u8, 16u8), (dx, 32, 64)] {
         let mask = if clicks < 0 { negative } else { positive };

@@ -89,8 +89,43 @@ where
 /// Windows mapped before that are placed again when it starts, so the
 /// browser is started only after this passes.
 pub async fn window_manager(display: &str) -> bool {
-    let run = tokio::process::Command::new("/usr/bin/xprop")
-        .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
+    run(
+        display,
+        "/usr/bin/xprop",
+        &["-root", "_NET_SUPPORTING_WM_CHECK"],
+    )
+    .await
+    .is_some_and(|out| out.contains("window id"))
+}
+
+/// The browser's window is shown and the window manager has maximized it:
+/// from then on it does not move, so coordinates an agent reads from a
+/// screenshot stay true.
+pub async fn browser_window(display: &str) -> bool {
+    let Some(ids) = run(
+        display,
+        "/usr/bin/xdotool",
+        &["search", "--onlyvisible", "--class", "chromium"],
+    )
+    .await
+    else {
+        return false;
+    };
+    for id in ids.split_whitespace() {
+        let state = run(display, "/usr/bin/xprop", &["-id", id, "_NET_WM_STATE"]).await;
+        if state.is_some_and(|s| {
+            s.contains("_NET_WM_STATE_MAXIMIZED_HORZ") && s.contains("_NET_WM_STATE_MAXIMIZED_VERT")
+        }) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Runs an X client on `display`; its stdout, or None if it failed.
+async fn run(display: &str, program: &str, args: &[&str]) -> Option<String> {
+    let run = tokio::process::Command::new(program)
+        .args(args)
         .env_clear()
         .env("DISPLAY", display)
         .stdin(std::process::Stdio::null())
@@ -98,7 +133,9 @@ pub async fn window_manager(display: &str) -> bool {
         .kill_on_drop(true)
         .output();
     match tokio::time::timeout(PROBE_TIMEOUT, run).await {
-        Ok(Ok(out)) => String::from_utf8_lossy(&out.stdout).contains("window id"),
-        _ => false,
+        Ok(Ok(out)) if out.status.success() => {
+            Some(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        _ => None,
     }
 }

@@ -16,6 +16,7 @@ pub struct Plan {
     xvnc: ServiceSpec,
     xfce: ServiceSpec,
     chromium: ServiceSpec,
+    profile: PathBuf,
 }
 
 impl Plan {
@@ -65,6 +66,7 @@ impl Plan {
             xvnc,
             xfce,
             chromium,
+            profile,
         })
     }
 }
@@ -81,7 +83,22 @@ pub async fn start(plan: Plan, supervisor: Arc<Supervisor>) {
     if !wait_ready(&supervisor, "xfce").await {
         return;
     }
+    if let Err(err) = prepare_profile(&plan.profile) {
+        tracing::warn!(%err, "cannot prepare the browser profile; its window may be decorated by Chromium itself");
+    }
     supervisor.spawn(plan.chromium);
+}
+
+/// Makes the window manager frame Chromium's window (not Chromium's own
+/// title bar): its maximized placement is then the window manager's, stable
+/// from the first frame. Only a new profile is touched.
+fn prepare_profile(profile: &std::path::Path) -> std::io::Result<()> {
+    let preferences = profile.join("Default/Preferences");
+    if preferences.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(profile.join("Default"))?;
+    std::fs::write(preferences, r#"{"browser":{"custom_chrome_frame":false}}"#)
 }
 
 /// Waits until `name` is ready; false if the workspace failed instead.
@@ -155,6 +172,8 @@ pub async fn probe(kind: Probe) -> bool {
     match kind {
         Probe::WindowManager => probes::window_manager(DISPLAY).await,
         Probe::Rfb => probes::rfb(cubicle_guest::ports::RFB).await,
-        Probe::Cdp => probes::cdp(cubicle_guest::ports::CDP).await,
+        Probe::Cdp => {
+            probes::cdp(cubicle_guest::ports::CDP).await && probes::browser_window(DISPLAY).await
+        }
     }
 }
