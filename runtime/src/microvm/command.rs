@@ -1,7 +1,11 @@
 //! The command line that starts one microVM: `prlimit` (resource limits) →
 //! `setpriv` (the workspace's own unprivileged uid, plus the group of
 //! `/dev/kvm`, parent-death signal) → `cubicle-vmm run`. Each execs the
-//! next, so the whole chain is one process, the daemon's child.
+//! next, so the whole chain is one process, the daemon's child. Its
+//! parent-death signal (set by `setpriv` after the uid change, which would
+//! clear an earlier one) ties the VM to the daemon as bubblewrap's
+//! `--die-with-parent` ties a jail; like it, it fires when the *thread* that
+//! spawned the VMM ends, so start VMs from the runtime's worker threads.
 //!
 //! The guest kernel's command line makes `cubicle-guest` init; the kernel
 //! hands everything after ` -- ` to init as its arguments (the VMM keeps

@@ -151,10 +151,20 @@ fn version_cmp(a: &str, b: &str) -> Ordering {
 /// Whether every uid can read `path`: the file is world-readable and every
 /// directory above it world-searchable.
 pub fn world_readable(path: &Path) -> bool {
+    others_can(path, 0o004)
+}
+
+/// Whether every uid can execute `path` (the VMM binary).
+pub fn world_executable(path: &Path) -> bool {
+    others_can(path, 0o001)
+}
+
+fn others_can(path: &Path, bit: u32) -> bool {
     let Ok(meta) = std::fs::metadata(path) else {
         return false;
     };
-    meta.mode() & 0o004 != 0
+    meta.is_file()
+        && meta.mode() & bit != 0
         && path.ancestors().skip(1).all(|dir| {
             dir.as_os_str().is_empty()
                 || std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0)
@@ -191,6 +201,12 @@ pub fn stage(kernel: &Path, data_dir: &Path) -> Result<PathBuf, KernelError> {
         .map_err(stage_err(&partial))?;
     std::fs::rename(&partial, &target).map_err(stage_err(&target))?;
     Ok(target)
+}
+
+impl From<KernelError> for crate::backend::BackendError {
+    fn from(err: KernelError) -> Self {
+        Self::Unavailable("microvm", err.to_string())
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,20 @@ pub struct MicrovmConfig {
 }
 
 impl MicrovmConfig {
+    /// The configuration on this host: the kernel `build.sh` built (found as
+    /// [`kernel::find`] does, from the environment), staged under
+    /// `data_dir` if the workspaces' uids cannot read it where it is.
+    /// `Unavailable` with the build command when it is not built.
+    pub fn locate(
+        vmm_bin: PathBuf,
+        base_ext4: PathBuf,
+        data_dir: &Path,
+    ) -> Result<Self, BackendError> {
+        let built = kernel::find(&kernel::KernelSearch::from_env())?;
+        let kernel = kernel::stage(&built, data_dir)?;
+        Ok(Self::new(vmm_bin, kernel, base_ext4))
+    }
+
     /// 2 GiB and 2 vCPUs: the desktop idles at about 570 MiB (FACTS.md).
     pub fn new(vmm_bin: PathBuf, kernel: PathBuf, base_ext4: PathBuf) -> Self {
         Self {
@@ -89,15 +103,25 @@ impl MicrovmBackend {
                 BackendError::Unavailable("microvm", format!("cannot stat /dev/kvm: {err}"))
             })?
             .gid();
-        for (what, path) in [
-            ("the guest kernel", &config.kernel),
-            ("the desktop ext4 image", &config.base_ext4),
-        ] {
-            if !kernel::world_readable(path) {
+        let needs = [
+            (
+                "the guest kernel",
+                &config.kernel,
+                kernel::world_readable as fn(&Path) -> bool,
+            ),
+            (
+                "the desktop ext4 image",
+                &config.base_ext4,
+                kernel::world_readable,
+            ),
+            ("cubicle-vmm", &config.vmm_bin, kernel::world_executable),
+        ];
+        for (what, path, usable) in needs {
+            if !usable(path) {
                 return Err(BackendError::Unavailable(
                     "microvm",
                     format!(
-                        "{what} {} is missing or not readable by the workspaces' unprivileged uids (it and every directory above it must be readable by others)",
+                        "{what} {} is missing or not usable by the workspaces' unprivileged uids (it must be readable, or executable, by others, and every directory above it searchable)",
                         path.display()
                     ),
                 ));
