@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cubicle_runtime::jail::JailBackend;
+use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::manager::Manager;
 use cubicle_runtime::state::Store;
 
 /// The gateway's shared state.
 #[derive(Clone)]
 pub struct AppState {
-    pub manager: Arc<Manager<JailBackend>>,
+    pub manager: Arc<Manager<AnyBackend>>,
     pub store: Store,
     /// Where the operator page's files are (`web/` of the source tree).
     pub web_dir: PathBuf,

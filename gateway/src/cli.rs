@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use cubicle_gateway::app::AppState;
+use cubicle_runtime::any_backend::AnyBackend;
+use cubicle_runtime::backend::{Backend, BackendError};
 use cubicle_runtime::host::HostKind;
 use cubicle_runtime::image::ImageStore;
 use cubicle_runtime::jail::JailBackend;
 use cubicle_runtime::manager::{Manager, ManagerConfig};
+use cubicle_runtime::microvm::MicrovmConfig;
 use cubicle_runtime::state::Store;
 use cubicle_runtime::tokens::{self, Role};
 
@@ -150,28 +153,29 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-/// The `cubicle-guest` binary built alongside this one.
-fn guest_binary() -> anyhow::Result<PathBuf> {
+/// A binary built alongside this one (`cubicle-guest`, `cubicle-vmm`).
+fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the cubicle binary's path")?;
-    let guest = exe.with_file_name("cubicle-guest");
-    if !guest.exists() {
+    let path = exe.with_file_name(name);
+    if !path.exists() {
         bail!(
-            "{} is missing: build it with `cargo build --workspace` (it runs inside every workspace)",
-            guest.display()
+            "{} is missing: build it with `cargo build --workspace` (it is part of Cubicle)",
+            path.display()
         );
     }
-    Ok(guest)
+    Ok(path)
 }
 
-/// Copies the guest binary into the data dir, readable by workspace uids.
-fn install_guest(data_dir: &Path) -> anyhow::Result<PathBuf> {
+/// Copies a sibling binary into `<data>/bin`, readable and executable by
+/// the workspaces' uids (the build folder may not be).
+fn install_binary(data_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let source = guest_binary()?;
+    let source = sibling_binary(name)?;
     let bin = data_dir.join("bin");
     std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
-    let target = bin.join("cubicle-guest");
-    let partial = bin.join(".cubicle-guest.partial");
+    let target = bin.join(name);
+    let partial = bin.join(format!(".{name}.partial"));
     std::fs::copy(&source, &partial).with_context(|| format!("copying {}", source.display()))?;
     std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))?;
     std::fs::rename(&partial, &target)?;
@@ -201,38 +205,85 @@ async fn ensure_image(common: &CommonArgs) -> anyhow::Result<cubicle_runtime::im
     Ok(image)
 }
 
-fn choose_backend(requested: &str, host: HostKind) -> anyhow::Result<()> {
-    match (requested, host) {
-        ("auto" | "jail", _) => Ok(()),
-        ("microvm", HostKind::HardwareVirt) => bail!(
-            "the microvm backend is not wired into the runtime yet; use --backend jail (available on this host)"
-        ),
-        ("microvm", _) => bail!(
-            "the microvm backend needs hardware virtualization (vmx/svm): {}. Use --backend jail, which is available here",
-            host.describe()
-        ),
-        (other, _) => bail!("--backend {other:?} is not one of auto, jail, microvm"),
+/// The backend for this host: `--backend auto` takes the host's default
+/// (microvm with hardware virtualization, jail elsewhere); asking for microvm
+/// where it cannot run is one clear error naming why and that jail works.
+fn choose_backend(
+    args: &ServeArgs,
+    host: HostKind,
+    image: &cubicle_runtime::image::Image,
+    guest: &Path,
+) -> anyhow::Result<AnyBackend> {
+    let requested = (args.backend != "auto").then_some(args.backend.as_str());
+    let data_dir = &args.common.data_dir;
+    let jail = || JailBackend::new(image.rootfs.clone(), guest.to_owned(), args.xvnc.clone());
+    let microvm = || -> Result<MicrovmConfig, BackendError> {
+        let unavailable =
+            |e: &dyn std::fmt::Display| BackendError::Unavailable("microvm", e.to_string());
+        let ext4 = ImageStore::new(args.common.image_cache.clone())
+            .ensure_ext4(image, guest)
+            .map_err(|e| unavailable(&e))?;
+        let vmm = install_binary(data_dir, "cubicle-vmm").map_err(|e| unavailable(&e))?;
+        ensure_kernel().map_err(|e| unavailable(&e))?;
+        MicrovmConfig::locate(vmm, ext4, data_dir)
+    };
+    Ok(AnyBackend::select(requested, host, jail, microvm)?)
+}
+
+/// The microVM guest kernel recipe, carried by the binary like the image's.
+const KERNEL_BUILD: &str = include_str!("../../desktop-image/kernel/build.sh");
+const KERNEL_CONFIG: &str = include_str!("../../desktop-image/kernel/microvm.config");
+
+/// Builds the microVM guest kernel if its cache has none (about 20 minutes
+/// on 2 cores; only when the microvm backend is used).
+fn ensure_kernel() -> anyhow::Result<()> {
+    let search = cubicle_runtime::microvm::kernel::KernelSearch::from_env();
+    if cubicle_runtime::microvm::kernel::find(&search).is_ok() {
+        return Ok(());
     }
+    let recipe = tempfile::tempdir().context("making a folder for the kernel recipe")?;
+    std::fs::write(recipe.path().join("build.sh"), KERNEL_BUILD)?;
+    std::fs::write(recipe.path().join("microvm.config"), KERNEL_CONFIG)?;
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.enable_steady_tick(Duration::from_millis(250));
+    bar.set_message(
+        "building the microVM guest kernel (about 20 minutes on 2 cores, cached afterwards)",
+    );
+    let out = std::process::Command::new("bash")
+        .arg(recipe.path().join("build.sh"))
+        .output()
+        .context("running the kernel build")?;
+    bar.finish_and_clear();
+    if !out.status.success() {
+        let tail = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = tail.lines().rev().take(5).collect();
+        bail!(
+            "the guest kernel build failed ({}): {}",
+            out.status,
+            tail.join(" | ")
+        );
+    }
+    Ok(())
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let host = HostKind::detect();
     say(host.describe());
-    choose_backend(&args.backend, host)?;
     let store = open_store(&args.common.data_dir).await?;
     if !tokens::admin_exists(&store).await? {
         let (_, secret) = tokens::create(&store, "admin", Role::Admin).await?;
         say(&format!("admin token (shown once, store it now): {secret}"));
     }
     let image = ensure_image(&args.common).await?;
-    let guest = install_guest(&args.common.data_dir)?;
+    let guest = install_binary(&args.common.data_dir, "cubicle-guest")?;
     if args.uid_base < 100_000 {
         bail!(
             "--uid-base {} is too low: workspace uids must not collide with real users (use 100000 or more)",
             args.uid_base
         );
     }
-    let backend = JailBackend::new(image.rootfs, guest, args.xvnc)?;
+    let backend = choose_backend(&args, host, &image, &guest)?;
+    say(&format!("backend: {}", backend.name()));
     let config = ManagerConfig {
         data_dir: args.common.data_dir.clone(),
         ready_timeout: Duration::from_secs(args.ready_timeout),
@@ -279,7 +330,7 @@ async fn image_build(common: &CommonArgs) -> anyhow::Result<()> {
         image.rootfs.display(),
         started.elapsed()
     ));
-    let guest = guest_binary()?;
+    let guest = sibling_binary("cubicle-guest")?;
     let images = ImageStore::new(common.image_cache.clone());
     let ext4 = tokio::task::spawn_blocking(move || images.ensure_ext4(&image, &guest)).await??;
     say(&format!(
