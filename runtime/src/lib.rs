@@ -1,8 +1,9 @@
 //! `cubicle-runtime`: workspaces' lifecycle and state on one host.
 //!
 //! It owns the workspace state machine and its SQLite store ([`state`]), the
-//! isolation backends behind one trait ([`backend::Backend`]; today the
-//! bubblewrap [`jail`]), the guest channel to `cubicle-guest` inside each
+//! isolation backends behind one trait ([`backend::Backend`]: the bubblewrap
+//! [`jail`] and the [`microvm`] on `cubicle-vmm`, chosen per host through
+//! [`any_backend::AnyBackend`]), the guest channel to `cubicle-guest` inside each
 //! workspace ([`channel`]), the desktop image on disk ([`image`]) and host
 //! detection ([`host`]). It does not own HTTP, auth or the live view (that is
 //! `cubicle-gateway`), nor the VMM (`cubicle-vmm`, reached as a process).
