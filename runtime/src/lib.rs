@@ -25,3 +25,4 @@ pub mod microvm;
 pub mod proc_scan;
 pub mod state;
 pub mod tokens;
+pub mod uid_lease;

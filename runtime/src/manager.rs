@@ -69,6 +69,8 @@ pub struct Manager<B: Backend> {
     config: ManagerConfig,
     /// Serialises uid allocation.
     alloc: tokio::sync::Mutex<()>,
+    /// Host-wide claims on the uids of this daemon's workspaces.
+    leases: crate::uid_lease::UidLeases,
     /// One lock per workspace, so two operations on it never interleave.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Cancels the exit watcher of each started workspace.
@@ -83,6 +85,7 @@ impl<B: Backend> Manager<B> {
             backend,
             config,
             alloc: tokio::sync::Mutex::new(()),
+            leases: Default::default(),
             locks: Mutex::new(HashMap::new()),
             watchers: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
@@ -166,9 +169,14 @@ impl<B: Backend> Manager<B> {
         let _alloc = self.alloc.lock().await;
         let used = self.store.uids_in_use().await?;
         let base = self.config.uid_base;
-        // A uid with processes is in use by someone this store does not know.
+        // A uid with processes, or leased by another daemon, is in use by
+        // someone this store does not know.
         let host_uid = (base..base.saturating_add(UID_COUNT))
-            .find(|&uid| !used.contains(&uid) && crate::proc_scan::pids_of_uid(uid).is_empty())
+            .find(|&uid| {
+                !used.contains(&uid)
+                    && crate::proc_scan::pids_of_uid(uid).is_empty()
+                    && self.leases.take(uid)
+            })
             .ok_or(ManagerError::NoUid)?;
         let mut raw = [0u8; 6];
         rand::rng().fill_bytes(&mut raw);
@@ -199,6 +207,7 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(&spec.id, WorkspaceState::Failed, None, Some(reason))
             .await?;
+        self.leases.release(spec.host_uid);
         Ok(())
     }
 
@@ -358,6 +367,7 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(id, WorkspaceState::Deleted, None, None)
             .await?;
+        self.leases.release(record.host_uid);
         tracing::info!(workspace = %id, "workspace deleted");
         Ok(())
     }
@@ -378,6 +388,18 @@ impl<B: Backend> Manager<B> {
     /// and mark the others stopped after cleaning what they left.
     pub async fn reconcile(self: &Arc<Self>) -> Result<(), ManagerError> {
         for record in self.store.list().await? {
+            if record.state == WorkspaceState::Failed {
+                continue;
+            }
+            if !self.leases.take(record.host_uid) {
+                // Its processes, if any, are another daemon's: touch nothing.
+                let reason = "its host uid is leased by another Cubicle daemon on this host";
+                tracing::error!(workspace = %record.id, uid = record.host_uid, reason);
+                self.store
+                    .set_state(&record.id, WorkspaceState::Stopped, None, Some(reason))
+                    .await?;
+                continue;
+            }
             let spec = self.spec(&record);
             let alive = record
                 .pid
