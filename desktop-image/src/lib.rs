@@ -12,4 +12,5 @@
 
 pub mod control;
 pub mod handshake;
+pub mod http_get;
 pub mod ports;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -46,42 +46,15 @@ pub async fn rfb(port: u16) -> bool {
 pub async fn cdp(port: u16) -> bool {
     let attempt = async {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let body = http_get(&mut stream, port, "/json/version").await?;
+        let body = cubicle_guest::http_get::get(&mut stream, port, "/json/version", 64 * 1024)
+            .await
+            .ok()?;
         Some(body.contains("webSocketDebuggerUrl"))
     };
     matches!(
         tokio::time::timeout(PROBE_TIMEOUT, attempt).await,
         Ok(Some(true))
     )
-}
-
-/// A minimal HTTP/1.1 GET: the body of a 200 reply, read by Content-Length
-/// (Chromium's DevTools server keeps the connection open).
-async fn http_get<S>(stream: &mut S, port: u16, path: &str) -> Option<String>
-where
-    S: AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        head.push(stream.read_u8().await.ok()?);
-        if head.len() > 8192 {
-            return None;
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
-    if !head.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    let length: usize = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("content-length")
-            .then(|| value.trim().parse().ok())?
-    })?;
-    let mut body = vec![0u8; length.min(64 * 1024)];
-    stream.read_exact(&mut body).await.ok()?;
-    Some(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// The window manager is ready when the root window names it
