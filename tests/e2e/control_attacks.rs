@@ -225,6 +225,8 @@ async fn viewers_without_control_cannot_inject_input() {
         operator,
         auditor,
         agent,
+        // Bound, not `..`: the data dir must live as long as the daemon.
+        _data,
         ..
     } = desk("1703000").await;
     terminal(&daemon, &id).await;
@@ -330,6 +332,8 @@ async fn malformed_rfb_closes_only_that_viewer() {
         id,
         operator,
         agent,
+        // Bound, not `..`: the data dir must live as long as the daemon.
+        _data,
         ..
     } = desk("1704000").await;
     let mut bystander = RawViewer::ready(&daemon.base, &id, &operator.secret)
@@ -439,6 +443,8 @@ async fn revoked_tokens_lose_their_live_view_within_a_second() {
         id,
         operator,
         auditor,
+        // Bound, not `..`: the data dir must live as long as the daemon.
+        _data,
         ..
     } = desk("1705000").await;
     let mut view = RawViewer::ready(&daemon.base, &id, &operator.secret)
@@ -501,7 +507,11 @@ async fn revoked_tokens_lose_their_live_view_within_a_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_that_stops_reading_is_dropped() {
     let Desk {
-        daemon, id, agent, ..
+        daemon,
+        id,
+        agent,
+        _data,
+        ..
     } = desk("1706000").await;
     let mut slow = RawViewer::ready(&daemon.base, &id, &agent.secret)
         .await

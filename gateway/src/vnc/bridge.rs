@@ -16,7 +16,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 
 use super::filter::{self, HeldInput, Verdict};
-use super::rfb_parse::RfbParser;
+use super::handshake::{self, ViewerHandshake};
+use super::rfb_parse::{Kind, RfbParser};
 use crate::control::Control;
 use crate::revocation::RevocationWatch;
 
@@ -38,6 +39,8 @@ pub struct Viewer {
     pub workspace: String,
     pub control: watch::Receiver<Control>,
     pub revoked: RevocationWatch,
+    /// Xvnc's ServerInit, replayed to the viewer.
+    pub server_init: Vec<u8>,
 }
 
 /// Why a connection ended, as told to the viewer.
@@ -64,21 +67,37 @@ impl Close {
 }
 
 pub async fn run(socket: WebSocket, guest: UnixStream, viewer: Viewer) {
-    let (mut ws_tx, ws_rx) = socket.split();
+    let (mut ws_tx, mut ws_rx) = socket.split();
     let (guest_rx, guest_tx) = guest.into_split();
     let (queue_tx, queue_rx) = mpsc::channel(QUEUE);
-    let close = {
-        let to_guest = viewer_to_guest(ws_rx, guest_tx, &viewer);
-        let from_guest = guest_to_queue(guest_rx, queue_tx);
-        let to_viewer = queue_to_viewer(&mut ws_tx, queue_rx);
-        tokio::select! {
-            close = to_guest => close,
-            close = from_guest => close,
-            close = to_viewer => close,
-            () = viewer.revoked.revoked() => Close::new(1008, "token revoked"),
+    let mut parser = RfbParser::default();
+    let greeted = tokio::time::timeout(
+        handshake::LIMIT,
+        greet(&mut ws_tx, &mut ws_rx, &mut parser, &viewer.server_init),
+    );
+    let close = match greeted.await {
+        Ok(Ok(())) => {
+            let to_guest = viewer_to_guest(ws_rx, guest_tx, parser, &viewer);
+            let from_guest = guest_to_queue(guest_rx, queue_tx);
+            let to_viewer = queue_to_viewer(&mut ws_tx, queue_rx);
+            tokio::select! {
+                close = to_guest => close,
+                close = from_guest => close,
+                close = to_viewer => close,
+                () = viewer.revoked.revoked() => Close::new(1008, "token revoked"),
+            }
         }
+        Ok(Err(close)) => close,
+        Err(_) => Close::new(
+            1002,
+            "the viewer did not finish the RFB handshake within 10 s",
+        ),
     };
-    tracing::debug!(workspace = %viewer.workspace, token = %viewer.token.id, code = close.code, reason = %close.reason, "live view closed");
+    if close.code == 1000 {
+        tracing::debug!(workspace = %viewer.workspace, token = %viewer.token.id, "live view closed");
+    } else {
+        tracing::info!(workspace = %viewer.workspace, token = %viewer.token.id, code = close.code, reason = %close.reason, "live view closed by the gateway");
+    }
     if close.code != 1000 {
         let frame = CloseFrame {
             code: close.code,
@@ -96,17 +115,67 @@ fn truncate(reason: &str) -> &str {
     &reason[..end]
 }
 
+/// Plays the RFB server for the viewer's handshake; bytes after its
+/// ClientInit stay in `parser`.
+async fn greet(
+    ws_tx: &mut SplitSink<WebSocket, Message>,
+    ws_rx: &mut SplitStream<WebSocket>,
+    parser: &mut RfbParser,
+    server_init: &[u8],
+) -> Result<(), Close> {
+    let send = |bytes: Vec<u8>| Message::Binary(bytes.into());
+    let mut state = ViewerHandshake::default();
+    let gone = |_| Close::gone();
+    ws_tx
+        .send(send(handshake::VERSION.to_vec()))
+        .await
+        .map_err(gone)?;
+    loop {
+        let bytes = match ws_rx.next().await {
+            Some(Ok(Message::Binary(bytes))) => bytes,
+            Some(Ok(Message::Text(_))) => {
+                return Err(Close::new(1003, "RFB travels in binary WebSocket messages"));
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            _ => return Err(Close::gone()),
+        };
+        parser.push(&bytes);
+        while let Some(message) = parser.next_message().map_err(Close::protocol)? {
+            let kind = message.kind;
+            if let Some(answer) = state.answer(kind, server_init) {
+                ws_tx.send(send(answer)).await.map_err(gone)?;
+            }
+            if kind == Kind::ClientInit {
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// Parses and filters what the viewer sends; releases the holder's pressed
 /// keys and buttons when it loses control or leaves.
 async fn viewer_to_guest(
     mut ws_rx: SplitStream<WebSocket>,
     mut guest_tx: OwnedWriteHalf,
+    mut parser: RfbParser,
     viewer: &Viewer,
 ) -> Close {
     let mut control = viewer.control.clone();
-    let mut parser = RfbParser::default();
     let mut held = HeldInput::default();
+    let mut bytes = axum::body::Bytes::new();
     let close = loop {
+        // First round: what arrived with the ClientInit, before waiting.
+        parser.push(&std::mem::take(&mut bytes));
+        let may_input = control.borrow().is_held_by(&viewer.token);
+        match forward(&mut parser, may_input, &mut held) {
+            Ok(out) if out.is_empty() => {}
+            Ok(out) => {
+                if guest_tx.write_all(&out).await.is_err() {
+                    break Close::new(1011, "the workspace's display stopped answering");
+                }
+            }
+            Err(close) => break close,
+        }
         let limit = if parser.pending() > 0 {
             PARTIAL_LIMIT
         } else {
@@ -127,7 +196,7 @@ async fn viewer_to_guest(
             }
             message = tokio::time::timeout(limit, ws_rx.next()) => message,
         };
-        let bytes = match message {
+        bytes = match message {
             Err(_) => break truncated(&parser, "nothing more for 5 s").unwrap_or_else(Close::gone),
             Ok(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => {
                 break truncated(&parser, "the viewer left").unwrap_or_else(Close::gone);
@@ -136,19 +205,8 @@ async fn viewer_to_guest(
             Ok(Some(Ok(Message::Text(_)))) => {
                 break Close::new(1003, "RFB travels in binary WebSocket messages");
             }
-            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Ok(_))) => axum::body::Bytes::new(),
         };
-        parser.push(&bytes);
-        let may_input = control.borrow().is_held_by(&viewer.token);
-        match forward(&mut parser, may_input, &mut held) {
-            Ok(out) if out.is_empty() => {}
-            Ok(out) => {
-                if guest_tx.write_all(&out).await.is_err() {
-                    break Close::new(1011, "the workspace's display stopped answering");
-                }
-            }
-            Err(close) => break close,
-        }
     };
     let release = held.release();
     if !release.is_empty() {

@@ -1,8 +1,9 @@
 //! What of a viewer's RFB reaches the workspace: input (keys, pointer,
 //! clipboard) only while the viewer holds the control lock; everything else
-//! as sent, except what would change the workspace for everyone (a non-shared
-//! ClientInit, SetDesktopSize, xvp power operations), which is rewritten or
-//! dropped. It also remembers which keys and buttons the holder left pressed,
+//! as sent, except what would change the workspace for everyone
+//! (SetDesktopSize, xvp power operations, pseudo-encodings that change the
+//! protocol), which is dropped or stripped. Handshake messages never pass:
+//! the gateway answers them. It also remembers which keys and buttons the holder left pressed,
 //! so they can be released when it loses control or leaves.
 
 use std::borrow::Cow;
@@ -87,8 +88,8 @@ impl HeldInput {
 /// Decides one message; `may_input` is whether the viewer holds control now.
 pub fn decide<'a>(message: &Message<'a>, may_input: bool, held: &mut HeldInput) -> Verdict<'a> {
     match message.kind {
-        // Always shared: a viewer must not disconnect the others (or the agent).
-        Kind::ClientInit => Verdict::Forward(Cow::Borrowed(&[1])),
+        // Answered by the gateway (`super::handshake`); Xvnc has had its own.
+        Kind::ProtocolVersion { .. } | Kind::SecurityChoice | Kind::ClientInit => Verdict::Drop,
         Kind::SetEncodings => Verdict::Forward(Cow::Owned(strip_encodings(message.bytes))),
         // The screen size is the workspace's, set when it was created.
         Kind::SetDesktopSize | Kind::Xvp => Verdict::Drop,
@@ -154,10 +155,15 @@ mod tests {
     }
 
     #[test]
-    fn client_init_is_forced_shared_and_resizes_are_dropped() {
+    fn handshake_messages_and_resizes_are_dropped() {
         let mut held = HeldInput::default();
-        let init = decide(&message(Kind::ClientInit, &[0]), true, &mut held);
-        assert_eq!(init, Verdict::Forward(Cow::Borrowed(&[1][..])));
+        for kind in [
+            Kind::ProtocolVersion { minor: 8 },
+            Kind::SecurityChoice,
+            Kind::ClientInit,
+        ] {
+            assert_eq!(decide(&message(kind, &[0]), true, &mut held), Verdict::Drop);
+        }
         let size = decide(&message(Kind::SetDesktopSize, &[251; 24]), true, &mut held);
         assert_eq!(size, Verdict::Drop);
     }

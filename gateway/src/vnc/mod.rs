@@ -2,7 +2,8 @@
 //! frames, the `binary` subprotocol noVNC asks for) to and from Xvnc through
 //! the guest channel, one Xvnc connection per viewer.
 //!
-//! The viewer→workspace direction is parsed ([`rfb_parse`]) and filtered
+//! The gateway does both RFB handshakes itself ([`handshake`]). The
+//! viewer→workspace direction is parsed ([`rfb_parse`]) and filtered
 //! ([`filter`]): input reaches the desktop only from the holder of the
 //! control lock ([`crate::control`]); malformed RFB closes that viewer with a
 //! reason. The workspace→viewer direction goes through a bounded queue per
@@ -10,6 +11,7 @@
 
 pub mod bridge;
 pub mod filter;
+pub mod handshake;
 pub mod rfb_parse;
 
 use axum::extract::ws::WebSocketUpgrade;
@@ -33,11 +35,18 @@ pub async fn upgrade(
     let record = state.manager.running(&id).await?;
     let spec = state.manager.spec(&record);
     let channel = cubicle_runtime::backend::Backend::channel(state.manager.backend(), &spec);
-    let guest = channel.connect(ports::RFB).await.map_err(|e| {
+    let mut guest = channel.connect(ports::RFB).await.map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::BAD_GATEWAY,
             "guest_unreachable",
             format!("cannot reach the workspace's display: {e}"),
+        )
+    })?;
+    let server_init = handshake::with_display(&mut guest).await.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            "display_unavailable",
+            e.to_string(),
         )
     })?;
     let viewer = bridge::Viewer {
@@ -47,6 +56,7 @@ pub async fn upgrade(
             .watch(state.store.clone(), &caller.token.id),
         token: caller.token,
         workspace: id,
+        server_init,
     };
     Ok(ws
         .protocols(["binary"])

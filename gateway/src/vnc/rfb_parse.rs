@@ -17,9 +17,11 @@ const MAX_FENCE: usize = 64;
 /// One client→server message, with what the filter needs to know of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    ProtocolVersion,
+    /// `RFB 003.00<minor>`: 3, 7 or 8.
+    ProtocolVersion {
+        minor: u16,
+    },
     SecurityChoice,
-    VncAuthResponse,
     ClientInit,
     SetPixelFormat,
     SetEncodings,
@@ -69,7 +71,7 @@ pub enum RfbError {
     BadVersion(String),
     #[error("RFB version {0}.{1} is not supported: use 3.3, 3.7 or 3.8")]
     UnsupportedVersion(u16, u16),
-    #[error("security type {0} is not offered (None is)")]
+    #[error("security type {0} is not offered (only None, 1)")]
     SecurityType(u8),
     #[error("unknown RFB message type {0}")]
     UnknownType(u8),
@@ -97,7 +99,6 @@ pub enum RfbError {
 enum Phase {
     Version,
     Security,
-    VncAuth,
     ClientInit,
     Messages,
 }
@@ -123,7 +124,8 @@ pub struct Message<'a> {
     pub bytes: &'a [u8],
 }
 
-/// Splits a viewer's byte stream into messages.
+/// Splits a viewer's byte stream into messages. The handshake messages are
+/// answered by the gateway itself ([`super::handshake`]), never forwarded.
 pub struct RfbParser {
     phase: Phase,
     buf: Vec<u8>,
@@ -218,26 +220,18 @@ fn measure(phase: Phase, input: &[u8]) -> Result<Measure, RfbError> {
             if input.len() < 12 {
                 return need("ProtocolVersion", 12);
             }
-            let next = match parse_version(&input[..12])? {
-                (3, 3) => Phase::ClientInit,
-                (3, 7 | 8) => Phase::Security,
+            let (next, minor) = match parse_version(&input[..12])? {
+                (3, 3) => (Phase::ClientInit, 3),
+                (3, minor @ (7 | 8)) => (Phase::Security, minor),
                 (major, minor) => return Err(RfbError::UnsupportedVersion(major, minor)),
             };
-            Ok(fixed(input, "", 12, Kind::ProtocolVersion, next))
+            Ok(fixed(input, "", 12, Kind::ProtocolVersion { minor }, next))
         }
         Phase::Security => match input.first() {
             None => need("security type", 1),
             Some(1) => Ok(fixed(input, "", 1, Kind::SecurityChoice, Phase::ClientInit)),
-            Some(2) => Ok(fixed(input, "", 1, Kind::SecurityChoice, Phase::VncAuth)),
             Some(&other) => Err(RfbError::SecurityType(other)),
         },
-        Phase::VncAuth => Ok(fixed(
-            input,
-            "VNC auth response",
-            16,
-            Kind::VncAuthResponse,
-            Phase::ClientInit,
-        )),
         Phase::ClientInit => Ok(fixed(
             input,
             "ClientInit",

@@ -24,7 +24,8 @@ pub struct Desk {
     pub operator: Tok,
     pub auditor: Tok,
     pub agent: Tok,
-    /// Dropped last, after the daemon.
+    /// The data dir: bind it when destructuring (`..` would drop it, and
+    /// the daemon's files with it, at once).
     pub _data: tempfile::TempDir,
 }
 
