@@ -26,3 +26,4 @@ pub mod proc_scan;
 pub mod state;
 pub mod tokens;
 pub mod uid_lease;
+pub mod unprivileged;

@@ -58,3 +58,20 @@ pub async fn kill_uid(uid: u32, timeout: Duration) -> Vec<i32> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Ends every process of `uid`: SIGTERM, up to `grace` for them to go, then
+/// SIGKILL for the rest. Returns the pids that survived even that.
+pub async fn end_uid(uid: u32, grace: Duration) -> Vec<i32> {
+    for pid in pids_of_uid(uid) {
+        // SAFETY: kill only sends a signal; pids come from a workspace's
+        // own uid, never 0 nor the daemon's.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && !pids_of_uid(uid).is_empty() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    kill_uid(uid, Duration::from_secs(5)).await
+}

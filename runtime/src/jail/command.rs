@@ -7,6 +7,7 @@
 use std::os::fd::RawFd;
 
 use crate::backend::WorkspaceSpec;
+use crate::unprivileged::{self, Groups, Limits};
 
 use super::JailBackend;
 
@@ -18,18 +19,12 @@ const SHM_BYTES: u64 = 512 * 1024 * 1024;
 
 pub fn argv(jail: &JailBackend, spec: &WorkspaceSpec, seccomp_fd: RawFd) -> Vec<String> {
     let dir = |sub: &str| spec.dir.join(sub).display().to_string();
-    let uid = spec.host_uid.to_string();
-    let mut argv: Vec<String> = vec![
-        "prlimit".into(),
-        format!("--nproc={MAX_PROCESSES}:{MAX_PROCESSES}"),
-        format!("--nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"),
-        "--core=0:0".into(),
-        "--".into(),
-        "setpriv".into(),
-        format!("--reuid={uid}"),
-        format!("--regid={uid}"),
-        "--clear-groups".into(),
-        "--no-new-privs".into(),
+    let limits = Limits {
+        processes: MAX_PROCESSES,
+        open_files: MAX_OPEN_FILES,
+    };
+    let mut argv = unprivileged::prefix(spec.host_uid, limits, Groups::Clear);
+    argv.extend([
         "--".into(),
         "bwrap".into(),
         "--unshare-all".into(),
@@ -50,7 +45,7 @@ pub fn argv(jail: &JailBackend, spec: &WorkspaceSpec, seccomp_fd: RawFd) -> Vec<
         "/dev/shm".into(),
         "--tmpfs".into(),
         "/run".into(),
-    ];
+    ]);
     for (host, guest) in [
         (dir("chan"), "/run/cubicle"),
         (dir("home"), "/home/user"),

@@ -14,6 +14,7 @@
 use std::path::Path;
 
 use crate::backend::WorkspaceSpec;
+use crate::unprivileged::{self, Groups, Limits};
 
 use super::MicrovmBackend;
 use super::layer::Layer;
@@ -53,18 +54,12 @@ pub fn argv(
         vmm_path(&layer.overlay())?
     );
     let vsock = format!("cid={GUEST_CID},uds={}", vmm_path(&spec.channel_socket())?);
-    let uid = spec.host_uid.to_string();
-    Ok(vec![
-        "prlimit".into(),
-        format!("--nproc={MAX_PROCESSES}:{MAX_PROCESSES}"),
-        format!("--nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"),
-        "--core=0:0".into(),
-        "--".into(),
-        "setpriv".into(),
-        format!("--reuid={uid}"),
-        format!("--regid={uid}"),
-        format!("--groups={}", vm.kvm_gid),
-        "--no-new-privs".into(),
+    let limits = Limits {
+        processes: MAX_PROCESSES,
+        open_files: MAX_OPEN_FILES,
+    };
+    let mut argv = unprivileged::prefix(spec.host_uid, limits, Groups::Only(vm.kvm_gid));
+    argv.extend([
         "--pdeathsig".into(),
         "KILL".into(),
         "--".into(),
@@ -86,7 +81,8 @@ pub fn argv(
         path(&layer.serial_log()),
         "--api-socket".into(),
         path(&layer.api_socket()),
-    ])
+    ]);
+    Ok(argv)
 }
 
 /// The guest kernel's command line: the overlay-backed disk as a

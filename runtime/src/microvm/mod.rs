@@ -227,20 +227,7 @@ impl Backend for MicrovmBackend {
     }
 
     async fn stop(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
-        for pid in proc_scan::pids_of_uid(spec.host_uid) {
-            // SAFETY: kill only sends a signal; pids come from the
-            // workspace's own uid, never 0 nor the daemon's.
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
-        let deadline = tokio::time::Instant::now() + STOP_GRACE;
-        while tokio::time::Instant::now() < deadline
-            && !proc_scan::pids_of_uid(spec.host_uid).is_empty()
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let survivors = proc_scan::kill_uid(spec.host_uid, Duration::from_secs(5)).await;
+        let survivors = proc_scan::end_uid(spec.host_uid, STOP_GRACE).await;
         if survivors.is_empty() {
             Ok(())
         } else {
