@@ -569,3 +569,32 @@ async fn a_viewer_that_stops_reading_is_dropped() {
     let (status, _) = act(&daemon, &agent.secret, &id, json!({"action": "screenshot"})).await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_viewers_locks_no_one_out() {
+    let Desk {
+        daemon,
+        id,
+        auditor,
+        agent,
+        _data,
+        ..
+    } = desk("1707000").await;
+    // Xvnc blacklists its peer after 5 connections that have not finished
+    // their handshake; every viewer reaches it from the same address.
+    let opens = (0..12).map(|_| RawViewer::ready(&daemon.base, &id, &auditor.secret));
+    let viewers = futures_util::future::join_all(opens).await;
+    let failed: Vec<String> = viewers
+        .iter()
+        .filter_map(|v| v.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    assert!(failed.is_empty(), "viewers refused: {failed:?}");
+    let (status, body) = act(
+        &daemon,
+        &agent.secret,
+        &id,
+        json!({"action": "mouse_move", "coordinate": [9, 9]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::rfb_parse::Kind;
 
@@ -36,6 +37,23 @@ pub enum HandshakeError {
     Name(u32),
     #[error("the display did not finish the RFB handshake within {LIMIT:?}")]
     Timeout,
+}
+
+/// Handshakes the gateway has in flight with any display at once.
+///
+/// Xvnc counts every connection that has not yet authenticated against its
+/// peer's blacklist (threshold 5; every connection comes from the guest
+/// channel's one address) and then refuses everyone, the agent included,
+/// for 10 s and more. Viewers arriving together (a page reloaded by several
+/// operators) would trip it: their handshakes wait their turn instead, a few
+/// milliseconds each.
+static IN_FLIGHT: Semaphore = Semaphore::const_new(2);
+
+/// Waits for a turn to connect to a display; hold it until [`with_display`]
+/// is done (Xvnc counts a connection from its accept). `None` only if the
+/// semaphore were closed, which it never is.
+pub async fn turn() -> Option<SemaphorePermit<'static>> {
+    IN_FLIGHT.acquire().await.ok()
 }
 
 /// Handshakes with Xvnc as a shared client; returns its ServerInit message.

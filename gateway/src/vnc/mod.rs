@@ -35,6 +35,7 @@ pub async fn upgrade(
     let record = state.manager.running(&id).await?;
     let spec = state.manager.spec(&record);
     let channel = cubicle_runtime::backend::Backend::channel(state.manager.backend(), &spec);
+    let turn = handshake::turn().await;
     let mut guest = channel.connect(ports::RFB).await.map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::BAD_GATEWAY,
@@ -49,6 +50,7 @@ pub async fn upgrade(
             e.to_string(),
         )
     })?;
+    drop(turn);
     let viewer = bridge::Viewer {
         control: state.control.subscribe(&id),
         revoked: state
