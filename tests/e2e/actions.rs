@@ -122,7 +122,7 @@ async fn clicks_land_where_the_agent_points() {
         id,
         mut page,
         origin: (ox, oy),
-        ..
+        _data: _data_dir,
     } = setup("1670000").await;
 
     ok(

@@ -38,6 +38,12 @@ impl Plan {
                 "-SecurityTypes".into(),
                 "None".into(),
                 "-AlwaysShared".into(),
+                // Only the host reaches this port (through the guest channel),
+                // so every connection comes from one address: Xvnc's
+                // blacklist of half-finished handshakes would lock the agent
+                // out along with whoever caused it.
+                "-BlacklistThreshold".into(),
+                "1000000".into(),
                 "-desktop".into(),
                 "cubicle".into(),
             ],
