@@ -37,6 +37,7 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::revocation::RevocationWatch;
 
 /// The largest CDP message relayed either way (a full-page screenshot of a
 /// long page is tens of MB of base64).
@@ -159,7 +160,10 @@ pub async fn browser_socket(
     let version = discovery::get_json(&channel, "/json/version").await?;
     let path = rewrite::browser_path(&version)?;
     let browser = relay::open_browser(&channel, &path).await?;
-    Ok(accept(upgrade, browser, id))
+    let revoked = state
+        .revocations
+        .watch(state.store.clone(), &caller.token.id);
+    Ok(accept(upgrade, browser, id, revoked))
 }
 
 /// WebSocket to one target (`/devtools/page/{target}`).
@@ -181,13 +185,28 @@ pub async fn page_socket(
             CdpProxyError::Handshake { .. } => CdpProxyError::NoTarget(target),
             other => other,
         })?;
-    Ok(accept(upgrade, browser, id))
+    let revoked = state
+        .revocations
+        .watch(state.store.clone(), &caller.token.id);
+    Ok(accept(upgrade, browser, id, revoked))
 }
 
-fn accept(upgrade: WebSocketUpgrade, browser: relay::Browser, id: String) -> Response {
+/// Relays until either side ends or the caller's token is revoked (then
+/// both sockets are dropped, which closes them).
+fn accept(
+    upgrade: WebSocketUpgrade,
+    browser: relay::Browser,
+    id: String,
+    revoked: RevocationWatch,
+) -> Response {
     upgrade
         .max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| relay::run(socket, browser, id))
+        .on_upgrade(move |socket| async move {
+            tokio::select! {
+                () = relay::run(socket, browser, id) => {}
+                () = revoked.revoked() => {}
+            }
+        })
         .into_response()
 }

@@ -598,3 +598,69 @@ async fn a_burst_of_viewers_locks_no_one_out() {
     .await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// Opens a WebSocket at `path` with `secret` as the bearer token.
+async fn open_ws(
+    daemon: &cubicle_tests::Daemon,
+    path: &str,
+    secret: &str,
+) -> WebSocketStream<MaybeTlsStream<TcpStream>> {
+    let url = format!("{}{path}", daemon.base.replacen("http://", "ws://", 1));
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Authorization", format!("Bearer {secret}").parse().unwrap());
+    tokio_tungstenite::connect_async(request).await.unwrap().0
+}
+
+/// Whether the socket ends (close frame, error or EOF) within `limit`.
+async fn ends_within(ws: &mut WebSocketStream<MaybeTlsStream<TcpStream>>, limit: Duration) -> bool {
+    let drain = async {
+        while let Some(Ok(message)) = ws.next().await {
+            if message.is_close() {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(limit, drain).await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_tokens_lose_their_cdp_and_exec_sockets() {
+    let Desk {
+        daemon,
+        id,
+        agent,
+        _data,
+        ..
+    } = desk("1708000").await;
+    let mut cdp = open_ws(&daemon, &format!("/v1/workspaces/{id}/cdp"), &agent.secret).await;
+    let call = json!({"id": 1, "method": "Browser.getVersion"}).to_string();
+    cdp.send(Message::Text(call.into())).await.unwrap();
+    let reply = tokio::time::timeout(Duration::from_secs(10), cdp.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(reply.to_text().unwrap().contains("product"), "{reply}");
+    let mut shell = open_ws(
+        &daemon,
+        &format!("/v1/workspaces/{id}/exec/ws?arg=cat"),
+        &agent.secret,
+    )
+    .await;
+
+    let (status, _) = daemon
+        .call(Method::DELETE, &format!("/v1/tokens/{}", agent.id), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 204);
+    assert!(
+        ends_within(&mut cdp, Duration::from_secs(1)).await,
+        "the revoked token's CDP socket stayed open"
+    );
+    assert!(
+        ends_within(&mut shell, Duration::from_secs(1)).await,
+        "the revoked token's exec socket stayed open"
+    );
+}

@@ -211,9 +211,19 @@ pub async fn upgrade(
     let request = parse_ws_query(query.as_deref())?;
     let channel = guest_channel(&state, &id).await?;
     let (events, stdin) = channel.exec_stream(&request).await.map_err(op_error)?;
+    let revoked = state
+        .revocations
+        .watch(state.store.clone(), &caller.token.id);
     Ok(ws
         .max_message_size(MAX_WS_MESSAGE)
-        .on_upgrade(move |socket| bridge(socket, events, stdin)))
+        .on_upgrade(move |socket| async move {
+            // A revoked token ends the stream (the socket is dropped, and
+            // with it the command, whose process group is killed).
+            tokio::select! {
+                () = bridge(socket, events, stdin) => {}
+                () = revoked.revoked() => {}
+            }
+        }))
 }
 
 async fn bridge(socket: WebSocket, mut events: ExecEvents, mut stdin: ExecStdin) {
