@@ -12,7 +12,7 @@ use crate::screen::image_out::{self, EncodeError};
 
 /// Pause between the clicks of a double or triple click (well under the
 /// desktop's double-click time).
-const CLICK_GAP: Duration = Duration::from_millis(20);
+const CLICK_GAP: Duration = Duration::from_millis(80);
 /// Characters sent per chunk while typing, and the pause between chunks, so
 /// slow X clients keep up.
 const TYPE_CHUNK: usize = 32;
