@@ -338,6 +338,8 @@ async fn openapi_document_matches_the_routes() {
         "/v1/workspaces/{id}/exec",
         "/v1/workspaces/{id}/files",
         "/v1/workspaces/{id}/cdp/json/version",
+        "/v1/workspaces/{id}/control/take",
+        "/v1/tokens",
     ] {
         assert!(paths.contains_key(path), "{path} is not documented");
     }

@@ -32,6 +32,7 @@ fn store_error(err: impl std::fmt::Display) -> ApiError {
     ApiError::internal(err.to_string())
 }
 
+#[utoipa::path(get, path = "/v1/me", tag = "tokens", responses((status = 200, description = "The caller's token id, name and role"), (status = 401, body = crate::openapi::ErrorBody)))]
 pub async fn me(caller: Caller) -> Json<Value> {
     let token = &caller.token;
     Json(json!({ "id": token.id, "name": token.name, "role": token.role }))
@@ -67,6 +68,7 @@ pub fn parse_create(body: &[u8]) -> Result<(String, Role), ApiError> {
     Ok((name.to_owned(), role))
 }
 
+#[utoipa::path(post, path = "/v1/tokens", tag = "tokens", request_body(content = Object, description = "{\"name\", \"role\": admin|agent|operator|auditor}"), responses((status = 201, description = "The token, with its secret shown this once"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -92,6 +94,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
+#[utoipa::path(get, path = "/v1/tokens", tag = "tokens", responses((status = 200, description = "Every token (never a secret)"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require(&[], "manage tokens")?;
     let all = tokens::list(&state.store).await.map_err(store_error)?;
@@ -100,6 +103,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<
     ))
 }
 
+#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens", params(("id" = String, Path)), responses((status = 204, description = "Revoked; its open sockets are closed"), (status = 409, body = crate::openapi::ErrorBody, description = "The last admin token"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn revoke(
     State(state): State<AppState>,
     caller: Caller,
