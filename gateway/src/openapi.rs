@@ -197,6 +197,7 @@ impl Modify for BearerAuth {
         crate::api::tokens::create,
         crate::api::tokens::list,
         crate::api::tokens::revoke,
+        crate::api::events::list,
         serve,
     ),
     components(schemas(

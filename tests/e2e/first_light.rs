@@ -141,6 +141,52 @@ async fn desktop_reaches_an_rfb_client_and_deletes_cleanly() {
         .await
         .unwrap();
     assert_eq!(status, 404);
+
+    // The auditor reads what happened: created and deleted, by the admin.
+    let auditor = token(&daemon, "auditor");
+    let (status, log) = daemon
+        .call_as(
+            Some(&auditor),
+            Method::GET,
+            &format!("/v1/events?workspace={id}"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{log}");
+    let kinds: Vec<&str> = log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["workspace.create", "workspace.delete"]);
+    assert_eq!(log["events"][0]["actor"]["role"], "admin");
+    let (status, _) = daemon
+        .call(Method::GET, "/v1/events?limit=0", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 400);
+}
+
+/// A new token of `role`, made with the CLI against the daemon's data dir.
+fn token(daemon: &Daemon, role: &str) -> String {
+    let out = std::process::Command::new(cubicle_tests::daemon::bin_dir().join("cubicle"))
+        .args([
+            "token",
+            "create",
+            "--role",
+            role,
+            "--name",
+            role,
+            "--data-dir",
+        ])
+        .arg(&daemon.data_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    stdout.split_whitespace().last().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,6 +281,15 @@ async fn xvnc_that_cannot_start_fails_create_and_leaves_nothing() {
     assert!(
         message.contains("exit status: 1"),
         "reason lacks the exit: {message}"
+    );
+    let (_, log) = daemon.call(Method::GET, "/v1/events", None).await.unwrap();
+    let failed = &log["events"][0];
+    assert_eq!(failed["kind"], "workspace.create_failed", "{log}");
+    assert!(
+        failed["detail"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("xvnc")
     );
 
     let (_, list) = daemon

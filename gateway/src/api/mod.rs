@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod control;
+pub mod events;
 pub mod exec;
 pub mod files;
 pub mod tokens;
@@ -46,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{id}", axum::routing::delete(tokens::revoke))
         .route("/v1/me", get(tokens::me))
+        .route("/v1/events", get(events::list))
         .route("/v1/workspaces/{id}/exec", axum::routing::post(exec::run))
         .route("/v1/workspaces/{id}/exec/ws", get(exec::upgrade))
         .route(

@@ -5,11 +5,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use cubicle_runtime::geometry::{Geometry, GeometryError};
-use cubicle_runtime::manager::CreateRequest;
+use cubicle_runtime::manager::{CreateRequest, ManagerError};
 use cubicle_runtime::state::WorkspaceRecord;
 use cubicle_runtime::tokens::Role;
 use serde_json::{Value, json};
 
+use super::events::record;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -60,8 +61,20 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller.require(&[Role::Agent, Role::Operator], "create workspaces")?;
     let request = parse_create(&body)?;
-    let record = state.manager.create(request).await?;
-    Ok((StatusCode::CREATED, Json(view(&record))))
+    match state.manager.create(request).await {
+        Ok(ws) => {
+            let detail = json!({ "backend": ws.backend, "geometry": ws.geometry });
+            record(&state, &caller, "workspace.create", &ws.id, detail).await;
+            Ok((StatusCode::CREATED, Json(view(&ws))))
+        }
+        Err(err) => {
+            if let ManagerError::StartFailed { id, reason } = &err {
+                let detail = json!({ "reason": reason });
+                record(&state, &caller, "workspace.create_failed", id, detail).await;
+            }
+            Err(err.into())
+        }
+    }
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
@@ -71,7 +84,9 @@ pub async fn start(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(&[Role::Agent, Role::Operator], "start workspaces")?;
-    Ok(Json(view(&state.manager.start(&id).await?)))
+    let ws = state.manager.start(&id).await?;
+    record(&state, &caller, "workspace.start", &id, json!({})).await;
+    Ok(Json(view(&ws)))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/stop", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
@@ -82,7 +97,9 @@ pub async fn stop(
 ) -> Result<Json<Value>, ApiError> {
     caller.require(&[Role::Agent, Role::Operator], "stop workspaces")?;
     state.screens.close(&id);
-    Ok(Json(view(&state.manager.stop(&id).await?)))
+    let ws = state.manager.stop(&id).await?;
+    record(&state, &caller, "workspace.stop", &id, json!({})).await;
+    Ok(Json(view(&ws)))
 }
 
 #[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
@@ -94,6 +111,7 @@ pub async fn delete(
     caller.require(&[Role::Agent, Role::Operator], "delete workspaces")?;
     state.screens.close(&id);
     state.manager.delete(&id).await?;
+    record(&state, &caller, "workspace.delete", &id, json!({})).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
