@@ -85,3 +85,20 @@ pub trait Backend: Send + Sync + 'static {
         GuestChannel::new(spec.channel_socket())
     }
 }
+
+/// Ends every process of the workspace (all of its uid's): SIGTERM, `grace`,
+/// then SIGKILL. An error names the pids that survived even that.
+pub async fn end_processes(
+    spec: &WorkspaceSpec,
+    grace: std::time::Duration,
+) -> Result<(), BackendError> {
+    let survivors = crate::proc_scan::end_uid(spec.host_uid, grace).await;
+    if survivors.is_empty() {
+        Ok(())
+    } else {
+        Err(BackendError::Survivors {
+            id: spec.id.clone(),
+            pids: survivors,
+        })
+    }
+}

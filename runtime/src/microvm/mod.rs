@@ -227,15 +227,7 @@ impl Backend for MicrovmBackend {
     }
 
     async fn stop(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
-        let survivors = proc_scan::end_uid(spec.host_uid, STOP_GRACE).await;
-        if survivors.is_empty() {
-            Ok(())
-        } else {
-            Err(BackendError::Survivors {
-                id: spec.id.clone(),
-                pids: survivors,
-            })
-        }
+        crate::backend::end_processes(spec, STOP_GRACE).await
     }
 
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
