@@ -119,6 +119,21 @@ async fn channel(state: &AppState, caller: &Caller, id: &str) -> Result<GuestCha
     Ok(Backend::channel(state.manager.backend(), &spec))
 }
 
+/// Chromium's discovery document at `path`, and the origin its URLs are
+/// rewritten to.
+async fn discover(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    headers: &HeaderMap,
+    uri: &Uri,
+    path: &str,
+) -> Result<(Value, rewrite::PublicOrigin), ApiError> {
+    let channel = channel(state, caller, id).await?;
+    let origin = rewrite::PublicOrigin::of_request(headers, uri)?;
+    Ok((discovery::get_json(&channel, path).await?, origin))
+}
+
 #[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/version", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Chromium's /json/version with webSocketDebuggerUrl pointing at the gateway; the WebSocket is GET /v1/workspaces/{id}/cdp"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn json_version(
     State(state): State<AppState>,
@@ -127,9 +142,7 @@ pub async fn json_version(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let channel = channel(&state, &caller, &id).await?;
-    let origin = rewrite::PublicOrigin::of_request(&headers, &uri)?;
-    let version = discovery::get_json(&channel, "/json/version").await?;
+    let (version, origin) = discover(&state, &caller, &id, &headers, &uri, "/json/version").await?;
     Ok(Json(rewrite::version(version, &origin, &id)))
 }
 
@@ -141,9 +154,7 @@ pub async fn json_list(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let channel = channel(&state, &caller, &id).await?;
-    let origin = rewrite::PublicOrigin::of_request(&headers, &uri)?;
-    let targets = discovery::get_json(&channel, "/json/list").await?;
+    let (targets, origin) = discover(&state, &caller, &id, &headers, &uri, "/json/list").await?;
     Ok(Json(rewrite::list(targets, &origin, &id)))
 }
 

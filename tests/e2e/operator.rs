@@ -14,7 +14,7 @@ use cubicle_tests::{Daemon, rfb};
 use desk::{Desk, act, desk, terminal};
 use reqwest::Method;
 use serde_json::{Value, json};
-use vnc::{PixelFormat, VncConnector, VncEncoding, X11Event};
+use vnc::X11Event;
 
 fn percentile(samples: &mut [f64], p: usize) -> f64 {
     samples.sort_by(f64::total_cmp);
@@ -313,18 +313,7 @@ async fn control_and_token_apis_check_every_role() {
 
 /// A viewer that keeps asking for updates and decoding them, as noVNC does.
 async fn busy_viewer(url: String, stop: Arc<AtomicBool>) -> anyhow::Result<u64> {
-    let stream = rfb::websocket_stream(&url).await?;
-    let client = VncConnector::new(stream)
-        .set_auth_method(async move { Ok(String::new()) })
-        .add_encoding(VncEncoding::Zrle)
-        .add_encoding(VncEncoding::CopyRect)
-        .add_encoding(VncEncoding::Raw)
-        .allow_shared(true)
-        .set_pixel_format(PixelFormat::rgba())
-        .build()?
-        .try_start()
-        .await?
-        .finish()?;
+    let client = rfb::connect(&url).await?;
     client.input(X11Event::FullRefresh).await?;
     let mut events = 0u64;
     let mut last = Instant::now();

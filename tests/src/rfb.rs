@@ -87,11 +87,11 @@ pub async fn websocket_stream(url: &str) -> anyhow::Result<tokio::io::DuplexStre
     Ok(theirs)
 }
 
-/// Connects an RFB client to the live view at `url` and returns the first
-/// complete framebuffer (every pixel covered by an update).
-pub async fn first_full_frame(url: &str, timeout: Duration) -> anyhow::Result<Frame> {
+/// A shared-session vnc-rs client (ZRLE, CopyRect, Raw; RGBA) on the live
+/// view at `url`, as a viewer would open it.
+pub async fn connect(url: &str) -> anyhow::Result<vnc::VncClient> {
     let stream = websocket_stream(url).await?;
-    let client = VncConnector::new(stream)
+    Ok(VncConnector::new(stream)
         .set_auth_method(async move { Ok(String::new()) })
         .add_encoding(VncEncoding::Zrle)
         .add_encoding(VncEncoding::CopyRect)
@@ -101,7 +101,13 @@ pub async fn first_full_frame(url: &str, timeout: Duration) -> anyhow::Result<Fr
         .build()?
         .try_start()
         .await?
-        .finish()?;
+        .finish()?)
+}
+
+/// Connects an RFB client to the live view at `url` and returns the first
+/// complete framebuffer (every pixel covered by an update).
+pub async fn first_full_frame(url: &str, timeout: Duration) -> anyhow::Result<Frame> {
+    let client = connect(url).await?;
     let collect = async {
         let (mut width, mut height) = (0u32, 0u32);
         let mut rgba = Vec::new();
