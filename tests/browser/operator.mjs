@@ -120,6 +120,8 @@ try {
   const operator = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   await operator.goto(`${cfg.base}/?token=${cfg.operator}`);
   out.landed = new URL(operator.url()).pathname + new URL(operator.url()).search;
+  // The page asks the gateway who it is after loading: wait for the answer.
+  await operator.waitForFunction(() => document.querySelector('#me')?.textContent !== '', null, { timeout: 10000 });
   out.me = await operator.textContent('#me');
   step('page loaded with a token');
   await openView(operator, cfg.operator);
