@@ -1,0 +1,253 @@
+//! The workspace's disk: a sparse ext4 image `<dir>/disk.img` of the
+//! workspace's disk limit, mounted by the daemon on a loop device at
+//! `<dir>/disk` (nosuid, nodev) while the workspace runs. Its `home` and
+//! `tmp` folders are the workspace's `/home/user` and `/tmp`, so filling
+//! them stops at the limit with ENOSPC inside, and the host's filesystem
+//! gives up at most the image's size.
+//!
+//! Why an image and not project quotas: the data filesystem here is ext4
+//! without the `quota`/`project` feature, and turning that on needs an
+//! unmounted filesystem. The image persists across stop and start (the home
+//! survives) and goes with the workspace's directory on delete.
+
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const IMAGE: &str = "disk.img";
+const MOUNT: &str = "disk";
+
+/// What can go wrong with a workspace's disk.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    #[error("workspace disk {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed: {output}")]
+    Tool { command: String, output: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DiskError + '_ {
+    move |source| DiskError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// One workspace's disk image and its mount point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkspaceDisk {
+    image: PathBuf,
+    mount: PathBuf,
+    /// The home of a workspace made before disks existed.
+    legacy_home: PathBuf,
+}
+
+impl WorkspaceDisk {
+    /// The disk of the workspace whose directory is `dir`.
+    pub fn of(dir: &Path) -> Self {
+        Self {
+            image: dir.join(IMAGE),
+            mount: dir.join(MOUNT),
+            legacy_home: dir.join("home"),
+        }
+    }
+
+    /// The host folder that is the workspace's `/home/user`.
+    pub fn home(&self) -> PathBuf {
+        self.mount.join("home")
+    }
+
+    /// The host folder that is the workspace's `/tmp`.
+    pub fn tmp(&self) -> PathBuf {
+        self.mount.join("tmp")
+    }
+
+    pub fn mount_point(&self) -> &Path {
+        &self.mount
+    }
+
+    /// Makes the image if there is none (sparse, `bytes` long, ext4), mounts
+    /// it, and makes `home` and `tmp` on it owned by `uid`, mode 0700. A
+    /// home from before disks existed is moved onto the new disk.
+    pub fn ensure_mounted(&self, bytes: u64, uid: u32) -> Result<(), DiskError> {
+        if !self.image.exists() {
+            self.make_image(bytes)?;
+        }
+        std::fs::create_dir_all(&self.mount).map_err(io_err(&self.mount))?;
+        if !self.is_mounted() {
+            let options = "loop,nosuid,nodev,noatime";
+            run(Command::new("mount")
+                .args(["-t", "ext4", "-o", options])
+                .arg(&self.image)
+                .arg(&self.mount))?;
+        }
+        // Root-owned, traversable: each folder below is the uid's own.
+        std::fs::set_permissions(&self.mount, std::fs::Permissions::from_mode(0o711))
+            .map_err(io_err(&self.mount))?;
+        for dir in [self.home(), self.tmp()] {
+            std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+            chown(&dir, Some(uid), Some(uid)).map_err(io_err(&dir))?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io_err(&dir))?;
+        }
+        self.migrate_legacy_home()
+    }
+
+    fn make_image(&self, bytes: u64) -> Result<(), DiskError> {
+        let partial = self.image.with_extension("img.partial");
+        let file = std::fs::File::create(&partial).map_err(io_err(&partial))?;
+        file.set_len(bytes).map_err(io_err(&partial))?;
+        std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o600))
+            .map_err(io_err(&partial))?;
+        drop(file);
+        // No reserved blocks (the workspace gets all of its limit); lazy
+        // init and no discard keep creation quick and the image sparse.
+        run(Command::new("mkfs.ext4")
+            .args([
+                "-q",
+                "-F",
+                "-m",
+                "0",
+                "-L",
+                "cubicle-ws",
+                "-E",
+                "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+            ])
+            .arg(&partial))?;
+        std::fs::rename(&partial, &self.image).map_err(io_err(&self.image))
+    }
+
+    /// Copies a pre-disk `<dir>/home` onto the disk, then removes it.
+    fn migrate_legacy_home(&self) -> Result<(), DiskError> {
+        if !self.legacy_home.is_dir() {
+            return Ok(());
+        }
+        tracing::info!(home = %self.legacy_home.display(), "moving a workspace home onto its disk");
+        let mut source = self.legacy_home.clone().into_os_string();
+        source.push("/.");
+        run(Command::new("cp").arg("-a").arg(source).arg(self.home()))?;
+        std::fs::remove_dir_all(&self.legacy_home).map_err(io_err(&self.legacy_home))
+    }
+
+    /// Whether the disk is mounted at its mount point now.
+    pub fn is_mounted(&self) -> bool {
+        let Ok(point) = self.mount.canonicalize() else {
+            return false;
+        };
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        mount_points(&mountinfo).any(|p| p == point)
+    }
+
+    /// Unmounts the disk (lazily if something still holds it); the image
+    /// stays. Nothing to do when it is not mounted.
+    pub fn unmount(&self) -> Result<(), DiskError> {
+        if !self.is_mounted() {
+            return Ok(());
+        }
+        if run(Command::new("umount").arg(&self.mount)).is_err() {
+            tracing::warn!(mount = %self.mount.display(), "disk busy; unmounting lazily");
+            run(Command::new("umount").arg("-l").arg(&self.mount))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes used on the disk, while it is mounted.
+    pub fn used_bytes(&self) -> Option<u64> {
+        if !self.is_mounted() {
+            return None;
+        }
+        let stat = statvfs(&self.mount)?;
+        let used = stat.blocks.checked_sub(stat.free)?;
+        used.checked_mul(stat.fragment)
+    }
+}
+
+/// Block counts of a filesystem, as `statvfs(3)` gives them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FsSpace {
+    pub fragment: u64,
+    pub blocks: u64,
+    pub free: u64,
+    pub available: u64,
+}
+
+/// `statvfs(3)` of `path`.
+pub fn statvfs(path: &Path) -> Option<FsSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string and `stat` a valid, writable
+    // statvfs that outlives the call.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    Some(FsSpace {
+        fragment: stat.f_frsize,
+        blocks: stat.f_blocks,
+        free: stat.f_bfree,
+        available: stat.f_bavail,
+    })
+}
+
+/// The mount points listed in a `/proc/self/mountinfo`.
+fn mount_points(mountinfo: &str) -> impl Iterator<Item = PathBuf> + '_ {
+    mountinfo.lines().filter_map(|line| {
+        let point = line.split(' ').nth(4)?;
+        Some(PathBuf::from(point.replace("\\040", " ")))
+    })
+}
+
+fn run(command: &mut Command) -> Result<(), DiskError> {
+    let described = format!("{command:?}");
+    let output = command
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .output()
+        .map_err(|e| DiskError::Tool {
+            command: described.clone(),
+            output: e.to_string(),
+        })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let mut text = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    if text.is_empty() {
+        text = output.status.to_string();
+    }
+    Err(DiskError::Tool {
+        command: described,
+        output: text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_inside_the_workspace_dir() {
+        let disk = WorkspaceDisk::of(Path::new("/data/workspaces/ws-1"));
+        assert_eq!(disk.home(), Path::new("/data/workspaces/ws-1/disk/home"));
+        assert_eq!(disk.tmp(), Path::new("/data/workspaces/ws-1/disk/tmp"));
+        assert_eq!(disk.image, Path::new("/data/workspaces/ws-1/disk.img"));
+    }
+
+    #[test]
+    fn finds_mount_points() {
+        let info = "36 25 0:31 / /sys rw - sysfs sysfs rw\n50 36 7:0 / /data/a\\040b/disk rw - ext4 /dev/loop0 rw\n";
+        let points: Vec<PathBuf> = mount_points(info).collect();
+        assert_eq!(points[1], Path::new("/data/a b/disk"));
+    }
+
+    #[test]
+    fn statvfs_of_root_has_blocks() {
+        let space = statvfs(Path::new("/")).unwrap();
+        assert!(space.blocks > 0 && space.fragment > 0);
+        assert!(statvfs(Path::new("/no/such/path")).is_none());
+    }
+}
