@@ -20,4 +20,6 @@ pub struct AppState {
     pub control: Arc<crate::control::Controls>,
     /// Ends the open connections of revoked tokens.
     pub revocations: Arc<crate::revocation::Revocations>,
+    /// Writes the event log (no event, no operation).
+    pub audit: crate::ops::audit::Audit,
 }

@@ -1,45 +1,47 @@
-//! Bearer tokens on every endpoint.
+//! Bearer tokens on every endpoint, turned into the operation context.
 //!
 //! A token is accepted from the `Authorization: Bearer` header, from an
 //! `access_token` query parameter (WebSocket clients cannot set headers), or
 //! from the `cubicle_token` cookie the operator page sets (HttpOnly,
 //! SameSite=Strict). Only its SHA-256 hash is stored.
+//!
+//! A cookie is sent by the browser whatever page made the request, and
+//! SameSite does not tell ports apart, so a cookie-authenticated request must
+//! come from the gateway's own origin: `Sec-Fetch-Site` must be
+//! `same-origin` or `none`, and an `Origin`, when sent, must be the
+//! gateway's own (the request's `Host`). Bearer and query tokens are not
+//! ambient credentials and are unaffected.
 
-use axum::extract::{FromRequestParts, OptionalFromRequestParts};
-use axum::http::header::{AUTHORIZATION, COOKIE};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts};
+use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN};
 use axum::http::request::Parts;
-use cubicle_runtime::tokens::{self, Role, Token};
+use cubicle_runtime::tokens;
 
 use crate::app::AppState;
 use crate::error::ApiError;
+pub use crate::ops::OpContext;
 
 /// The cookie the operator page authenticates with.
 pub const COOKIE_NAME: &str = "cubicle_token";
+/// The request id header (set on every request and response).
+pub const REQUEST_ID: &str = "x-request-id";
 
-/// The authenticated caller of a request.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub token: Token,
+/// Where a request's token came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presented {
+    Bearer,
+    Query,
+    Cookie,
 }
 
-impl Caller {
-    /// Refuses the request unless the caller has one of `roles`.
-    pub fn require(&self, roles: &[Role], what: &str) -> Result<(), ApiError> {
-        if self.token.role == Role::Admin || roles.contains(&self.token.role) {
-            return Ok(());
-        }
-        Err(ApiError::forbidden(format!(
-            "a token with role {} cannot {what}",
-            self.token.role.as_str()
-        )))
-    }
-}
-
-/// The secret a request presents, if any.
-pub fn presented_secret(parts: &Parts) -> Option<String> {
+/// The secret a request presents, if any, and where it was.
+pub fn presented_secret(parts: &Parts) -> Option<(String, Presented)> {
     if let Some(value) = parts.headers.get(AUTHORIZATION) {
         let text = value.to_str().ok()?;
-        return text.strip_prefix("Bearer ").map(|s| s.trim().to_owned());
+        let secret = text.strip_prefix("Bearer ")?.trim().to_owned();
+        return Some((secret, Presented::Bearer));
     }
     let from_query = parts.uri.query().and_then(|query| {
         query.split('&').find_map(|pair| {
@@ -47,7 +49,10 @@ pub fn presented_secret(parts: &Parts) -> Option<String> {
             (key == "access_token").then(|| value.to_owned())
         })
     });
-    from_query.or_else(|| cookie(parts, COOKIE_NAME))
+    if let Some(secret) = from_query {
+        return Some((secret, Presented::Query));
+    }
+    cookie(parts, COOKIE_NAME).map(|secret| (secret, Presented::Cookie))
 }
 
 fn cookie(parts: &Parts, name: &str) -> Option<String> {
@@ -63,11 +68,52 @@ fn cookie(parts: &Parts, name: &str) -> Option<String> {
         })
 }
 
-impl FromRequestParts<AppState> for Caller {
+/// Refuses a cookie-authenticated request made by another origin's page.
+pub fn check_same_origin(parts: &Parts) -> Result<(), ApiError> {
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    if let Some(site) = header("sec-fetch-site")
+        && site != "same-origin"
+        && site != "none"
+    {
+        return Err(ApiError::forbidden(format!(
+            "a request authenticated by the page's cookie must come from the gateway's own page (Sec-Fetch-Site: {site}); other clients send `Authorization: Bearer <token>`"
+        )));
+    }
+    if let Some(origin) = header(ORIGIN.as_str()) {
+        let host = header(HOST.as_str()).unwrap_or_default();
+        let own = ["http://", "https://"]
+            .iter()
+            .any(|scheme| origin.strip_prefix(scheme) == Some(host.as_str()));
+        if !own {
+            return Err(ApiError::forbidden(format!(
+                "a request authenticated by the page's cookie must come from the gateway's own origin, not {origin:?}; other clients send `Authorization: Bearer <token>`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The request id the request-id layer put on the request.
+pub fn request_id(parts: &Parts) -> String {
+    parts
+        .headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_owned()
+}
+
+impl FromRequestParts<AppState> for OpContext {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let secret = presented_secret(parts).ok_or_else(|| {
+        let (secret, presented) = presented_secret(parts).ok_or_else(|| {
             ApiError::unauthorized(
                 "missing token: send `Authorization: Bearer <token>` (the admin token is printed at first start)",
             )
@@ -76,21 +122,79 @@ impl FromRequestParts<AppState> for Caller {
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
             .ok_or_else(|| ApiError::unauthorized("token is not valid or was revoked"))?;
-        Ok(Caller { token })
+        if presented == Presented::Cookie {
+            check_same_origin(parts)?;
+        }
+        let client = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| *addr);
+        Ok(OpContext {
+            token,
+            request_id: request_id(parts),
+            client,
+        })
     }
 }
 
-impl OptionalFromRequestParts<AppState> for Caller {
+impl OptionalFromRequestParts<AppState> for OpContext {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Option<Self>, ApiError> {
-        match <Caller as FromRequestParts<AppState>>::from_request_parts(parts, state).await {
-            Ok(caller) => Ok(Some(caller)),
+        match <OpContext as FromRequestParts<AppState>>::from_request_parts(parts, state).await {
+            Ok(ctx) => Ok(Some(ctx)),
             Err(err) if err.status == axum::http::StatusCode::UNAUTHORIZED => Ok(None),
             Err(err) => Err(err),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Request;
+
+    fn parts(headers: &[(&str, &str)]) -> Parts {
+        let mut request = Request::builder().uri("/v1/workspaces");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn cookies_from_other_origins_are_refused() {
+        let host = ("host", "127.0.0.1:7878");
+        assert!(
+            check_same_origin(&parts(&[host])).is_ok(),
+            "no browser headers: curl"
+        );
+        assert!(check_same_origin(&parts(&[host, ("sec-fetch-site", "same-origin")])).is_ok());
+        assert!(check_same_origin(&parts(&[host, ("origin", "http://127.0.0.1:7878")])).is_ok());
+        for bad in [
+            [host, ("sec-fetch-site", "same-site")],
+            [host, ("sec-fetch-site", "cross-site")],
+            [host, ("origin", "http://127.0.0.1:9999")],
+            [host, ("origin", "null")],
+        ] {
+            assert!(check_same_origin(&parts(&bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn where_the_token_came_from() {
+        let p = parts(&[
+            ("authorization", "Bearer cubicle_x"),
+            ("cookie", "cubicle_token=y"),
+        ]);
+        assert_eq!(
+            presented_secret(&p),
+            Some(("cubicle_x".into(), Presented::Bearer))
+        );
+        let p = parts(&[("cookie", "a=b; cubicle_token=y")]);
+        assert_eq!(presented_secret(&p), Some(("y".into(), Presented::Cookie)));
     }
 }

@@ -29,14 +29,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use cubicle_runtime::backend::Backend;
 use cubicle_runtime::channel::{ChannelError, GuestChannel};
-use cubicle_runtime::tokens::Role;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::ops::{EventKind, OpContext, Permission, access};
 use crate::revocation::RevocationWatch;
 
 /// The largest CDP message relayed either way (a full-page screenshot of a
@@ -112,18 +110,15 @@ pub fn routes() -> Router<AppState> {
 
 /// The guest channel of running workspace `id`, if `caller` may use its
 /// browser.
-async fn channel(state: &AppState, caller: &Caller, id: &str) -> Result<GuestChannel, ApiError> {
-    caller.require(&[Role::Agent, Role::Operator], "use the browser")?;
-    let record = state.manager.running(id).await?;
-    let spec = state.manager.spec(&record);
-    Ok(Backend::channel(state.manager.backend(), &spec))
+async fn channel(state: &AppState, ctx: &OpContext, id: &str) -> Result<GuestChannel, ApiError> {
+    access::guest(state, ctx, id, Permission::Browser).await
 }
 
 /// Chromium's discovery document at `path`, and the origin its URLs are
 /// rewritten to.
 async fn discover(
     state: &AppState,
-    caller: &Caller,
+    caller: &OpContext,
     id: &str,
     headers: &HeaderMap,
     uri: &Uri,
@@ -137,7 +132,7 @@ async fn discover(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/version", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Chromium's /json/version with webSocketDebuggerUrl pointing at the gateway; the WebSocket is GET /v1/workspaces/{id}/cdp"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn json_version(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: OpContext,
     Path(id): Path<String>,
     headers: HeaderMap,
     uri: Uri,
@@ -149,7 +144,7 @@ pub async fn json_version(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/list", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Targets, with URLs rewritten to the gateway"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn json_list(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: OpContext,
     Path(id): Path<String>,
     headers: HeaderMap,
     uri: Uri,
@@ -162,7 +157,7 @@ pub async fn json_list(
 /// `/json/version` each time: it changes when Chromium restarts).
 pub async fn browser_socket(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: OpContext,
     Path(id): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
@@ -171,16 +166,13 @@ pub async fn browser_socket(
     let version = discovery::get_json(&channel, "/json/version").await?;
     let path = rewrite::browser_path(&version)?;
     let browser = relay::open_browser(&channel, &path).await?;
-    let revoked = state
-        .revocations
-        .watch(state.store.clone(), &caller.token.id);
-    Ok(accept(upgrade, browser, id, revoked))
+    accept(state, caller, upgrade, browser, id, "browser").await
 }
 
 /// WebSocket to one target (`/devtools/page/{target}`).
 pub async fn page_socket(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: OpContext,
     Path((id, target)): Path<(String, String)>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
@@ -196,28 +188,51 @@ pub async fn page_socket(
             CdpProxyError::Handshake { .. } => CdpProxyError::NoTarget(target),
             other => other,
         })?;
-    let revoked = state
-        .revocations
-        .watch(state.store.clone(), &caller.token.id);
-    Ok(accept(upgrade, browser, id, revoked))
+    accept(state, caller, upgrade, browser, id, &path).await
 }
 
 /// Relays until either side ends or the caller's token is revoked (then
 /// both sockets are dropped, which closes them).
-fn accept(
+async fn accept(
+    state: AppState,
+    ctx: OpContext,
     upgrade: WebSocketUpgrade,
     browser: relay::Browser,
     id: String,
-    revoked: RevocationWatch,
-) -> Response {
-    upgrade
+    target: &str,
+) -> Result<Response, ApiError> {
+    let revoked: RevocationWatch = state.revocations.watch(state.store.clone(), &ctx.token.id);
+    let detail = json!({ "target": target });
+    state
+        .audit
+        .note(
+            Some(&ctx),
+            EventKind::CdpOpen,
+            Some(&id),
+            detail.clone(),
+            None,
+        )
+        .await?;
+    Ok(upgrade
         .max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
         .on_upgrade(move |socket| async move {
+            let audit = state.audit.clone();
+            let gate = relay::Gate {
+                state,
+                ctx: ctx.clone(),
+                workspace: id.clone(),
+            };
             tokio::select! {
-                () = relay::run(socket, browser, id) => {}
+                () = relay::run(socket, browser, gate) => {}
                 () = revoked.revoked() => {}
             }
+            let closed = audit
+                .note(Some(&ctx), EventKind::CdpClose, Some(&id), detail, None)
+                .await;
+            if let Err(err) = closed {
+                tracing::error!(workspace = %id, err = %err.message, "cannot record a CDP close");
+            }
         })
-        .into_response()
+        .into_response())
 }

@@ -77,6 +77,10 @@ enum TokenCommand {
         /// A name to recognise it by.
         #[arg(long, default_value = "cli")]
         name: String,
+        /// Workspaces it reaches besides its own: `all`, or ids separated by
+        /// commas. Default: agents their own only, other roles all.
+        #[arg(long)]
+        scope: Option<String>,
     },
     /// List tokens (never their secrets).
     List(CommonArgs),
@@ -135,8 +139,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         } => image_build(&common).await,
         Command::Doctor(common) => doctor(&common),
         Command::Token {
-            command: TokenCommand::Create { common, role, name },
-        } => token_create(&common, &role, &name).await,
+            command:
+                TokenCommand::Create {
+                    common,
+                    role,
+                    name,
+                    scope,
+                },
+        } => token_create(&common, &role, &name, scope.as_deref()).await,
         Command::Token {
             command: TokenCommand::List(common),
         } => token_list(&common).await,
@@ -271,7 +281,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     say(host.describe());
     let store = open_store(&args.common.data_dir).await?;
     if !tokens::admin_exists(&store).await? {
-        let (_, secret) = tokens::create(&store, "admin", Role::Admin).await?;
+        let (_, secret) =
+            tokens::create(&store, "admin", Role::Admin, tokens::Scope::Default).await?;
         say(&format!("admin token (shown once, store it now): {secret}"));
     }
     let image = ensure_image(&args.common).await?;
@@ -290,24 +301,38 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         uid_base: args.uid_base,
     };
     let manager = Manager::new(store.clone(), backend, config);
+    // Followed from before reconcile, so what it finds dead is recorded.
+    let lifecycle = manager.lifecycle();
     manager.reconcile().await?;
     let state = AppState {
         manager: manager.clone(),
+        audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
         store,
         web_dir: args.web_dir,
         screens: Default::default(),
         control: Default::default(),
         revocations: Default::default(),
     };
+    let stop_following = tokio_util::sync::CancellationToken::new();
+    let follower = tokio::spawn(cubicle_gateway::ops::host::follow(
+        state.clone(),
+        lifecycle,
+        stop_following.clone(),
+    ));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     say(&format!("listening on http://{}", listener.local_addr()?));
-    axum::serve(listener, cubicle_gateway::api::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    cubicle_gateway::listener::serve(
+        listener,
+        cubicle_gateway::api::router(state),
+        shutdown_signal(),
+    )
+    .await?;
     say("shutting down: stopping workspaces");
     manager.shutdown().await;
+    stop_following.cancel();
+    let _ = follower.await;
     Ok(())
 }
 
@@ -376,12 +401,30 @@ fn doctor(common: &CommonArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn token_create(common: &CommonArgs, role: &str, name: &str) -> anyhow::Result<()> {
+async fn token_create(
+    common: &CommonArgs,
+    role: &str,
+    name: &str,
+    scope: Option<&str>,
+) -> anyhow::Result<()> {
     let role = Role::parse(role).with_context(|| {
         format!("--role {role:?} is not one of admin, agent, operator, auditor")
     })?;
+    let scope = match scope {
+        None => tokens::Scope::Default,
+        Some("all") => tokens::Scope::All,
+        Some(list) => {
+            let ids: Vec<String> = list.split(',').map(|id| id.trim().to_owned()).collect();
+            if let Some(bad) = ids.iter().find(|id| !id.starts_with("ws-")) {
+                bail!(
+                    "--scope: {bad:?} is not a workspace id (ws-...); give `all` or ids separated by commas"
+                );
+            }
+            tokens::Scope::Only(ids)
+        }
+    };
     let store = open_store(&common.data_dir).await?;
-    let (token, secret) = tokens::create(&store, name, role).await?;
+    let (token, secret) = tokens::create(&store, name, role, scope).await?;
     say(&format!("{} {} {secret}", token.id, role.as_str()));
     Ok(())
 }

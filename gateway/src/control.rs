@@ -125,6 +125,12 @@ impl Controls {
         self.sender(workspace).borrow().clone()
     }
 
+    /// Drops the lock of a deleted workspace (live views of it are gone).
+    pub fn forget(&self, workspace: &str) {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.remove(workspace);
+    }
+
     /// Follows the control of `workspace`.
     pub fn subscribe(&self, workspace: &str) -> watch::Receiver<Control> {
         self.sender(workspace).subscribe()
@@ -306,6 +312,7 @@ mod tests {
             id: id.into(),
             name: format!("{id}-name"),
             role,
+            scope: Default::default(),
         }
     }
 
@@ -397,7 +404,7 @@ mod tests {
     async fn admins_force_and_revoked_tokens_hand_back() {
         let (_dir, store) = store().await;
         let controls = Controls::default();
-        let (alice, _) = tokens::create(&store, "alice", Role::Operator)
+        let (alice, _) = tokens::create(&store, "alice", Role::Operator, Default::default())
             .await
             .unwrap();
         let admin = token("tok-root", Role::Admin);

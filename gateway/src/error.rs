@@ -3,11 +3,13 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use cubicle_guest::control::ErrorCode;
+use cubicle_runtime::guest_ops::GuestOpError;
 use cubicle_runtime::manager::ManagerError;
 use serde_json::json;
 
 /// An error as the API client sees it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
@@ -62,5 +64,41 @@ impl From<ManagerError> for ApiError {
             ManagerError::NoUid => Self::new(StatusCode::SERVICE_UNAVAILABLE, "capacity", message),
             ManagerError::Backend(_) | ManagerError::State(_) => Self::internal(message),
         }
+    }
+}
+
+/// The API's code and status for a guest's error code.
+fn guest_code(code: ErrorCode) -> (StatusCode, &'static str) {
+    match code {
+        ErrorCode::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
+        ErrorCode::NotAbsolute => (StatusCode::BAD_REQUEST, "not_absolute"),
+        ErrorCode::BadPath => (StatusCode::BAD_REQUEST, "bad_path"),
+        ErrorCode::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+        ErrorCode::IsADirectory => (StatusCode::BAD_REQUEST, "is_a_directory"),
+        ErrorCode::NotADirectory => (StatusCode::BAD_REQUEST, "not_a_directory"),
+        ErrorCode::NotEmpty => (StatusCode::CONFLICT, "not_empty"),
+        ErrorCode::SpecialFile => (StatusCode::BAD_REQUEST, "special_file"),
+        ErrorCode::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+        ErrorCode::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
+        ErrorCode::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
+        ErrorCode::NotExecutable => (StatusCode::BAD_REQUEST, "not_executable"),
+        ErrorCode::Io => (StatusCode::BAD_GATEWAY, "guest_error"),
+    }
+}
+
+impl From<GuestOpError> for ApiError {
+    fn from(err: GuestOpError) -> Self {
+        let message = err.to_string();
+        let (status, code) = match &err {
+            GuestOpError::Invalid(invalid) => guest_code(invalid.code),
+            GuestOpError::TooLarge { .. } => guest_code(ErrorCode::TooLarge),
+            GuestOpError::Guest { code, .. } => guest_code(*code),
+            GuestOpError::Channel(_) | GuestOpError::Io(_) => {
+                (StatusCode::BAD_GATEWAY, "guest_unreachable")
+            }
+            GuestOpError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "guest_timeout"),
+            GuestOpError::BadReply(_) => (StatusCode::BAD_GATEWAY, "guest_error"),
+        };
+        ApiError::new(status, code, message)
     }
 }

@@ -3,10 +3,11 @@
 //!
 //! It owns authentication ([`auth`]), the JSON API ([`api`]), the live view's
 //! RFB-over-WebSocket bridge ([`vnc`]) and the operator page ([`web`]). It does
-//! not own workspaces' lifecycle or state (that is `cubicle-runtime`): every
-//! handler goes through the runtime's `Manager`.
+//! not own workspaces' lifecycle or state (that is `cubicle-runtime`). Every
+//! door (REST, WebSockets, MCP, the CDP proxy, the live view) is an adapter
+//! over the operations core ([`ops`]): parse, call, render.
 //!
-//! Read [`app::AppState`] and [`api::router`] first.
+//! Read [`ops`] and [`api::router`] first.
 
 pub mod actions;
 pub mod api;
@@ -15,8 +16,10 @@ pub mod auth;
 pub mod cdp_proxy;
 pub mod control;
 pub mod error;
+pub mod listener;
 pub mod mcp;
 pub mod openapi;
+pub mod ops;
 pub mod revocation;
 pub mod screen;
 pub mod vnc;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use crate::auth::Caller;
+use crate::auth::OpContext;
 
 /// `{"error": {"code", "message"}}`: every error, with a 4xx for input the
 /// caller chose.
@@ -212,6 +212,6 @@ pub struct ApiDoc;
 /// This document.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
     responses((status = 200, description = "The OpenAPI 3 document"), (status = 401, body = ErrorBody)))]
-pub async fn serve(_caller: Caller) -> Json<utoipa::openapi::OpenApi> {
+pub async fn serve(_caller: OpContext) -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }

@@ -17,7 +17,7 @@ use cubicle_runtime::tokens;
 use tower_http::services::ServeDir;
 
 use crate::app::AppState;
-use crate::auth::{COOKIE_NAME, Caller};
+use crate::auth::{COOKIE_NAME, OpContext};
 
 pub fn routes(state: AppState) -> Router<AppState> {
     let assets = Router::new()
@@ -32,7 +32,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
 
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
-    match <Caller as axum::extract::FromRequestParts<AppState>>::from_request_parts(
+    match <OpContext as axum::extract::FromRequestParts<AppState>>::from_request_parts(
         &mut parts, &state,
     )
     .await
@@ -44,7 +44,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
 
 async fn index(
     State(state): State<AppState>,
-    caller: Option<Caller>,
+    caller: Option<OpContext>,
     uri: axum::http::Uri,
 ) -> Response {
     let query_token = uri.query().and_then(|q| {

@@ -38,6 +38,25 @@ pub struct Event {
     /// `None` when the daemon itself acted.
     pub actor: Option<Actor>,
     pub detail: Value,
+    /// The API request it belongs to, if any.
+    pub request_id: Option<String>,
+    /// The client's address, if known.
+    pub client: Option<String>,
+    /// `started`, `ok`, `denied` or `error:<code>`; `None` for events that
+    /// only say something happened.
+    pub outcome: Option<String>,
+}
+
+/// An event to append.
+#[derive(Debug, Clone, Default)]
+pub struct NewEvent<'a> {
+    pub kind: &'a str,
+    pub workspace_id: Option<&'a str>,
+    pub actor: Option<&'a Actor>,
+    pub detail: Value,
+    pub request_id: Option<&'a str>,
+    pub client: Option<&'a str>,
+    pub outcome: Option<&'a str>,
 }
 
 /// Appends an event now; returns its id and time.
@@ -48,18 +67,34 @@ pub async fn record(
     actor: Option<&Actor>,
     detail: &Value,
 ) -> Result<(i64, i64), StateError> {
+    let event = NewEvent {
+        kind,
+        workspace_id,
+        actor,
+        detail: detail.clone(),
+        ..NewEvent::default()
+    };
+    append(store, &event).await
+}
+
+/// Appends `event` now; returns its id and time.
+pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), StateError> {
     let at = now_ms();
+    let actor = event.actor;
     let result = sqlx::query(
-        "INSERT INTO events (at, kind, workspace_id, actor_id, actor_name, actor_role, detail) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO events (at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
+         request_id, client, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(at)
-    .bind(kind)
-    .bind(workspace_id)
+    .bind(event.kind)
+    .bind(event.workspace_id)
     .bind(actor.map(|a| a.id.as_str()))
     .bind(actor.map(|a| a.name.as_str()))
     .bind(actor.map(|a| a.role.as_str()))
-    .bind(detail.to_string())
+    .bind(event.detail.to_string())
+    .bind(event.request_id)
+    .bind(event.client)
+    .bind(event.outcome)
     .execute(store.pool())
     .await?;
     Ok((result.last_insert_rowid(), at))
@@ -74,10 +109,14 @@ type Row = (
     Option<String>,
     Option<String>,
     String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
 );
 
 fn from_row(row: Row) -> Event {
-    let (id, at, kind, workspace_id, actor_id, name, role, detail) = row;
+    let (id, at, kind, workspace_id, actor_id, name, role, detail, request_id, client, outcome) =
+        row;
     let actor = actor_id.map(|id| Actor {
         id,
         name: name.unwrap_or_default(),
@@ -91,6 +130,9 @@ fn from_row(row: Row) -> Event {
         actor,
         // Written by `record` from a `Value`; an unreadable row shows as text.
         detail: serde_json::from_str(&detail).unwrap_or(Value::String(detail)),
+        request_id,
+        client,
+        outcome,
     }
 }
 
@@ -102,7 +144,8 @@ pub async fn list(
     limit: u32,
 ) -> Result<Vec<Event>, StateError> {
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, at, kind, workspace_id, actor_id, actor_name, actor_role, detail \
+        "SELECT id, at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
+         request_id, client, outcome \
          FROM events WHERE id > ? AND (? IS NULL OR workspace_id = ?) ORDER BY id LIMIT ?",
     )
     .bind(after)

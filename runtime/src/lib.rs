@@ -20,6 +20,7 @@ pub mod guest_ops;
 pub mod host;
 pub mod image;
 pub mod jail;
+pub mod lifecycle;
 pub mod limits;
 pub mod manager;
 pub mod microvm;

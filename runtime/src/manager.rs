@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
 use crate::geometry::Geometry;
+use crate::lifecycle::{Change, Lifecycle, Publisher};
+use crate::limits::{Limits, LimitsError, LimitsPolicy, LimitsRequest, Usage};
 use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
 
 /// Host uids handed to workspaces start here by default (far from system and
@@ -21,6 +23,8 @@ use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
 pub const UID_BASE: u32 = 1_600_000;
 const UID_COUNT: u32 = 65_536;
 const READY_POLL: Duration = Duration::from_millis(200);
+/// How often a running workspace's OOM kill count is looked at (to log it).
+const OOM_POLL: Duration = Duration::from_secs(5);
 
 /// What can go wrong with a workspace operation.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +52,10 @@ pub enum ManagerError {
 pub struct CreateRequest {
     pub name: Option<String>,
     pub geometry: Geometry,
+    /// The token creating it, recorded as its owner.
+    pub owner_token: Option<String>,
+    /// Its limits, from [`Manager::resolve_limits`]; `None`: the defaults.
+    pub limits: Option<Limits>,
 }
 
 /// Settings of the manager.
@@ -76,6 +84,12 @@ pub struct Manager<B: Backend> {
     /// Cancels the exit watcher of each started workspace.
     watchers: Mutex<HashMap<String, CancellationToken>>,
     shutdown: CancellationToken,
+    /// Every lifecycle change, for the gateway.
+    lifecycle: Publisher,
+    /// Default and largest limits of new workspaces.
+    limits_policy: Mutex<LimitsPolicy>,
+    /// OOM kills last seen per workspace, to log each new one once.
+    oom_seen: Mutex<HashMap<String, u64>>,
 }
 
 impl<B: Backend> Manager<B> {
@@ -89,7 +103,73 @@ impl<B: Backend> Manager<B> {
             locks: Mutex::new(HashMap::new()),
             watchers: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
+            lifecycle: Publisher::default(),
+            limits_policy: Mutex::new(LimitsPolicy::for_host()),
+            oom_seen: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The default and largest limits of new workspaces (initially
+    /// [`LimitsPolicy::for_host`]).
+    pub fn limits_policy(&self) -> LimitsPolicy {
+        *self.limits_policy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the default and largest limits of new workspaces.
+    pub fn set_limits_policy(&self, policy: LimitsPolicy) {
+        *self.limits_policy.lock().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    /// The limits a create `request` gets under the current policy; an
+    /// error names the field and the allowed range (a 400 for the caller).
+    pub fn resolve_limits(&self, request: &LimitsRequest) -> Result<Limits, LimitsError> {
+        self.limits_policy().resolve(request)
+    }
+
+    /// What workspace `id` uses now next to its limits (only the limits
+    /// when it does not run). A new OOM kill is logged once.
+    pub async fn usage(&self, id: &str) -> Result<Usage, ManagerError> {
+        let record = self.get(id).await?;
+        if record.state != WorkspaceState::Running {
+            return Ok(Usage::of_limits(&record.limits));
+        }
+        let usage = self.backend.usage(&self.spec(&record));
+        self.note_oom(id, usage.oom_kills);
+        Ok(usage)
+    }
+
+    /// Logs OOM kills of workspace `id` beyond those already logged.
+    fn note_oom(&self, id: &str, kills: u64) {
+        let mut seen = self.oom_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let before = seen.insert(id.to_owned(), kills).unwrap_or(0);
+        if kills > before {
+            tracing::warn!(
+                workspace = %id,
+                oom_kills = kills,
+                new = kills - before,
+                "the memory limit killed processes of the workspace"
+            );
+        }
+    }
+
+    /// Resolves when `ended` does, looking at the OOM kill count meanwhile.
+    async fn until_ended<F>(&self, spec: &WorkspaceSpec, ended: F) -> Option<Exit>
+    where
+        F: std::future::Future<Output = Option<Exit>>,
+    {
+        tokio::pin!(ended);
+        let mut tick = tokio::time::interval(OOM_POLL);
+        loop {
+            tokio::select! {
+                how = &mut ended => return how,
+                _ = tick.tick() => self.note_oom(&spec.id, self.backend.usage(spec).oom_kills),
+            }
+        }
+    }
+
+    /// Follows every lifecycle change from now on.
+    pub fn lifecycle(&self) -> tokio::sync::broadcast::Receiver<Lifecycle> {
+        self.lifecycle.subscribe()
     }
 
     pub fn store(&self) -> &Store {
@@ -107,6 +187,8 @@ impl<B: Backend> Manager<B> {
             geometry: record.geometry,
             host_uid: record.host_uid,
             dir: self.config.data_dir.join("workspaces").join(&record.id),
+            top_pid: record.pid,
+            limits: record.limits,
         }
     }
 
@@ -193,8 +275,13 @@ impl<B: Backend> Manager<B> {
             error: None,
             created_at: now,
             updated_at: now,
+            owner_token: request.owner_token,
+            limits: request
+                .limits
+                .unwrap_or_else(|| self.limits_policy().default),
         };
         self.store.insert(&record).await?;
+        self.lifecycle.publish(&record.id, Change::Created);
         Ok(record)
     }
 
@@ -208,6 +295,8 @@ impl<B: Backend> Manager<B> {
             .set_state(&spec.id, WorkspaceState::Failed, None, Some(reason))
             .await?;
         self.leases.release(spec.host_uid);
+        let reason = reason.to_owned();
+        self.lifecycle.publish(&spec.id, Change::Crashed { reason });
         Ok(())
     }
 
@@ -219,12 +308,19 @@ impl<B: Backend> Manager<B> {
             .set_state(&spec.id, WorkspaceState::Starting, Some(pid), None)
             .await
             .map_err(|e| e.to_string())?;
-        self.wait_ready(spec, &mut exit).await?;
+        self.lifecycle.publish(&spec.id, Change::Starting);
+        // The guest channel answers only from under this top process.
+        let started = WorkspaceSpec {
+            top_pid: Some(pid),
+            ..spec.clone()
+        };
+        self.wait_ready(&started, &mut exit).await?;
         self.store
             .set_state(&spec.id, WorkspaceState::Running, Some(pid), None)
             .await
             .map_err(|e| e.to_string())?;
         self.watch(spec.clone(), async move { exit.await.ok() });
+        self.lifecycle.publish(&spec.id, Change::Running);
         tracing::info!(workspace = %spec.id, pid, "workspace running");
         Ok(())
     }
@@ -277,7 +373,7 @@ impl<B: Backend> Manager<B> {
         tokio::spawn(async move {
             let how = tokio::select! {
                 () = cancel.cancelled() => return,
-                how = ended => how.map(|e| e.description).unwrap_or_default(),
+                how = manager.until_ended(&spec, ended) => how.map(|e| e.description).unwrap_or_default(),
             };
             let lock = manager.lock_for(&spec.id);
             let _held = lock.lock().await;
@@ -292,6 +388,9 @@ impl<B: Backend> Manager<B> {
                 .store
                 .set_state(&spec.id, WorkspaceState::Stopped, None, Some(&reason))
                 .await;
+            manager
+                .lifecycle
+                .publish(&spec.id, Change::Crashed { reason });
         });
     }
 
@@ -326,6 +425,7 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(id, WorkspaceState::Stopped, None, None)
             .await?;
+        self.lifecycle.publish(id, Change::Stopped { reason: None });
         self.get(id).await
     }
 
@@ -348,6 +448,10 @@ impl<B: Backend> Manager<B> {
             self.store
                 .set_state(id, WorkspaceState::Stopped, None, Some(&reason))
                 .await?;
+            let change = Change::Crashed {
+                reason: reason.clone(),
+            };
+            self.lifecycle.publish(id, change);
             return Err(ManagerError::StartFailed {
                 id: id.to_owned(),
                 reason,
@@ -368,6 +472,11 @@ impl<B: Backend> Manager<B> {
             .set_state(id, WorkspaceState::Deleted, None, None)
             .await?;
         self.leases.release(record.host_uid);
+        self.oom_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        self.lifecycle.publish(id, Change::Deleted);
         tracing::info!(workspace = %id, "workspace deleted");
         Ok(())
     }
@@ -432,6 +541,9 @@ impl<B: Backend> Manager<B> {
                     .set_state(&record.id, WorkspaceState::Stopped, None, Some(reason))
                     .await?;
                 tracing::info!(workspace = %record.id, "marked stopped: {reason}");
+                let reason = reason.to_owned();
+                self.lifecycle
+                    .publish(&record.id, Change::Crashed { reason });
             }
         }
         Ok(())
@@ -472,6 +584,9 @@ impl<B: Backend> Manager<B> {
                     Some("the daemon shut down"),
                 )
                 .await;
+            let reason = Some("the daemon shut down".to_owned());
+            self.lifecycle
+                .publish(&record.id, Change::Stopped { reason });
         }
     }
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
 use crate::geometry::Geometry;
+use crate::limits::Limits;
 
 /// What can go wrong with the store.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,8 @@ pub enum StateError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("state database query failed: {0}")]
     Query(#[from] sqlx::Error),
+    #[error("the state database holds unreadable limits for workspace {id}: {reason}")]
+    BadLimits { id: String, reason: String },
     #[error("the state database holds an unknown workspace state {0:?}")]
     UnknownState(String),
 }
@@ -104,6 +107,11 @@ pub struct WorkspaceRecord {
     /// Unix milliseconds.
     pub created_at: i64,
     pub updated_at: i64,
+    /// The id of the token that created it (`None`: made before owners were
+    /// recorded); agents see only their own workspaces by default.
+    pub owner_token: Option<String>,
+    /// What it may use (defaults for workspaces made before limits).
+    pub limits: Limits,
 }
 
 type Row = (
@@ -118,19 +126,42 @@ type Row = (
     Option<String>,
     i64,
     i64,
+    Option<String>,
+    Option<String>,
 );
 
 /// The workspace columns, in [`Row`] order (a macro so queries stay static strings).
 macro_rules! columns {
     () => {
-        "id, name, backend, state, width, height, host_uid, pid, error, created_at, updated_at"
+        "id, name, backend, state, width, height, host_uid, pid, error, created_at, updated_at, owner_token, limits"
     };
 }
 
 impl TryFrom<Row> for WorkspaceRecord {
     type Error = StateError;
     fn try_from(row: Row) -> Result<Self, StateError> {
-        let (id, name, backend, state, width, height, uid, pid, error, created, updated) = row;
+        let (
+            id,
+            name,
+            backend,
+            state,
+            width,
+            height,
+            uid,
+            pid,
+            error,
+            created,
+            updated,
+            owner,
+            limits,
+        ) = row;
+        let limits = match limits {
+            Some(text) => Limits::from_json(&text).map_err(|e| StateError::BadLimits {
+                id: id.clone(),
+                reason: e.to_string(),
+            })?,
+            None => Limits::default(),
+        };
         Ok(Self {
             id,
             name,
@@ -145,6 +176,8 @@ impl TryFrom<Row> for WorkspaceRecord {
             error,
             created_at: created,
             updated_at: updated,
+            owner_token: owner,
+            limits,
         })
     }
 }
@@ -191,7 +224,7 @@ impl Store {
         sqlx::query(concat!(
             "INSERT INTO workspaces (",
             columns!(),
-            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         ))
         .bind(&ws.id)
         .bind(&ws.name)
@@ -204,6 +237,8 @@ impl Store {
         .bind(&ws.error)
         .bind(ws.created_at)
         .bind(ws.updated_at)
+        .bind(&ws.owner_token)
+        .bind(ws.limits.to_json())
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -254,6 +289,18 @@ impl Store {
         rows.into_iter().map(WorkspaceRecord::try_from).collect()
     }
 
+    /// Every workspace ever made, deleted ones included, oldest first.
+    pub async fn list_all(&self) -> Result<Vec<WorkspaceRecord>, StateError> {
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM workspaces ORDER BY created_at, id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(WorkspaceRecord::try_from).collect()
+    }
+
     /// Host uids held by workspaces that still have files or processes.
     pub async fn uids_in_use(&self) -> Result<Vec<u32>, StateError> {
         let rows: Vec<(i64,)> = sqlx::query_as(
@@ -265,5 +312,54 @@ impl Store {
             .into_iter()
             .filter_map(|(uid,)| u32::try_from(uid).ok())
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::*;
+    use crate::limits::{LimitsPolicy, LimitsRequest};
+
+    fn record(id: &str, limits: Limits) -> WorkspaceRecord {
+        WorkspaceRecord {
+            id: id.into(),
+            name: id.into(),
+            backend: "jail".into(),
+            state: WorkspaceState::Stopped,
+            geometry: Geometry::default(),
+            host_uid: 1_600_001,
+            pid: None,
+            error: None,
+            created_at: 1,
+            updated_at: 1,
+            owner_token: None,
+            limits,
+        }
+    }
+
+    #[tokio::test]
+    async fn limits_persist_and_old_rows_get_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).await.unwrap();
+        let request = LimitsRequest {
+            memory_mb: Some(512),
+            cpus: Some(0.5),
+            disk_mb: Some(1024),
+            ..Default::default()
+        };
+        let limits = LimitsPolicy::with_maxima(1 << 40, 2.0, 4096, 1 << 40)
+            .resolve(&request)
+            .unwrap();
+        store.insert(&record("ws-a", limits)).await.unwrap();
+        drop(store);
+        let store = Store::open(&dir.path().join("state.db")).await.unwrap();
+        assert_eq!(store.get("ws-a").await.unwrap().unwrap().limits, limits);
+        store.insert(&record("ws-b", limits)).await.unwrap();
+        sqlx::query("UPDATE workspaces SET limits = NULL WHERE id = 'ws-b'")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let old = store.get("ws-b").await.unwrap().unwrap();
+        assert_eq!(old.limits, Limits::default());
     }
 }

@@ -40,12 +40,48 @@ impl Role {
     }
 }
 
+/// Which workspaces a token reaches, besides the ones it created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The role's default: agents reach only the workspaces they created;
+    /// operators, auditors and admins reach every workspace.
+    #[default]
+    Default,
+    /// Every workspace.
+    All,
+    /// These workspaces (and, as always, the ones the token created).
+    Only(Vec<String>),
+}
+
+impl Scope {
+    /// How the scope is stored: NULL, `*`, or a JSON list of ids.
+    fn to_column(&self) -> Option<String> {
+        match self {
+            Self::Default => None,
+            Self::All => Some("*".into()),
+            Self::Only(ids) => Some(serde_json::Value::from(ids.clone()).to_string()),
+        }
+    }
+
+    /// Reads a stored scope; a value this version cannot read reaches
+    /// nothing beyond the token's own workspaces (fails closed).
+    fn from_column(column: Option<String>) -> Self {
+        match column.as_deref() {
+            None => Self::Default,
+            Some("*") => Self::All,
+            Some(text) => Self::Only(serde_json::from_str(text).unwrap_or_default()),
+        }
+    }
+}
+
 /// A token as stored (never with its secret).
 #[derive(Debug, Clone, Serialize)]
 pub struct Token {
     pub id: String,
     pub name: String,
     pub role: Role,
+    pub scope: Scope,
 }
 
 fn hash(secret: &str) -> String {
@@ -59,21 +95,28 @@ fn random_hex(bytes: usize) -> String {
 }
 
 /// Makes a token; returns it and its secret, which is not kept anywhere.
-pub async fn create(store: &Store, name: &str, role: Role) -> Result<(Token, String), StateError> {
+pub async fn create(
+    store: &Store,
+    name: &str,
+    role: Role,
+    scope: Scope,
+) -> Result<(Token, String), StateError> {
     let token = Token {
         id: format!("tok-{}", random_hex(6)),
         name: name.to_owned(),
         role,
+        scope,
     };
     let secret = format!("{PREFIX}{}", random_hex(32));
     sqlx::query(
-        "INSERT INTO tokens (id, name, role, secret_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO tokens (id, name, role, secret_hash, created_at, scope) VALUES (?, ?, ?, ?, ?, ?)",
     )
     .bind(&token.id)
     .bind(&token.name)
     .bind(role.as_str())
     .bind(hash(&secret))
     .bind(now_ms())
+    .bind(token.scope.to_column())
     .execute(store.pool())
     .await?;
     Ok((token, secret))
@@ -84,17 +127,18 @@ pub async fn verify(store: &Store, secret: &str) -> Result<Option<Token>, StateE
     if !secret.starts_with(PREFIX) {
         return Ok(None);
     }
-    let row: Option<(String, String, String)> = sqlx::query_as(
-        "SELECT id, name, role FROM tokens WHERE secret_hash = ? AND revoked_at IS NULL",
+    let row: Option<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT id, name, role, scope FROM tokens WHERE secret_hash = ? AND revoked_at IS NULL",
     )
     .bind(hash(secret))
     .fetch_optional(store.pool())
     .await?;
-    Ok(row.and_then(|(id, name, role)| {
+    Ok(row.and_then(|(id, name, role, scope)| {
         Some(Token {
             id,
             name,
             role: Role::parse(&role)?,
+            scope: Scope::from_column(scope),
         })
     }))
 }
@@ -105,6 +149,7 @@ pub struct TokenInfo {
     pub id: String,
     pub name: String,
     pub role: Role,
+    pub scope: Scope,
     /// Unix milliseconds.
     pub created_at: i64,
     /// Unix milliseconds; `None` while the token is live.
@@ -113,18 +158,19 @@ pub struct TokenInfo {
 
 /// Every token ever made, oldest first (revoked ones included).
 pub async fn list(store: &Store) -> Result<Vec<TokenInfo>, StateError> {
-    let rows: Vec<(String, String, String, i64, Option<i64>)> = sqlx::query_as(
-        "SELECT id, name, role, created_at, revoked_at FROM tokens ORDER BY created_at, id",
+    let rows: Vec<(String, String, String, Option<String>, i64, Option<i64>)> = sqlx::query_as(
+        "SELECT id, name, role, scope, created_at, revoked_at FROM tokens ORDER BY created_at, id",
     )
     .fetch_all(store.pool())
     .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(id, name, role, created_at, revoked_at)| {
+        .filter_map(|(id, name, role, scope, created_at, revoked_at)| {
             Some(TokenInfo {
                 id,
                 name,
                 role: Role::parse(&role)?,
+                scope: Scope::from_column(scope),
                 created_at,
                 revoked_at,
             })
@@ -183,7 +229,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).await.unwrap();
         assert!(!admin_exists(&store).await.unwrap());
-        let (token, secret) = create(&store, "first", Role::Admin).await.unwrap();
+        let (token, secret) = create(&store, "first", Role::Admin, Scope::Default)
+            .await
+            .unwrap();
         assert!(admin_exists(&store).await.unwrap());
         let found = verify(&store, &secret).await.unwrap().unwrap();
         assert_eq!(found.id, token.id);
@@ -202,8 +250,12 @@ mod tests {
     async fn revoked_tokens_stop_verifying_and_stay_listed() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).await.unwrap();
-        let (admin, _) = create(&store, "root", Role::Admin).await.unwrap();
-        let (op, secret) = create(&store, "alice", Role::Operator).await.unwrap();
+        let (admin, _) = create(&store, "root", Role::Admin, Scope::Default)
+            .await
+            .unwrap();
+        let (op, secret) = create(&store, "alice", Role::Operator, Scope::All)
+            .await
+            .unwrap();
         assert!(is_live(&store, &op.id).await.unwrap());
         assert_eq!(live_admins(&store).await.unwrap(), 1);
         assert!(revoke(&store, &op.id).await.unwrap());

@@ -2,25 +2,19 @@
 //! run in order, stopping at the first error with one result per action run.
 //! `GET /v1/workspaces/{id}/screenshot`: the screen as an image, raw bytes.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use cubicle_runtime::backend::Backend;
-use cubicle_runtime::tokens::Role;
 use serde_json::{Map, Value, json};
 
-use crate::actions::run::{self, RunError};
+use crate::actions::run::RunError;
 use crate::actions::{Action, MAX_BATCH, parse_action};
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::screen::ScreenSession;
-use crate::screen::image_out;
+use crate::ops::{self, OpContext};
 
 fn field_error(err: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(err.to_string())
@@ -40,12 +34,14 @@ impl From<RunError> for ApiError {
     }
 }
 
-/// Parses the body into the actions to run; true if it was a batch.
-fn parse_body(body: &[u8]) -> Result<(Vec<Action>, bool), ApiError> {
+/// Parses the body into the actions to run (and each as sent, for the
+/// event log); true if it was a batch.
+pub fn parse_body(body: &[u8]) -> Result<(Vec<Action>, Vec<Value>, bool), ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
     let Some(list) = value.get("actions") else {
-        return Ok((vec![parse_action(&value).map_err(field_error)?], false));
+        let action = parse_action(&value).map_err(field_error)?;
+        return Ok((vec![action], vec![value], false));
     };
     let list = list
         .as_array()
@@ -63,59 +59,28 @@ fn parse_body(body: &[u8]) -> Result<(Vec<Action>, bool), ApiError> {
             parse_action(item).map_err(|e| field_error(e.within(&format!("actions[{i}]"))))
         })
         .collect::<Result<_, _>>()?;
-    Ok((actions, true))
-}
-
-/// The workspace's screen session, after checking it is running.
-pub async fn session_for(state: &AppState, id: &str) -> Result<Arc<ScreenSession>, ApiError> {
-    let record = state.manager.running(id).await?;
-    let channel = state
-        .manager
-        .backend()
-        .channel(&state.manager.spec(&record));
-    state.screens.get(id, &channel).await.map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "display_unavailable",
-            e.to_string(),
-        )
-    })
+    Ok((actions, list.clone(), true))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/actions", tag = "computer", params(("id" = String, Path)), request_body = crate::openapi::ActionRequest, responses((status = 200, body = crate::openapi::ActionResponse), (status = 400, body = crate::openapi::ErrorBody, description = "Names the bad field"), (status = 409, body = crate::openapi::ErrorBody, description = "Not running, or an operator holds control"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn actions(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    caller.require(&[Role::Agent, Role::Operator], "drive a workspace")?;
-    let (actions, batch) = parse_body(&body)?;
-    let session = session_for(&state, &id).await?;
-    let _one_at_a_time = session.actions.lock().await;
-    let mut results = Vec::with_capacity(actions.len());
-    for (index, action) in actions.iter().enumerate() {
-        // Checked before each input action: an operator may take over mid-batch.
-        let allowed = match action.is_input() {
-            true => state.control.check_input(&id, &caller.token),
-            false => Ok(()),
+    let (actions, sent, batch) = parse_body(&body)?;
+    let mut outcome = ops::actions::run_batch(&state, &ctx, &id, &actions, &sent).await?;
+    if let Some((index, err)) = outcome.failed {
+        return match batch {
+            true => Ok(batch_error(index, err, outcome.results)),
+            false => Err(err),
         };
-        if let Err(held) = allowed {
-            match batch {
-                true => return Ok(batch_error(index, held.into(), results)),
-                false => return Err(held.into()),
-            }
-        }
-        match run::run(&session, action).await {
-            Ok(result) => results.push(result),
-            Err(err) if batch => return Ok(batch_error(index, err.into(), results)),
-            Err(err) => return Err(err.into()),
-        }
     }
     let body = if batch {
-        json!({ "results": results })
+        json!({ "results": outcome.results })
     } else {
-        json!({ "result": results.pop().unwrap_or(Value::Null) })
+        json!({ "result": outcome.results.pop().unwrap_or(Value::Null) })
     };
     Ok(Json(body).into_response())
 }
@@ -136,14 +101,10 @@ fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
 #[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<String>, Query, description = "png or jpeg"), ("quality" = Option<u8>, Query), ("width" = Option<u32>, Query), ("height" = Option<u32>, Query)), responses((status = 200, content_type = "image/png", description = "The screen"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn screenshot(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     Query(query): Query<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
-    caller.require(
-        &[Role::Agent, Role::Operator, Role::Auditor],
-        "see a workspace",
-    )?;
     // Query values arrive as strings; the screenshot action wants numbers.
     let mut fields: Map<String, Value> = query
         .into_iter()
@@ -162,13 +123,6 @@ pub async fn screenshot(
             "screenshot query parsed as another action",
         ));
     };
-    let session = session_for(&state, &id).await?;
-    let frame = session.snapshot();
-    let encoded = tokio::task::spawn_blocking(move || {
-        image_out::encode(&frame, request.format, request.size)
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))?
-    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let encoded = ops::actions::screenshot(&state, &ctx, &id, request).await?;
     Ok(([(CONTENT_TYPE, encoded.media_type)], encoded.bytes).into_response())
 }

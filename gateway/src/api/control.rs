@@ -13,17 +13,13 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use cubicle_runtime::tokens::Role;
 use futures_util::Stream;
 use serde_json::Value;
 
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::control::ControlError;
 use crate::error::ApiError;
-
-/// Every role may see who holds control.
-const VIEWERS: [Role; 3] = [Role::Agent, Role::Operator, Role::Auditor];
+use crate::ops::{OpContext, Permission, access};
 
 impl From<ControlError> for ApiError {
     fn from(err: ControlError) -> Self {
@@ -41,54 +37,45 @@ impl From<ControlError> for ApiError {
 #[utoipa::path(get, path = "/v1/workspaces/{id}/control", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "Who holds the controls (agent or an operator) and since when"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&VIEWERS, "see who holds control")?;
-    state.manager.get(&id).await?;
+    access::workspace(&state, &ctx, &id, Permission::WorkspacesView).await?;
     Ok(Json(state.control.current(&id).view(&id)))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/control/take", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "This operator now holds control; agent input gets 409"), (status = 409, body = crate::openapi::ErrorBody, description = "Another operator holds it"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn take(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&[Role::Operator], "take control")?;
-    state.manager.running(&id).await?;
-    let control = state.control.take(&state.store, &id, &caller.token).await?;
+    access::running(&state, &ctx, &id, Permission::ControlHold).await?;
+    let control = state.control.take(&state.store, &id, &ctx.token).await?;
     Ok(Json(control.view(&id)))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/control/release", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "Control is back with the agent"), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn release(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&[Role::Operator], "hand control back")?;
-    state.manager.get(&id).await?;
-    let control = state
-        .control
-        .release(&state.store, &id, &caller.token)
-        .await?;
+    access::workspace(&state, &ctx, &id, Permission::ControlHold).await?;
+    let control = state.control.release(&state.store, &id, &ctx.token).await?;
     Ok(Json(control.view(&id)))
 }
 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/control/events", tag = "control", params(("id" = String, Path)), responses((status = 200, content_type = "text/event-stream", description = "Server-Sent Events: the holder, now and on every change"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn events(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    caller.require(&VIEWERS, "see who holds control")?;
-    state.manager.get(&id).await?;
+    access::workspace(&state, &ctx, &id, Permission::WorkspacesView).await?;
     let mut control = state.control.subscribe(&id);
     control.mark_changed();
-    let revoked = state
-        .revocations
-        .watch(state.store.clone(), &caller.token.id);
+    let revoked = state.revocations.watch(state.store.clone(), &ctx.token.id);
     let stream = futures_util::stream::unfold(
         (control, revoked, id),
         |(mut control, revoked, id)| async move {

@@ -4,14 +4,16 @@
 
 use axum::Json;
 use axum::extract::{Query, State};
-use cubicle_runtime::events::{self, Actor};
-use cubicle_runtime::tokens::Role;
+use std::collections::HashSet;
+
+use cubicle_runtime::events;
+use cubicle_runtime::tokens::{Role, Scope};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::ops::{OpContext, Permission, access};
 
 /// Most events one page returns.
 const MAX_LIMIT: u32 = 1000;
@@ -33,10 +35,10 @@ pub struct EventQuery {
         (status = 403, body = crate::openapi::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&[Role::Auditor, Role::Operator], "read the event log")?;
+    ctx.require(Permission::EventsRead)?;
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let limit = query.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_LIMIT {
@@ -44,17 +46,38 @@ pub async fn list(
             "limit must be 1..={MAX_LIMIT}, got {limit}"
         )));
     }
-    let events = events::list(&state.store, query.workspace.as_deref(), query.after, limit)
+    if let Some(id) = &query.workspace {
+        access::workspace(&state, &ctx, id, Permission::EventsRead).await?;
+    }
+    let mut events = events::list(&state.store, query.workspace.as_deref(), query.after, limit)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
+    if !sees_everything(&ctx) {
+        // A scoped caller sees only the events of workspaces it may see.
+        let visible: HashSet<String> = state
+            .manager
+            .store()
+            .list_all()
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .into_iter()
+            .filter(|ws| ctx.sees(ws))
+            .map(|ws| ws.id)
+            .collect();
+        events.retain(|e| {
+            e.workspace_id
+                .as_ref()
+                .is_some_and(|id| visible.contains(id))
+        });
+    }
     Ok(Json(json!({ "events": events })))
 }
 
-/// Records that `caller` did `kind` to workspace `id`. A failure to record
-/// is logged loudly: the action itself already happened.
-pub async fn record(state: &AppState, caller: &Caller, kind: &str, id: &str, detail: Value) {
-    let actor = Actor::from(&caller.token);
-    if let Err(err) = events::record(&state.store, kind, Some(id), Some(&actor), &detail).await {
-        tracing::error!(%err, kind, workspace = id, "cannot record an event");
+/// Whether the caller's scope covers every workspace (and so every event).
+fn sees_everything(ctx: &OpContext) -> bool {
+    match ctx.token.scope {
+        Scope::All => true,
+        Scope::Default => ctx.token.role != Role::Agent,
+        Scope::Only(_) => false,
     }
 }

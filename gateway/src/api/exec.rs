@@ -33,15 +33,15 @@ use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use cubicle_guest::control::{ExecExit, ExecRequest, MAX_TIMEOUT_MS};
-use cubicle_runtime::guest_ops::{ExecEvents, ExecOutput, ExecStdin, StreamEvent};
+use cubicle_runtime::guest_ops::{ExecEvents, ExecOutput, ExecStdin, GuestOpError, StreamEvent};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 
-use super::files::{ROLES, body_error, guest_channel, op_error};
+use super::files::body_error;
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::ops::{self, OpContext, Permission};
 
 /// The largest WebSocket message a client may send (stdin).
 const MAX_WS_MESSAGE: usize = 1024 * 1024;
@@ -49,14 +49,13 @@ const MAX_WS_MESSAGE: usize = 1024 * 1024;
 #[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::openapi::ExecBody, responses((status = 200, body = crate::openapi::ExecResult), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn run(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&ROLES, "run commands in workspaces")?;
+    ctx.require(Permission::Exec)?;
     let request = parse_exec(&body.map_err(body_error)?)?;
-    let channel = guest_channel(&state, &id).await?;
-    let output = channel.exec(&request).await.map_err(op_error)?;
+    let output = ops::exec::run(&state, &ctx, &id, &request).await?;
     Ok(Json(view(output)))
 }
 
@@ -90,7 +89,9 @@ pub fn parse_exec(body: &[u8]) -> Result<ExecRequest, ApiError> {
             }
         }
     }
-    request.validate().map_err(|e| op_error(e.into()))?;
+    request
+        .validate()
+        .map_err(|e| ApiError::from(GuestOpError::from(e)))?;
     Ok(request)
 }
 
@@ -188,19 +189,21 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
             }
         }
     }
-    request.validate().map_err(|e| op_error(e.into()))?;
+    request
+        .validate()
+        .map_err(|e| ApiError::from(GuestOpError::from(e)))?;
     Ok(request)
 }
 
 /// `GET .../exec/ws`: starts the command, then upgrades.
 pub async fn upgrade(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    caller.require(&ROLES, "run commands in workspaces")?;
+    ctx.require(Permission::Exec)?;
     let ws = ws.map_err(|rejection| {
         ApiError::new(
             rejection.status(),
@@ -209,11 +212,8 @@ pub async fn upgrade(
         )
     })?;
     let request = parse_ws_query(query.as_deref())?;
-    let channel = guest_channel(&state, &id).await?;
-    let (events, stdin) = channel.exec_stream(&request).await.map_err(op_error)?;
-    let revoked = state
-        .revocations
-        .watch(state.store.clone(), &caller.token.id);
+    let (events, stdin) = ops::exec::open_stream(&state, &ctx, &id, &request).await?;
+    let revoked = state.revocations.watch(state.store.clone(), &ctx.token.id);
     Ok(ws
         .max_message_size(MAX_WS_MESSAGE)
         .on_upgrade(move |socket| async move {
@@ -278,7 +278,7 @@ impl Utf8Carry {
 async fn forward_output(events: &mut ExecEvents, ws_tx: &mut WsTx) -> Result<(), ApiError> {
     let (mut out, mut err) = (Utf8Carry::default(), Utf8Carry::default());
     loop {
-        let (frame, exit) = match events.next().await.map_err(op_error)? {
+        let (frame, exit) = match events.next().await.map_err(ApiError::from)? {
             Some(StreamEvent::Stdout(bytes)) => (out.frame("stdout", &bytes, false), None),
             Some(StreamEvent::Stderr(bytes)) => (err.frame("stderr", &bytes, false), None),
             Some(StreamEvent::Exit(exit)) => (None, Some(exit)),
@@ -306,7 +306,7 @@ async fn forward_input(
 ) -> Result<(), ApiError> {
     while let Some(Ok(message)) = ws_rx.next().await {
         match message {
-            Message::Binary(bytes) => stdin.write(&bytes).await.map_err(op_error)?,
+            Message::Binary(bytes) => stdin.write(&bytes).await.map_err(ApiError::from)?,
             Message::Text(text) => stdin_message(text.as_str(), stdin).await?,
             Message::Close(_) => break,
             Message::Ping(_) | Message::Pong(_) => {}
@@ -325,10 +325,10 @@ async fn stdin_message(text: &str, stdin: &mut ExecStdin) -> Result<(), ApiError
     };
     let value: Value = serde_json::from_str(text).map_err(|_| bad())?;
     if let Some(data) = value.get("stdin").and_then(Value::as_str) {
-        return stdin.write(data.as_bytes()).await.map_err(op_error);
+        return stdin.write(data.as_bytes()).await.map_err(ApiError::from);
     }
     if value.get("stdin_eof") == Some(&Value::Bool(true)) {
-        return stdin.close().await.map_err(op_error);
+        return stdin.close().await.map_err(ApiError::from);
     }
     Err(bad())
 }

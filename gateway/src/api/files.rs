@@ -24,64 +24,15 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cubicle_guest::control::{ErrorCode, MAX_FILE};
-use cubicle_runtime::backend::Backend;
-use cubicle_runtime::channel::GuestChannel;
-use cubicle_runtime::guest_ops::GuestOpError;
-use cubicle_runtime::tokens::Role;
+use cubicle_guest::control::MAX_FILE;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::ops::{self, OpContext, Permission};
 
 /// The request body limit of `PUT .../files`.
 pub const BODY_LIMIT: usize = MAX_FILE as usize;
-/// Who may use exec and files: admins, agents and operators, not auditors.
-pub const ROLES: [Role; 2] = [Role::Agent, Role::Operator];
-
-/// The guest channel of running workspace `id` (404 unknown, 409 not running).
-pub async fn guest_channel(state: &AppState, id: &str) -> Result<GuestChannel, ApiError> {
-    let record = state.manager.running(id).await?;
-    let spec = state.manager.spec(&record);
-    Ok(state.manager.backend().channel(&spec))
-}
-
-/// The API's code and status for a guest's error code.
-fn guest_code(code: ErrorCode) -> (StatusCode, &'static str) {
-    match code {
-        ErrorCode::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
-        ErrorCode::NotAbsolute => (StatusCode::BAD_REQUEST, "not_absolute"),
-        ErrorCode::BadPath => (StatusCode::BAD_REQUEST, "bad_path"),
-        ErrorCode::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-        ErrorCode::IsADirectory => (StatusCode::BAD_REQUEST, "is_a_directory"),
-        ErrorCode::NotADirectory => (StatusCode::BAD_REQUEST, "not_a_directory"),
-        ErrorCode::NotEmpty => (StatusCode::CONFLICT, "not_empty"),
-        ErrorCode::SpecialFile => (StatusCode::BAD_REQUEST, "special_file"),
-        ErrorCode::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-        ErrorCode::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
-        ErrorCode::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
-        ErrorCode::NotExecutable => (StatusCode::BAD_REQUEST, "not_executable"),
-        ErrorCode::Io => (StatusCode::BAD_GATEWAY, "guest_error"),
-    }
-}
-
-/// The API error for a failed guest op (shared with exec).
-pub fn op_error(err: GuestOpError) -> ApiError {
-    let message = err.to_string();
-    let (status, code) = match &err {
-        GuestOpError::Invalid(invalid) => guest_code(invalid.code),
-        GuestOpError::TooLarge { .. } => guest_code(ErrorCode::TooLarge),
-        GuestOpError::Guest { code, .. } => guest_code(*code),
-        GuestOpError::Channel(_) | GuestOpError::Io(_) => {
-            (StatusCode::BAD_GATEWAY, "guest_unreachable")
-        }
-        GuestOpError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "guest_timeout"),
-        GuestOpError::BadReply(_) => (StatusCode::BAD_GATEWAY, "guest_error"),
-    };
-    ApiError::new(status, code, message)
-}
-
 /// A query string's parameters; any key not in `allowed` is a 400.
 pub fn query_params(
     raw: Option<&str>,
@@ -155,29 +106,26 @@ fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, ApiError> {
 #[utoipa::path(get, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query, description = "Absolute path in the workspace"), ("offset" = Option<u64>, Query), ("length" = Option<u64>, Query), ("list" = Option<bool>, Query), ("stat" = Option<bool>, Query)), responses((status = 200, content_type = "application/octet-stream", description = "The bytes (or JSON for list/stat)"), (status = 400, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    caller.require(&ROLES, "read workspace files")?;
+    ctx.require(Permission::FilesRead)?;
     let allowed = ["path", "list", "stat", "offset", "length"];
     let params = query_params(query.as_deref(), &allowed)?;
     let path = required_path(&params)?;
     let (list, stat) = (flag(&params, "list")?, flag(&params, "stat")?);
-    let channel = guest_channel(&state, &id).await?;
     if list {
-        let listing = channel.list_dir(&path).await.map_err(op_error)?;
+        let listing = ops::files::list(&state, &ctx, &id, &path).await?;
         return Ok(Json(listing).into_response());
     }
     if stat {
-        let info = channel.stat(&path).await.map_err(op_error)?;
+        let info = ops::files::stat(&state, &ctx, &id, &path).await?;
         return Ok(Json(info).into_response());
     }
     let offset = number(&params, "offset")?.unwrap_or(0);
-    let chunk = channel
-        .read_file(&path, offset, number(&params, "length")?)
-        .await
-        .map_err(op_error)?;
+    let length = number(&params, "length")?;
+    let chunk = ops::files::read(&state, &ctx, &id, &path, offset, length).await?;
     let headers = [
         (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
         (
@@ -192,15 +140,14 @@ pub async fn get(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/files/list", tag = "files", params(("id" = String, Path), ("path" = String, Query)), responses((status = 200, description = "Directory entries: name, type, size, mode, mtime"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&ROLES, "list workspace files")?;
+    ctx.require(Permission::FilesRead)?;
     let params = query_params(query.as_deref(), &["path"])?;
     let path = required_path(&params)?;
-    let channel = guest_channel(&state, &id).await?;
-    let listing = channel.list_dir(&path).await.map_err(op_error)?;
+    let listing = ops::files::list(&state, &ctx, &id, &path).await?;
     Ok(Json(json!(listing)))
 }
 
@@ -208,21 +155,17 @@ pub async fn list(
 #[utoipa::path(put, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("mode" = Option<String>, Query, description = "Octal, e.g. 0644")), request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Up to 16 MiB"), responses((status = 200, description = "Written"), (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn put(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&ROLES, "write workspace files")?;
+    ctx.require(Permission::FilesWrite)?;
     let params = query_params(query.as_deref(), &["path", "mode"])?;
     let path = required_path(&params)?;
     let mode = mode(&params)?;
     let body = body.map_err(body_error)?;
-    let channel = guest_channel(&state, &id).await?;
-    let info = channel
-        .write_file(&path, &body, mode)
-        .await
-        .map_err(op_error)?;
+    let info = ops::files::write(&state, &ctx, &id, &path, &body, mode).await?;
     Ok(Json(json!(info)))
 }
 
@@ -245,16 +188,15 @@ pub fn body_error(rejection: BytesRejection) -> ApiError {
 #[utoipa::path(delete, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("recursive" = Option<bool>, Query)), responses((status = 200, description = "Deleted"), (status = 400, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&ROLES, "delete workspace files")?;
+    ctx.require(Permission::FilesWrite)?;
     let params = query_params(query.as_deref(), &["path", "recursive"])?;
     let path = required_path(&params)?;
     let recursive = flag(&params, "recursive")?;
-    let channel = guest_channel(&state, &id).await?;
-    let removed = channel.delete(&path, recursive).await.map_err(op_error)?;
+    let removed = ops::files::delete(&state, &ctx, &id, &path, recursive).await?;
     Ok(Json(json!({ "deleted": removed })))
 }
 

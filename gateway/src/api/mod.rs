@@ -9,7 +9,11 @@ pub mod tokens;
 pub mod workspaces;
 
 use axum::Router;
+use axum::http::{HeaderName, HeaderValue};
 use axum::routing::get;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -69,6 +73,37 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::web::routes(state.clone()))
         .fallback(not_found)
         .with_state(state)
+        .layer(security_header("x-frame-options", "DENY"))
+        .layer(security_header("referrer-policy", "no-referrer"))
+        .layer(security_header("x-content-type-options", "nosniff"))
+        .layer(security_header("content-security-policy", CSP))
+        // A request id (`x-request-id`, kept when the client sends one, made
+        // otherwise) on the request, its log span, its events and its response.
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
+}
+
+const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static(crate::auth::REQUEST_ID);
+
+/// The page's content security policy: its own scripts, styles and sockets
+/// only, never framed.
+const CSP: &str = "default-src 'self'; img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+fn security_header(name: &'static str, value: &'static str) -> SetResponseHeaderLayer<HeaderValue> {
+    SetResponseHeaderLayer::if_not_present(
+        HeaderName::from_static(name),
+        HeaderValue::from_static(value),
+    )
+}
+
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let id = request
+        .headers()
+        .get(crate::auth::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!("request", id, method = %request.method(), path = request.uri().path())
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

@@ -5,15 +5,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use cubicle_runtime::geometry::{Geometry, GeometryError};
-use cubicle_runtime::manager::{CreateRequest, ManagerError};
+use cubicle_runtime::manager::CreateRequest;
 use cubicle_runtime::state::WorkspaceRecord;
-use cubicle_runtime::tokens::Role;
 use serde_json::{Value, json};
 
-use super::events::record;
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::ops::{self, OpContext};
 
 /// Longest workspace name accepted.
 const MAX_NAME: usize = 128;
@@ -28,6 +26,7 @@ pub fn view(record: &WorkspaceRecord) -> Value {
         "geometry": record.geometry,
         "host_uid": record.host_uid,
         "error": record.error,
+        "owner_token": record.owner_token,
         "created_at_ms": record.created_at,
         "updated_at_ms": record.updated_at,
         "links": {
@@ -38,8 +37,8 @@ pub fn view(record: &WorkspaceRecord) -> Value {
 }
 
 #[utoipa::path(get, path = "/v1/workspaces", tag = "workspaces", responses((status = 200, body = crate::openapi::WorkspaceList), (status = 401, body = crate::openapi::ErrorBody)))]
-pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, ApiError> {
-    let records = state.manager.list().await?;
+pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
+    let records = ops::workspaces::list(&state, &ctx).await?;
     let items: Vec<Value> = records.iter().map(view).collect();
     Ok(Json(json!({ "workspaces": items })))
 }
@@ -47,71 +46,51 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
 #[utoipa::path(get, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
-    _caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(view(&state.manager.get(&id).await?)))
+    Ok(Json(view(&ops::workspaces::get(&state, &ctx, &id).await?)))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::openapi::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::openapi::Workspace, description = "Created and ready"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 502, body = crate::openapi::ErrorBody, description = "Could not start; nothing is left behind")))]
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    caller.require(&[Role::Agent, Role::Operator], "create workspaces")?;
+    ctx.require(ops::Permission::WorkspacesCreate)?;
     let request = parse_create(&body)?;
-    match state.manager.create(request).await {
-        Ok(ws) => {
-            let detail = json!({ "backend": ws.backend, "geometry": ws.geometry });
-            record(&state, &caller, "workspace.create", &ws.id, detail).await;
-            Ok((StatusCode::CREATED, Json(view(&ws))))
-        }
-        Err(err) => {
-            if let ManagerError::StartFailed { id, reason } = &err {
-                let detail = json!({ "reason": reason });
-                record(&state, &caller, "workspace.create_failed", id, detail).await;
-            }
-            Err(err.into())
-        }
-    }
+    let ws = ops::workspaces::create(&state, &ctx, request).await?;
+    Ok((StatusCode::CREATED, Json(view(&ws))))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn start(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&[Role::Agent, Role::Operator], "start workspaces")?;
-    let ws = state.manager.start(&id).await?;
-    record(&state, &caller, "workspace.start", &id, json!({})).await;
-    Ok(Json(view(&ws)))
+    Ok(Json(view(
+        &ops::workspaces::start(&state, &ctx, &id).await?,
+    )))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/stop", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::openapi::Workspace), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn stop(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(&[Role::Agent, Role::Operator], "stop workspaces")?;
-    state.screens.close(&id);
-    let ws = state.manager.stop(&id).await?;
-    record(&state, &caller, "workspace.stop", &id, json!({})).await;
-    Ok(Json(view(&ws)))
+    Ok(Json(view(&ops::workspaces::stop(&state, &ctx, &id).await?)))
 }
 
 #[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    caller: Caller,
+    ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(&[Role::Agent, Role::Operator], "delete workspaces")?;
-    state.screens.close(&id);
-    state.manager.delete(&id).await?;
-    record(&state, &caller, "workspace.delete", &id, json!({})).await;
+    ops::workspaces::delete(&state, &ctx, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

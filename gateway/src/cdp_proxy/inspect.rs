@@ -83,6 +83,68 @@ const RESERVED: &[(&str, Reserved, &str)] = &[
     ),
 ];
 
+/// Methods that send input or change page state, refused (CDP error) while
+/// an operator holds the workspace's controls. Reads (DOM queries,
+/// screenshots, `Runtime.getProperties`, ...) go on. Prefixes end in `.`.
+pub const CHANGES_PAGE: &[&str] = &[
+    "Input.",
+    "Runtime.evaluate",
+    "Runtime.callFunctionOn",
+    "Runtime.compileScript",
+    "Runtime.runScript",
+    "Runtime.addBinding",
+    "Page.navigate",
+    "Page.navigateToHistoryEntry",
+    "Page.reload",
+    "Page.stopLoading",
+    "Page.setDocumentContent",
+    "Page.addScriptToEvaluateOnNewDocument",
+    "Page.close",
+    "Page.bringToFront",
+    "Page.handleJavaScriptDialog",
+    "DOM.setAttributeValue",
+    "DOM.setAttributesAsText",
+    "DOM.setFileInputFiles",
+    "DOM.setNodeName",
+    "DOM.setNodeValue",
+    "DOM.setOuterHTML",
+    "DOM.removeAttribute",
+    "DOM.removeNode",
+    "DOM.moveTo",
+    "DOM.copyTo",
+    "DOM.focus",
+    "DOM.undo",
+    "DOM.redo",
+    "CSS.set",
+    "Emulation.",
+    "Debugger.",
+    "Fetch.",
+    "Network.setCookie",
+    "Network.setCookies",
+    "Network.deleteCookies",
+    "Network.clearBrowserCookies",
+    "Storage.clear",
+    "Storage.setCookies",
+    "Target.createTarget",
+    "Target.closeTarget",
+    "Target.activateTarget",
+    "Target.sendMessageToTarget",
+    "Browser.close",
+    "Browser.crash",
+];
+
+/// Whether `method` sends input or changes page state ([`CHANGES_PAGE`]).
+pub fn changes_page(method: &str) -> bool {
+    CHANGES_PAGE
+        .iter()
+        .any(|entry| match entry.strip_suffix('.') {
+            Some(domain) => method
+                .strip_prefix(domain)
+                .is_some_and(|rest| rest.starts_with('.')),
+            None => method == *entry || (entry.ends_with("set") && method.starts_with(entry)),
+        })
+}
+
 /// How deep `Target.sendMessageToTarget` may nest messages.
 const MAX_TUNNEL_DEPTH: usize = 2;
 
@@ -198,6 +260,31 @@ mod tests {
             Direction::ToBrowser,
             &parse(Direction::ToBrowser, text).unwrap(),
         )
+    }
+
+    #[test]
+    fn page_changing_methods_are_listed() {
+        for method in [
+            "Input.dispatchMouseEvent",
+            "Input.insertText",
+            "Runtime.evaluate",
+            "Page.navigate",
+            "DOM.setFileInputFiles",
+            "CSS.setStyleTexts",
+            "Target.createTarget",
+        ] {
+            assert!(changes_page(method), "{method}");
+        }
+        for method in [
+            "Runtime.getProperties",
+            "DOM.getDocument",
+            "Page.captureScreenshot",
+            "Browser.getVersion",
+            "Inputs.x",
+            "Page.navigated",
+        ] {
+            assert!(!changes_page(method), "{method}");
+        }
     }
 
     #[test]

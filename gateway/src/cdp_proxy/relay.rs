@@ -15,6 +15,7 @@ use cubicle_guest::ports;
 use cubicle_runtime::channel::GuestChannel;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
@@ -22,6 +23,8 @@ use tokio_tungstenite::tungstenite::{self, protocol::WebSocketConfig};
 
 use super::inspect::{self, Direction, Verdict};
 use super::{CdpProxyError, MAX_MESSAGE};
+use crate::app::AppState;
+use crate::ops::{EventKind, OpContext, access};
 
 /// The browser end of a relay.
 pub type Browser = WebSocketStream<UnixStream>;
@@ -85,16 +88,50 @@ fn truncate(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// Who a CDP connection belongs to: every call is checked against the
+/// control lock and written to the event log before it is forwarded.
+pub struct Gate {
+    pub state: AppState,
+    pub ctx: OpContext,
+    pub workspace: String,
+}
+
+impl Gate {
+    /// Why the call may not go to the browser now, if it may not.
+    async fn refuse(&self, method: &str) -> Option<String> {
+        let held = inspect::changes_page(method)
+            .then(|| access::under_control(&self.state, &self.ctx, &self.workspace).err())
+            .flatten();
+        let outcome = if held.is_some() { "denied" } else { "ok" };
+        let noted = self
+            .state
+            .audit
+            .note(
+                Some(&self.ctx),
+                EventKind::CdpMethod,
+                Some(&self.workspace),
+                json!({ "method": method }),
+                Some(outcome),
+            )
+            .await;
+        match (held, noted) {
+            (Some(held), _) => Some(held.message),
+            (None, Err(err)) => Some(err.message),
+            (None, Ok(())) => None,
+        }
+    }
+}
+
 /// Relays `client` ⇄ `browser` until either side ends.
-pub async fn run(client: WebSocket, browser: Browser, workspace: String) {
+pub async fn run(client: WebSocket, browser: Browser, gate: Gate) {
     let (mut client_tx, client_rx) = client.split();
     let (mut browser_tx, browser_rx) = browser.split();
     let (answers_tx, answers_rx) = mpsc::channel(ANSWER_QUEUE);
     let end = tokio::select! {
-        end = to_browser(client_rx, &mut browser_tx, answers_tx) => end,
+        end = to_browser(client_rx, &mut browser_tx, answers_tx, &gate) => end,
         end = to_client(browser_rx, &mut client_tx, answers_rx) => end,
     };
-    tracing::debug!(workspace = %workspace, ?end, "CDP connection ended");
+    tracing::debug!(workspace = %gate.workspace, ?end, "CDP connection ended");
     let close_client = async {
         if let Some(frame) = end.close_frame() {
             let _ = client_tx.send(Message::Close(Some(frame))).await;
@@ -116,6 +153,7 @@ async fn to_browser(
     mut client: SplitStream<WebSocket>,
     browser: &mut SplitSink<Browser, tungstenite::Message>,
     answers: mpsc::Sender<String>,
+    gate: &Gate,
 ) -> End {
     while let Some(next) = client.next().await {
         let text = match next {
@@ -130,7 +168,14 @@ async fn to_browser(
         };
         let answer = match inspect::parse(Direction::ToBrowser, &text) {
             Ok(message) => {
-                inspect::answer(&message, &inspect::inspect(Direction::ToBrowser, &message))
+                let mut verdict = inspect::inspect(Direction::ToBrowser, &message);
+                if verdict == Verdict::Allow {
+                    let method = message.method.as_deref().unwrap_or_default();
+                    if let Some(reason) = gate.refuse(method).await {
+                        verdict = Verdict::Deny(reason);
+                    }
+                }
+                inspect::answer(&message, &verdict)
             }
             Err(err) => return End::ClientMisbehaved(err.to_string()),
         };

@@ -1,31 +1,28 @@
-//! Running each MCP tool through the same functions as the HTTP handlers
-//! (no HTTP round trip): the same parsing, role checks and error messages.
+//! Running each MCP tool through the operations core, like the HTTP
+//! handlers (no HTTP round trip): the same permission, scope, control-lock
+//! and event rules, the same parsing and error messages.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use cubicle_guest::control::FileInfo;
 use cubicle_runtime::guest_ops::ExecOutput;
-use cubicle_runtime::tokens::Role;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 
-use crate::actions::parse_action;
-use crate::actions::run;
-use crate::api::actions::session_for;
+use crate::api::actions::parse_body;
 use crate::api::exec::parse_exec;
-use crate::api::files::{ROLES, guest_channel, op_error};
 use crate::api::workspaces::{parse_create, view};
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::ops::{self, OpContext};
 
 type Args = Map<String, Value>;
 type Outcome = Result<CallToolResult, ApiError>;
 
 /// Runs tool `name`; `None` if there is no such tool.
-pub async fn call(state: &AppState, caller: &Caller, name: &str, args: Args) -> Option<Outcome> {
+pub async fn call(state: &AppState, caller: &OpContext, name: &str, args: Args) -> Option<Outcome> {
     Some(match name {
-        "list_workspaces" => list_workspaces(state, args).await,
+        "list_workspaces" => list_workspaces(state, caller, args).await,
         "create_workspace" => create_workspace(state, caller, args).await,
         "computer" => computer(state, caller, args).await,
         "exec" => exec(state, caller, args).await,
@@ -100,36 +97,41 @@ fn number_arg(args: &Args, name: &str) -> Result<Option<u64>, ApiError> {
     }
 }
 
-async fn list_workspaces(state: &AppState, args: Args) -> Outcome {
+async fn list_workspaces(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
     only(&args, &[])?;
-    let records = state.manager.list().await?;
+    let records = ops::workspaces::list(state, caller).await?;
     let items: Vec<Value> = records.iter().map(view).collect();
     Ok(json_result(json!({ "workspaces": items })))
 }
 
-async fn create_workspace(state: &AppState, caller: &Caller, args: Args) -> Outcome {
-    caller.require(&[Role::Agent, Role::Operator], "create workspaces")?;
+async fn create_workspace(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
     let request = parse_create(&bytes_of(&args))?;
-    let record = state.manager.create(request).await?;
+    let record = ops::workspaces::create(state, caller, request).await?;
     Ok(json_result(view(&record)))
 }
 
-async fn computer(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
-    caller.require(&[Role::Agent, Role::Operator], "drive a workspace")?;
+/// One action (`{"workspace", "action", ...}`) or a batch
+/// (`{"workspace", "actions": [...]}`), as `POST .../actions` takes them.
+async fn computer(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
     let id = take_workspace(&mut args)?;
-    let action =
-        parse_action(&Value::Object(args)).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    if action.is_input() {
-        // Refused while an operator holds control (as POST /actions is).
-        let allowed = state.control.check_input(&id, &caller.token);
-        allowed.map_err(ApiError::from)?;
+    let (actions, sent, batch) = parse_body(&bytes_of(&args))?;
+    let outcome = ops::actions::run_batch(state, caller, &id, &actions, &sent).await?;
+    if let Some((index, err)) = outcome.failed {
+        let mut err = err;
+        if batch {
+            err.message = format!("actions[{index}]: {} ({index} ran)", err.message);
+        }
+        return Err(err);
     }
-    let session = session_for(state, &id).await?;
-    let result = {
-        let _one_at_a_time = session.actions.lock().await;
-        run::run(&session, &action).await?
-    };
-    Ok(action_result(result))
+    let mut results = outcome.results.into_iter().map(action_result);
+    if !batch {
+        return Ok(results.next().unwrap_or_else(|| json_result(Value::Null)));
+    }
+    let mut content = Vec::new();
+    for result in results {
+        content.extend(result.content);
+    }
+    Ok(CallToolResult::success(content))
 }
 
 /// An action's result: images as MCP image content, anything else as JSON.
@@ -150,12 +152,10 @@ fn action_result(result: Value) -> CallToolResult {
     ])
 }
 
-async fn exec(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
-    caller.require(&ROLES, "run commands in workspaces")?;
+async fn exec(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
     let id = take_workspace(&mut args)?;
     let request = parse_exec(&bytes_of(&args))?;
-    let channel = guest_channel(state, &id).await?;
-    let output = channel.exec(&request).await.map_err(op_error)?;
+    let output = ops::exec::run(state, caller, &id, &request).await?;
     Ok(exec_result(&output))
 }
 
@@ -190,18 +190,13 @@ fn exec_result(output: &ExecOutput) -> CallToolResult {
     result
 }
 
-async fn read_file(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
-    caller.require(&ROLES, "read workspace files")?;
+async fn read_file(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
     let id = take_workspace(&mut args)?;
     only(&args, &["path", "offset", "length"])?;
     let path = required_path(&args)?;
     let offset = number_arg(&args, "offset")?.unwrap_or(0);
     let length = number_arg(&args, "length")?;
-    let channel = guest_channel(state, &id).await?;
-    let chunk = channel
-        .read_file(&path, offset, length)
-        .await
-        .map_err(op_error)?;
+    let chunk = ops::files::read(state, caller, &id, &path, offset, length).await?;
     let (encoding, content) = match String::from_utf8(chunk.bytes) {
         Ok(text) => ("utf-8", text),
         Err(err) => ("base64", B64.encode(err.as_bytes())),
@@ -218,18 +213,13 @@ async fn read_file(state: &AppState, caller: &Caller, mut args: Args) -> Outcome
     Ok(result)
 }
 
-async fn write_file(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
-    caller.require(&ROLES, "write workspace files")?;
+async fn write_file(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
     let id = take_workspace(&mut args)?;
     only(&args, &["path", "content", "content_base64", "mode"])?;
     let path = required_path(&args)?;
     let bytes = content_bytes(&args)?;
     let mode = mode_arg(&args)?;
-    let channel = guest_channel(state, &id).await?;
-    let info: FileInfo = channel
-        .write_file(&path, &bytes, mode)
-        .await
-        .map_err(op_error)?;
+    let info: FileInfo = ops::files::write(state, caller, &id, &path, &bytes, mode).await?;
     Ok(json_result(json!(info)))
 }
 
@@ -262,13 +252,11 @@ fn mode_arg(args: &Args) -> Result<Option<u32>, ApiError> {
         })
 }
 
-async fn list_files(state: &AppState, caller: &Caller, mut args: Args) -> Outcome {
-    caller.require(&ROLES, "list workspace files")?;
+async fn list_files(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
     let id = take_workspace(&mut args)?;
     only(&args, &["path"])?;
     let path = required_path(&args)?;
-    let channel = guest_channel(state, &id).await?;
-    let listing = channel.list_dir(&path).await.map_err(op_error)?;
+    let listing = ops::files::list(state, caller, &id, &path).await?;
     Ok(json_result(json!(listing)))
 }
 

@@ -4,7 +4,7 @@
 //! `POST /v1/mcp` speaks MCP's Streamable HTTP transport through the official
 //! Rust SDK (`rmcp`), stateless (no `Mcp-Session-Id`; GET and DELETE answer
 //! 405) and with plain JSON responses. Every request is authenticated by the
-//! same [`Caller`] extractor as the rest of the API, before the SDK sees it;
+//! same [`OpContext`] extractor as the rest of the API, before the SDK sees it;
 //! auditors are refused (the tools drive workspaces). `cubicle mcp`
 //! ([`stdio`]) bridges a stdio MCP client to this endpoint.
 //!
@@ -32,9 +32,8 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
-use crate::api::files::ROLES;
 use crate::app::AppState;
-use crate::auth::Caller;
+use crate::auth::OpContext;
 use crate::error::ApiError;
 
 /// The endpoint's path.
@@ -87,11 +86,11 @@ pub fn routes(state: AppState) -> Router<AppState> {
 /// Refuses callers without a valid token (401) or with the auditor role
 /// (403); hands the caller to the tools through the request's extensions.
 async fn authenticate(
-    caller: Caller,
+    caller: OpContext,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    caller.require(&ROLES, "use the MCP tools (they drive workspaces)")?;
+    caller.require(crate::ops::Permission::Input)?;
     request.extensions_mut().insert(caller);
     let sent_json = request
         .headers()

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{McpError, calls, tools};
 use crate::app::AppState;
-use crate::auth::Caller;
+use crate::auth::OpContext;
 use crate::error::ApiError;
 
 const INSTRUCTIONS: &str = "Cubicle workspaces are isolated Linux desktops (XFCE, Chromium, a shell). \
@@ -33,11 +33,11 @@ impl CubicleMcp {
 }
 
 /// The caller the auth layer put on the HTTP request.
-fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<OpContext, McpError> {
     context
         .extensions
         .get::<Parts>()
-        .and_then(|parts| parts.extensions.get::<Caller>())
+        .and_then(|parts| parts.extensions.get::<OpContext>())
         .cloned()
         .ok_or(McpError::NoCaller)
 }

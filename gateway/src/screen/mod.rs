@@ -242,6 +242,15 @@ impl Screens {
         sessions.get(id).filter(|s| !s.is_closed()).cloned()
     }
 
+    /// Ends every session.
+    pub fn close_all(&self) {
+        let sessions =
+            std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|p| p.into_inner()));
+        for session in sessions.into_values() {
+            session.close();
+        }
+    }
+
     /// Ends the session of workspace `id` (it stopped or was deleted).
     pub fn close(&self, id: &str) {
         if let Some(session) = self

@@ -20,21 +20,20 @@ use axum::response::Response;
 use cubicle_guest::ports;
 
 use crate::app::AppState;
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::ops::{EventKind, OpContext, Permission, access};
+use serde_json::json;
 
 /// Largest WebSocket message a viewer may send (a whole ClientCutText fits).
 const MAX_VIEWER_MESSAGE: usize = rfb_parse::MAX_CUT_TEXT + 64 * 1024;
 
 pub async fn upgrade(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: OpContext,
     Path(id): Path<String>,
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    let record = state.manager.running(&id).await?;
-    let spec = state.manager.spec(&record);
-    let channel = cubicle_runtime::backend::Backend::channel(state.manager.backend(), &spec);
+    let channel = access::guest(&state, &caller, &id, Permission::ScreenView).await?;
     let turn = handshake::turn().await;
     let mut guest = channel.connect(ports::RFB).await.map_err(|e| {
         ApiError::new(
@@ -51,6 +50,16 @@ pub async fn upgrade(
         )
     })?;
     drop(turn);
+    state
+        .audit
+        .note(
+            Some(&caller),
+            EventKind::LiveViewOpen,
+            Some(&id),
+            json!({}),
+            None,
+        )
+        .await?;
     let viewer = bridge::Viewer {
         control: state.control.subscribe(&id),
         revoked: state

@@ -1,0 +1,82 @@
+//! The gate every workspace operation passes: the caller's permission, then
+//! the workspace's existence and the caller's scope (a workspace outside it
+//! is answered exactly like one that does not exist, so ids cannot be
+//! probed), then, for operations that change the workspace, the control
+//! lock.
+
+use axum::http::StatusCode;
+use cubicle_runtime::backend::Backend;
+use cubicle_runtime::channel::GuestChannel;
+use cubicle_runtime::manager::ManagerError;
+use cubicle_runtime::state::{WorkspaceRecord, WorkspaceState};
+
+use super::{OpContext, Permission};
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// Workspace `id`, if the caller has `permission` and may see it.
+pub async fn workspace(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    permission: Permission,
+) -> Result<WorkspaceRecord, ApiError> {
+    ctx.require(permission)?;
+    match state.manager.get(id).await {
+        Ok(record) if ctx.sees(&record) => Ok(record),
+        // The same answer as for an id that never existed.
+        Ok(_) => Err(ManagerError::NotFound(id.to_owned()).into()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Like [`workspace`], and it must be running.
+pub async fn running(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    permission: Permission,
+) -> Result<WorkspaceRecord, ApiError> {
+    let record = workspace(state, ctx, id, permission).await?;
+    if record.state != WorkspaceState::Running {
+        return Err(ManagerError::Conflict {
+            id: record.id,
+            state: record.state.as_str(),
+            reason: "it is not running".into(),
+        }
+        .into());
+    }
+    Ok(record)
+}
+
+/// The guest channel of a running workspace the caller may use.
+pub async fn guest(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    permission: Permission,
+) -> Result<GuestChannel, ApiError> {
+    let record = running(state, ctx, id, permission).await?;
+    Ok(state
+        .manager
+        .backend()
+        .channel(&state.manager.spec(&record)))
+}
+
+/// Refuses an operation that changes workspace `id` while an operator other
+/// than the caller holds its controls (409 `control_held`).
+pub fn under_control(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+    state
+        .control
+        .check_input(id, &ctx.token)
+        .map_err(ApiError::from)
+}
+
+/// The 502 for a workspace whose display cannot be reached.
+pub fn display_unavailable(err: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "display_unavailable",
+        err.to_string(),
+    )
+}

@@ -1,0 +1,210 @@
+//! The event log as the core writes it: a typed kind per operation, who,
+//! which workspace, a digest of the parameters, the outcome, the request id
+//! and the client address.
+//!
+//! One failure rule: an operation whose event cannot be written does not
+//! run. [`Audit::begin`] appends the `started` row before the operation;
+//! [`Started::finish`] appends its outcome. Typed text and file contents
+//! are never stored in clear: their length and SHA-256 are.
+
+use std::future::Future;
+
+use axum::http::StatusCode;
+use cubicle_runtime::events::{self, NewEvent};
+use cubicle_runtime::state::Store;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::OpContext;
+use crate::error::ApiError;
+
+/// Every kind of event the gateway writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    WorkspaceCreate,
+    WorkspaceStart,
+    WorkspaceStop,
+    WorkspaceDelete,
+    /// The runtime saw it reach running (after a create or start).
+    WorkspaceRunning,
+    /// Its processes ended without being asked to, or it never became ready.
+    WorkspaceCrashed,
+    Action,
+    Screenshot,
+    Exec,
+    ExecStream,
+    FileRead,
+    FileList,
+    FileWrite,
+    FileDelete,
+    CdpOpen,
+    CdpMethod,
+    CdpClose,
+    LiveViewOpen,
+    LiveViewClose,
+    ControlTake,
+    ControlRelease,
+    TokenCreate,
+    TokenRevoke,
+    EventsRead,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkspaceCreate => "workspace.create",
+            Self::WorkspaceStart => "workspace.start",
+            Self::WorkspaceStop => "workspace.stop",
+            Self::WorkspaceDelete => "workspace.delete",
+            Self::WorkspaceRunning => "workspace.running",
+            Self::WorkspaceCrashed => "workspace.crashed",
+            Self::Action => "action",
+            Self::Screenshot => "screenshot",
+            Self::Exec => "exec",
+            Self::ExecStream => "exec.stream",
+            Self::FileRead => "file.read",
+            Self::FileList => "file.list",
+            Self::FileWrite => "file.write",
+            Self::FileDelete => "file.delete",
+            Self::CdpOpen => "cdp.open",
+            Self::CdpMethod => "cdp.method",
+            Self::CdpClose => "cdp.close",
+            Self::LiveViewOpen => "live_view.open",
+            Self::LiveViewClose => "live_view.close",
+            Self::ControlTake => "control.take",
+            Self::ControlRelease => "control.release",
+            Self::TokenCreate => "token.create",
+            Self::TokenRevoke => "token.revoke",
+            Self::EventsRead => "events.read",
+        }
+    }
+}
+
+/// Length and SHA-256 of bytes that must not be stored in clear.
+pub fn digest(bytes: &[u8]) -> Value {
+    json!({ "len": bytes.len(), "sha256": hex::encode(Sha256::digest(bytes)) })
+}
+
+/// Writes events for the core.
+#[derive(Clone)]
+pub struct Audit {
+    store: Store,
+}
+
+fn unavailable(err: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "audit_unavailable",
+        format!("the event log cannot be written, so nothing was done: {err}"),
+    )
+}
+
+impl Audit {
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// Appends one event that is complete in itself.
+    pub async fn note(
+        &self,
+        ctx: Option<&OpContext>,
+        kind: EventKind,
+        workspace: Option<&str>,
+        detail: Value,
+        outcome: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let actor = ctx.map(OpContext::actor);
+        let client = ctx.and_then(|c| c.client).map(|a| a.to_string());
+        let event = NewEvent {
+            kind: kind.as_str(),
+            workspace_id: workspace,
+            actor: actor.as_ref(),
+            detail,
+            request_id: ctx.map(|c| c.request_id.as_str()),
+            client: client.as_deref(),
+            outcome,
+        };
+        events::append(&self.store, &event)
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+
+    /// Appends the `started` row of an operation; the operation runs only
+    /// if this succeeded.
+    pub async fn begin<'a>(
+        &'a self,
+        ctx: &'a OpContext,
+        kind: EventKind,
+        workspace: Option<&'a str>,
+        detail: Value,
+    ) -> Result<Started<'a>, ApiError> {
+        self.note(Some(ctx), kind, workspace, detail, Some("started"))
+            .await?;
+        Ok(Started {
+            audit: self,
+            ctx,
+            kind,
+            workspace,
+        })
+    }
+
+    /// Runs `operation` between its `started` row and its outcome row;
+    /// `summary` says what the outcome row keeps of a success.
+    pub async fn run<T, F>(
+        &self,
+        ctx: &OpContext,
+        kind: EventKind,
+        workspace: Option<&str>,
+        detail: Value,
+        operation: F,
+        summary: impl FnOnce(&T) -> Value,
+    ) -> Result<T, ApiError>
+    where
+        F: Future<Output = Result<T, ApiError>>,
+    {
+        let started = self.begin(ctx, kind, workspace, detail).await?;
+        let result = operation.await;
+        let detail = match &result {
+            Ok(value) => summary(value),
+            Err(err) => json!({ "message": err.message }),
+        };
+        started.finish(&result, detail).await;
+        result
+    }
+}
+
+/// An operation whose `started` row is written.
+pub struct Started<'a> {
+    audit: &'a Audit,
+    ctx: &'a OpContext,
+    kind: EventKind,
+    workspace: Option<&'a str>,
+}
+
+impl Started<'_> {
+    /// Appends the outcome. The operation already ran, so a failure here
+    /// cannot undo it: it is logged loudly and the `started` row stands.
+    pub async fn finish<T>(self, result: &Result<T, ApiError>, detail: Value) {
+        let outcome = match result {
+            Ok(_) => "ok".to_owned(),
+            Err(err) if err.status == StatusCode::CONFLICT && err.code == "control_held" => {
+                "denied".to_owned()
+            }
+            Err(err) => format!("error:{}", err.code),
+        };
+        let noted = self
+            .audit
+            .note(
+                Some(self.ctx),
+                self.kind,
+                self.workspace,
+                detail,
+                Some(&outcome),
+            )
+            .await;
+        if let Err(err) = noted {
+            tracing::error!(kind = self.kind.as_str(), err = %err.message, "cannot record an outcome");
+        }
+    }
+}

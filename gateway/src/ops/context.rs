@@ -1,0 +1,53 @@
+//! The operation context: who is asking (their token, role and scope), which
+//! request this is and where it came from. Every door builds one, and every
+//! operation of the core takes one.
+
+use std::net::SocketAddr;
+
+use cubicle_runtime::events::Actor;
+use cubicle_runtime::state::WorkspaceRecord;
+use cubicle_runtime::tokens::{Role, Scope, Token};
+
+use super::permission::{self, Permission};
+use crate::error::ApiError;
+
+/// The caller of one operation.
+#[derive(Debug, Clone)]
+pub struct OpContext {
+    pub token: Token,
+    /// The request's id (`x-request-id`), on its response, log lines and events.
+    pub request_id: String,
+    /// The client's address, where the transport knows it.
+    pub client: Option<SocketAddr>,
+}
+
+impl OpContext {
+    /// Refuses the operation unless the caller's role has `permission`.
+    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
+        if permission::granted(self.token.role, permission) {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(format!(
+            "a token with role {} cannot {}",
+            self.token.role.as_str(),
+            permission.action()
+        )))
+    }
+
+    /// Whether the caller may see workspace `record` at all: its own, or
+    /// within its scope. Anything else is answered as if it did not exist.
+    pub fn sees(&self, record: &WorkspaceRecord) -> bool {
+        if record.owner_token.as_deref() == Some(self.token.id.as_str()) {
+            return true;
+        }
+        match &self.token.scope {
+            Scope::All => true,
+            Scope::Only(ids) => ids.contains(&record.id),
+            Scope::Default => self.token.role != Role::Agent,
+        }
+    }
+
+    pub fn actor(&self) -> Actor {
+        Actor::from(&self.token)
+    }
+}

@@ -1,0 +1,111 @@
+//! Files in a workspace: reads and listings (any caller with
+//! `files_read`), writes and deletes (with `files_write`, under the control
+//! lock). Each is an event; a write keeps the path, size and SHA-256.
+
+use cubicle_guest::control::{DirListing, FileInfo};
+use cubicle_runtime::guest_ops::FileChunk;
+use serde_json::json;
+
+use super::audit::{EventKind, digest};
+use super::{OpContext, Permission, access};
+use crate::app::AppState;
+use crate::error::ApiError;
+
+pub async fn read(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    path: &str,
+    offset: u64,
+    length: Option<u64>,
+) -> Result<FileChunk, ApiError> {
+    let channel = access::guest(state, ctx, id, Permission::FilesRead).await?;
+    let detail = json!({ "path": path, "offset": offset, "length": length });
+    let run = async {
+        let chunk = channel.read_file(path, offset, length).await?;
+        Ok(chunk)
+    };
+    let summary = |chunk: &FileChunk| json!({ "bytes": chunk.bytes.len(), "size": chunk.size });
+    let kind = EventKind::FileRead;
+    state
+        .audit
+        .run(ctx, kind, Some(id), detail, run, summary)
+        .await
+}
+
+pub async fn list(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    path: &str,
+) -> Result<DirListing, ApiError> {
+    let channel = access::guest(state, ctx, id, Permission::FilesRead).await?;
+    let run = async { Ok(channel.list_dir(path).await?) };
+    let kind = EventKind::FileList;
+    state
+        .audit
+        .run(ctx, kind, Some(id), json!({ "path": path }), run, |_| {
+            json!({})
+        })
+        .await
+}
+
+pub async fn stat(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    path: &str,
+) -> Result<FileInfo, ApiError> {
+    let channel = access::guest(state, ctx, id, Permission::FilesRead).await?;
+    let run = async { Ok(channel.stat(path).await?) };
+    let detail = json!({ "path": path, "stat": true });
+    let kind = EventKind::FileList;
+    state
+        .audit
+        .run(ctx, kind, Some(id), detail, run, |_| json!({}))
+        .await
+}
+
+pub async fn write(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    path: &str,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> Result<FileInfo, ApiError> {
+    let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
+    access::under_control(state, ctx, id)?;
+    let detail = json!({ "path": path, "mode": mode, "content": digest(bytes) });
+    let run = async { Ok(channel.write_file(path, bytes, mode).await?) };
+    let kind = EventKind::FileWrite;
+    state
+        .audit
+        .run(
+            ctx,
+            kind,
+            Some(id),
+            detail,
+            run,
+            |info: &FileInfo| json!({ "mode": info.mode }),
+        )
+        .await
+}
+
+pub async fn delete(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    path: &str,
+    recursive: bool,
+) -> Result<FileInfo, ApiError> {
+    let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
+    access::under_control(state, ctx, id)?;
+    let detail = json!({ "path": path, "recursive": recursive });
+    let run = async { Ok(channel.delete(path, recursive).await?) };
+    let kind = EventKind::FileDelete;
+    state
+        .audit
+        .run(ctx, kind, Some(id), detail, run, |_| json!({}))
+        .await
+}

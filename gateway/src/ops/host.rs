@@ -1,0 +1,64 @@
+//! What the gateway keeps per running workspace (its RFB session and
+//! framebuffer, its control lock) follows the runtime's lifecycle stream:
+//! torn down when the workspace stops, crashes or is deleted, whoever caused
+//! it (an API call, the exit watcher, reconcile, shutdown). Crashes and
+//! runs the runtime saw by itself become events here, written by the daemon.
+
+use cubicle_runtime::lifecycle::{Change, Lifecycle};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::audit::EventKind;
+use crate::app::AppState;
+
+/// Follows the lifecycle stream until `cancel`; the task it runs in is
+/// owned by the daemon's serve loop.
+pub async fn follow(
+    state: AppState,
+    mut changes: tokio::sync::broadcast::Receiver<Lifecycle>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let change = tokio::select! {
+            () = cancel.cancelled() => return,
+            change = changes.recv() => change,
+        };
+        match change {
+            Ok(change) => apply(&state, change).await,
+            Err(RecvError::Lagged(missed)) => {
+                tracing::error!(
+                    missed,
+                    "lifecycle follower fell behind; closing every screen session to resync"
+                );
+                state.screens.close_all();
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
+    if change.ends_running() {
+        state.screens.close(&workspace);
+    }
+    if change == Change::Deleted {
+        state.control.forget(&workspace);
+    }
+    let event = match &change {
+        Change::Running => Some((EventKind::WorkspaceRunning, json!({}))),
+        Change::Crashed { reason } => {
+            Some((EventKind::WorkspaceCrashed, json!({ "reason": reason })))
+        }
+        _ => None,
+    };
+    if let Some((kind, detail)) = event {
+        let noted = state
+            .audit
+            .note(None, kind, Some(&workspace), detail, None)
+            .await;
+        if let Err(err) = noted {
+            tracing::error!(workspace, err = %err.message, "cannot record a lifecycle event");
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The operations core: one function per operation, whichever door
+//! (REST, WebSocket, MCP over HTTP or stdio, the CDP proxy, the live view)
+//! it came through. Each takes an [`OpContext`] (who, which request, from
+//! where), checks the caller's [`Permission`] in the one role table, checks
+//! the workspace's owner and the caller's scope ([`access`]), takes the
+//! control lock where the operation changes the workspace, writes its
+//! event ([`audit`]; no event, no operation) and only then calls the
+//! runtime. The doors parse, call and render; nothing else.
+//!
+//! Read [`access::workspace`] and [`audit::Audit::run`] first.
+
+pub mod access;
+pub mod actions;
+pub mod audit;
+pub mod context;
+pub mod exec;
+pub mod files;
+pub mod host;
+pub mod permission;
+pub mod workspaces;
+
+pub use audit::EventKind;
+pub use context::OpContext;
+pub use permission::Permission;

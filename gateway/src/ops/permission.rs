@@ -1,0 +1,140 @@
+//! What each role may do: one permission per kind of operation and one
+//! role → permission table. The operations core is the only caller of
+//! [`granted`]; `GET /v1/me` shows a caller its permissions, and the page
+//! uses them instead of a role list of its own.
+
+use cubicle_runtime::tokens::Role;
+use serde::Serialize;
+
+/// One kind of operation a token may be allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    /// List and read workspaces, see who holds control.
+    WorkspacesView,
+    /// Create workspaces (owned by the creating token).
+    WorkspacesCreate,
+    /// Start, stop and delete workspaces.
+    WorkspacesManage,
+    /// Screenshots and the live view.
+    ScreenView,
+    /// Computer-use input: pointer, keys, typing.
+    Input,
+    /// Run commands.
+    Exec,
+    /// Read and list files.
+    FilesRead,
+    /// Write and delete files.
+    FilesWrite,
+    /// The CDP proxy to the workspace's browser.
+    Browser,
+    /// Take over a workspace's controls and hand them back.
+    ControlHold,
+    /// Read the event log.
+    EventsRead,
+    /// Make, list and revoke tokens.
+    TokensManage,
+}
+
+impl Permission {
+    pub const ALL: [Self; 12] = [
+        Self::WorkspacesView,
+        Self::WorkspacesCreate,
+        Self::WorkspacesManage,
+        Self::ScreenView,
+        Self::Input,
+        Self::Exec,
+        Self::FilesRead,
+        Self::FilesWrite,
+        Self::Browser,
+        Self::ControlHold,
+        Self::EventsRead,
+        Self::TokensManage,
+    ];
+
+    /// What it lets a caller do, for refusals ("a token with role auditor
+    /// cannot run commands").
+    pub fn action(self) -> &'static str {
+        match self {
+            Self::WorkspacesView => "see workspaces",
+            Self::WorkspacesCreate => "create workspaces",
+            Self::WorkspacesManage => "start, stop or delete workspaces",
+            Self::ScreenView => "see a workspace's screen",
+            Self::Input => "drive a workspace (pointer, keys, typing)",
+            Self::Exec => "run commands in workspaces",
+            Self::FilesRead => "read workspace files",
+            Self::FilesWrite => "write or delete workspace files",
+            Self::Browser => "use a workspace's browser",
+            Self::ControlHold => "take or hand back control",
+            Self::EventsRead => "read the event log",
+            Self::TokensManage => "manage tokens",
+        }
+    }
+}
+
+/// The table: whether `role` has `permission`.
+pub fn granted(role: Role, permission: Permission) -> bool {
+    use Permission as P;
+    match role {
+        Role::Admin => true,
+        Role::Operator => permission != P::TokensManage,
+        Role::Agent => matches!(
+            permission,
+            P::WorkspacesView
+                | P::WorkspacesCreate
+                | P::WorkspacesManage
+                | P::ScreenView
+                | P::Input
+                | P::Exec
+                | P::FilesRead
+                | P::FilesWrite
+                | P::Browser
+        ),
+        Role::Auditor => matches!(
+            permission,
+            P::WorkspacesView | P::ScreenView | P::EventsRead
+        ),
+    }
+}
+
+/// Every permission `role` has, in [`Permission::ALL`] order.
+pub fn of_role(role: Role) -> Vec<Permission> {
+    Permission::ALL
+        .into_iter()
+        .filter(|&p| granted(role, p))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Permission as P;
+
+    #[test]
+    fn the_table() {
+        assert_eq!(of_role(Role::Admin).len(), Permission::ALL.len());
+        assert_eq!(of_role(Role::Operator).len(), Permission::ALL.len() - 1);
+        assert!(!granted(Role::Operator, P::TokensManage));
+        assert_eq!(
+            of_role(Role::Auditor),
+            [P::WorkspacesView, P::ScreenView, P::EventsRead]
+        );
+        for p in [P::ControlHold, P::EventsRead, P::TokensManage] {
+            assert!(!granted(Role::Agent, p), "agent must not {}", p.action());
+        }
+        for p in [
+            P::Input,
+            P::Exec,
+            P::FilesWrite,
+            P::Browser,
+            P::WorkspacesCreate,
+        ] {
+            assert!(granted(Role::Agent, p));
+            assert!(
+                !granted(Role::Auditor, p),
+                "auditor must not {}",
+                p.action()
+            );
+        }
+    }
+}

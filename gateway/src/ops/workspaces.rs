@@ -1,0 +1,102 @@
+//! Workspace lifecycle operations: create, list, get, start, stop, delete.
+
+use cubicle_runtime::manager::{CreateRequest, ManagerError};
+use cubicle_runtime::state::WorkspaceRecord;
+use serde_json::json;
+
+use super::audit::EventKind;
+use super::{OpContext, Permission, access};
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// Creates a workspace owned by the caller; returns it once ready.
+pub async fn create(
+    state: &AppState,
+    ctx: &OpContext,
+    mut request: CreateRequest,
+) -> Result<WorkspaceRecord, ApiError> {
+    ctx.require(Permission::WorkspacesCreate)?;
+    request.owner_token = Some(ctx.token.id.clone());
+    let detail = json!({ "name": request.name, "geometry": request.geometry });
+    let manager = state.manager.clone();
+    state
+        .audit
+        .run(
+            ctx,
+            EventKind::WorkspaceCreate,
+            None,
+            detail,
+            async move { manager.create(request).await.map_err(created_error) },
+            |ws: &WorkspaceRecord| json!({ "workspace": ws.id, "backend": ws.backend }),
+        )
+        .await
+}
+
+/// A failed create still names the workspace it made (and removed).
+fn created_error(err: ManagerError) -> ApiError {
+    let id = match &err {
+        ManagerError::StartFailed { id, .. } => Some(id.clone()),
+        _ => None,
+    };
+    let mut api = ApiError::from(err);
+    if let Some(id) = id {
+        api.message = format!("{} (workspace {id})", api.message);
+    }
+    api
+}
+
+/// The workspaces the caller may see.
+pub async fn list(state: &AppState, ctx: &OpContext) -> Result<Vec<WorkspaceRecord>, ApiError> {
+    ctx.require(Permission::WorkspacesView)?;
+    let all = state.manager.list().await?;
+    Ok(all.into_iter().filter(|ws| ctx.sees(ws)).collect())
+}
+
+pub async fn get(state: &AppState, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesView).await
+}
+
+pub async fn start(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+) -> Result<WorkspaceRecord, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    let manager = state.manager.clone();
+    let run = async move { manager.start(id).await.map_err(ApiError::from) };
+    let kind = EventKind::WorkspaceStart;
+    state
+        .audit
+        .run(ctx, kind, Some(id), json!({}), run, |_| json!({}))
+        .await
+}
+
+pub async fn stop(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+) -> Result<WorkspaceRecord, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    let run = async {
+        state.screens.close(id);
+        state.manager.stop(id).await.map_err(ApiError::from)
+    };
+    let kind = EventKind::WorkspaceStop;
+    state
+        .audit
+        .run(ctx, kind, Some(id), json!({}), run, |_| json!({}))
+        .await
+}
+
+pub async fn delete(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    let run = async {
+        state.screens.close(id);
+        state.manager.delete(id).await.map_err(ApiError::from)
+    };
+    let kind = EventKind::WorkspaceDelete;
+    state
+        .audit
+        .run(ctx, kind, Some(id), json!({}), run, |_| json!({}))
+        .await
+}
