@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::channel::GuestChannel;
+use crate::channel::{GuestChannel, GuestPeer};
 use crate::geometry::Geometry;
 
 /// Everything a backend needs to know about one workspace.
@@ -16,12 +16,25 @@ pub struct WorkspaceSpec {
     pub host_uid: u32,
     /// The workspace's directory under the data dir (its writable layer).
     pub dir: PathBuf,
+    /// The host pid of its top process while it runs (what the guest
+    /// channel's peer must descend from); `None` when it does not.
+    pub top_pid: Option<i32>,
 }
 
 impl WorkspaceSpec {
-    /// The Unix socket of the guest channel, inside `dir`.
+    /// The jail's guest channel socket: bound by the daemon in `host/`, a
+    /// root-only directory inside `dir` that the workspace cannot see (see
+    /// [`crate::channel`] for why the host owns this path).
     pub fn channel_socket(&self) -> PathBuf {
-        self.dir.join("chan").join("guest.sock")
+        self.dir.join("host").join("guest.sock")
+    }
+
+    /// Who must be listening on its guest channel.
+    pub fn guest_peer(&self) -> GuestPeer {
+        GuestPeer {
+            uid: self.host_uid,
+            top_pid: self.top_pid,
+        }
     }
 }
 
@@ -80,9 +93,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Removes the workspace's writable layer entirely.
     fn destroy(&self, spec: &WorkspaceSpec) -> Result<(), BackendError>;
 
-    /// How to reach the guest.
+    /// How to reach the guest; the channel refuses any listener but the
+    /// workspace's own (its uid, under `spec.top_pid`).
     fn channel(&self, spec: &WorkspaceSpec) -> GuestChannel {
-        GuestChannel::new(spec.channel_socket())
+        GuestChannel::new(spec.channel_socket(), spec.guest_peer())
     }
 }
 

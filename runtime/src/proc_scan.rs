@@ -35,6 +35,31 @@ pub fn is_alive(pid: i32) -> bool {
     !matches!(state, Some('Z') | Some('X') | None)
 }
 
+/// The parent pid of `pid`, if it is still there.
+pub fn parent_pid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name (which may hold spaces and ')'): state, ppid.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `pid` is `top` or one of its descendants, walking parent pids
+/// (at most `MAX_DEPTH` steps; a deeper tree is not a workspace's).
+pub fn descends_from(pid: i32, top: i32) -> bool {
+    const MAX_DEPTH: usize = 256;
+    let mut at = pid;
+    for _ in 0..MAX_DEPTH {
+        if at == top {
+            return true;
+        }
+        match parent_pid(at) {
+            Some(parent) if parent > 0 && parent != at => at = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// SIGKILLs every process of `uid` until none is left or `timeout` passes.
 /// Returns the pids still alive at the end (empty on success).
 pub async fn kill_uid(uid: u32, timeout: Duration) -> Vec<i32> {
@@ -74,4 +99,29 @@ pub async fn end_uid(uid: u32, grace: Duration) -> Vec<i32> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     kill_uid(uid, Duration::from_secs(5)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_descends_from_its_ancestors_only() {
+        let me = std::process::id() as i32;
+        let parent = parent_pid(me).expect("the test has a parent");
+        assert!(descends_from(me, me));
+        assert!(descends_from(me, parent));
+        assert!(descends_from(me, 1), "everything descends from init");
+        assert!(!descends_from(parent, me));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let child_pid = child.id() as i32;
+        assert!(descends_from(child_pid, me));
+        assert!(!descends_from(me, child_pid));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!descends_from(i32::MAX, me), "a pid that does not exist");
+    }
 }

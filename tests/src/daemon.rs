@@ -146,12 +146,17 @@ impl Daemon {
         ws
     }
 
-    /// The guest channel socket of workspace `id`.
+    /// The guest channel socket of workspace `id`: the microVM's vsock
+    /// socket (`chan/`) if there is one, else the jail's, which the daemon
+    /// binds in its root-only `host/` directory.
     pub fn channel_socket(&self, id: &str) -> PathBuf {
-        self.data_dir
-            .join("workspaces")
-            .join(id)
-            .join("chan/guest.sock")
+        let dir = self.workspace_dir(id);
+        let vm = dir.join("chan/guest.sock");
+        if vm.exists() {
+            vm
+        } else {
+            dir.join("host/guest.sock")
+        }
     }
 
     /// The workspace directory of `id`.

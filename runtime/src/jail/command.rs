@@ -17,7 +17,14 @@ const MAX_OPEN_FILES: u32 = 16384;
 /// Size of the workspace's `/dev/shm`.
 const SHM_BYTES: u64 = 512 * 1024 * 1024;
 
-pub fn argv(jail: &JailBackend, spec: &WorkspaceSpec, seccomp_fd: RawFd) -> Vec<String> {
+/// `seccomp_fd` and `channel_fd` are inherited: the filter bubblewrap
+/// reads, and the guest channel socket `cubicle-guest` listens on.
+pub fn argv(
+    jail: &JailBackend,
+    spec: &WorkspaceSpec,
+    seccomp_fd: RawFd,
+    channel_fd: RawFd,
+) -> Vec<String> {
     let dir = |sub: &str| spec.dir.join(sub).display().to_string();
     let limits = Limits {
         processes: MAX_PROCESSES,
@@ -46,8 +53,9 @@ pub fn argv(jail: &JailBackend, spec: &WorkspaceSpec, seccomp_fd: RawFd) -> Vec<
         "--tmpfs".into(),
         "/run".into(),
     ]);
+    // No directory of the guest channel is mounted: its socket arrives as
+    // `channel_fd` (see `crate::channel` for why).
     for (host, guest) in [
-        (dir("chan"), "/run/cubicle"),
         (dir("home"), "/home/user"),
         (dir("tmp"), "/tmp"),
     ] {
@@ -75,6 +83,8 @@ pub fn argv(jail: &JailBackend, spec: &WorkspaceSpec, seccomp_fd: RawFd) -> Vec<
         seccomp_fd.to_string(),
         "--".into(),
         "/usr/local/sbin/cubicle-guest".into(),
+        "--channel-fd".into(),
+        channel_fd.to_string(),
         "--geometry".into(),
         spec.geometry.to_string(),
         "--xvnc".into(),
@@ -96,8 +106,9 @@ mod tests {
             geometry: crate::geometry::Geometry::default(),
             host_uid: 1_600_007,
             dir: "/data/workspaces/ws-1".into(),
+            top_pid: None,
         };
-        let argv = argv(&jail, &spec, 9);
+        let argv = argv(&jail, &spec, 9, 11);
         let joined = argv.join(" ");
         for needle in [
             "--reuid=1600007",
@@ -106,10 +117,13 @@ mod tests {
             "--cap-drop ALL",
             "--seccomp 9",
             "--bind /data/workspaces/ws-1/home /home/user",
-            "--geometry 1280x800",
+            "cubicle-guest --channel-fd 11 --geometry 1280x800",
         ] {
             assert!(joined.contains(needle), "missing {needle:?} in {joined}");
         }
         assert!(!joined.contains("--share-net"));
+        // Nothing the host connects to is mounted where the guest can write.
+        assert!(!joined.contains("/run/cubicle"), "{joined}");
+        assert!(!joined.contains("/host"), "{joined}");
     }
 }

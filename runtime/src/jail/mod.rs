@@ -8,6 +8,7 @@
 //! Debian, and does exactly this; `crun` does not run on these hosts.
 
 pub mod command;
+pub mod host_socket;
 pub mod seccomp;
 
 use std::os::fd::AsRawFd;
@@ -84,16 +85,18 @@ impl Backend for JailBackend {
         &self,
         spec: &WorkspaceSpec,
     ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
-        for sub in ["home", "tmp", "chan"] {
+        for sub in ["home", "tmp"] {
             Self::owned_dir(&spec.dir.join(sub), spec.host_uid)?;
         }
-        let _ = std::fs::remove_file(spec.channel_socket());
+        // The guest channel: bound here by root, listened on by the guest.
+        let channel = host_socket::bind(spec)?;
+        let channel_fd = channel.as_raw_fd();
         let seccomp = self.write_seccomp(spec)?;
         let seccomp_fd = seccomp.as_raw_fd();
         let log_path = spec.dir.join("guest.log");
         let log = std::fs::File::create(&log_path).map_err(io_err(&log_path))?;
         let log_err = log.try_clone().map_err(io_err(&log_path))?;
-        let argv = command::argv(self, spec, seccomp_fd);
+        let argv = command::argv(self, spec, seccomp_fd, channel_fd);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env_clear()
@@ -104,11 +107,14 @@ impl Backend for JailBackend {
             .kill_on_drop(false);
         // SAFETY: the closure runs in the forked child before exec and only
         // calls fcntl, which is async-signal-safe; it clears close-on-exec on
-        // the seccomp fd so bubblewrap (and nothing spawned elsewhere) gets it.
+        // the seccomp and channel fds so bubblewrap (and nothing spawned
+        // elsewhere) gets them.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::fcntl(seccomp_fd, libc::F_SETFD, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
+                for fd in [seccomp_fd, channel_fd] {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
@@ -117,6 +123,7 @@ impl Backend for JailBackend {
             .spawn()
             .map_err(|e| BackendError::Spawn(format!("{}: {e}", argv[0])))?;
         drop(seccomp);
+        drop(channel);
         let pid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
@@ -144,7 +151,8 @@ impl Backend for JailBackend {
     }
 
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
-        for sub in ["chan", "tmp"] {
+        // `chan` only exists in workspaces started by older versions.
+        for sub in ["host", "chan", "tmp"] {
             let path = spec.dir.join(sub);
             if path.exists() {
                 std::fs::remove_dir_all(&path).map_err(io_err(&path))?;

@@ -3,9 +3,17 @@
 //!
 //! It is a deny list on top of what the jail already removes (capabilities,
 //! further user namespaces): kernel-module, kexec, BPF, perf, keyring,
-//! mount, tracing of other processes, terminal injection (`TIOCSTI`) and
-//! io_uring — the calls a desktop and a browser never need and container
-//! escapes keep using. A denied call fails with `EPERM`.
+//! mount, tracing of other processes and reading or writing their memory
+//! or descriptors (`ptrace`, `process_vm_*`, `pidfd_getfd`), terminal
+//! injection (`TIOCSTI`), io_uring and vsock sockets — the calls a desktop
+//! and a browser never need and container escapes keep using. A denied call
+//! fails with `EPERM`.
+//!
+//! `pidfd_getfd` matters beyond the usual: the guest supervisor holds the
+//! guest channel's listening socket and its root-owned log, and without it
+//! any process of the workspace could take a copy of either. `AF_VSOCK`
+//! reaches the host's vsock services (and, on a host that is itself a VM,
+//! its hypervisor's), which the jail's network namespace does not cover.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +47,7 @@ const DENIED: &[i64] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
+    libc::SYS_pidfd_getfd,
     libc::SYS_mount,
     libc::SYS_umount2,
     libc::SYS_pivot_root,
@@ -81,6 +90,13 @@ pub fn jail_filter_bytes() -> Result<Vec<u8>, SeccompError> {
         u64::from(libc::TIOCSTI as u32),
     )?;
     rules.insert(libc::SYS_ioctl, vec![SeccompRule::new(vec![tiocsti])?]);
+    let vsock = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_VSOCK as u64,
+    )?;
+    rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![vsock])?]);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -103,10 +119,73 @@ pub fn jail_filter_bytes() -> Result<Vec<u8>, SeccompError> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn filter_compiles_to_whole_instructions() {
-        let bytes = super::jail_filter_bytes().unwrap();
+        let bytes = jail_filter_bytes().unwrap();
         assert!(!bytes.is_empty());
         assert_eq!(bytes.len() % 8, 0);
+    }
+
+    /// What `socket(domain, SOCK_STREAM, 0)` gives in a forked child under
+    /// the jail filter: `Ok(())` or the errno.
+    fn socket_under_filter(domains: &[i32]) -> Vec<Result<(), i32>> {
+        let bytes = jail_filter_bytes().unwrap();
+        let insns: Vec<libc::sock_filter> = bytes
+            .chunks_exact(8)
+            .map(|raw| libc::sock_filter {
+                code: u16::from_ne_bytes([raw[0], raw[1]]),
+                jt: raw[2],
+                jf: raw[3],
+                k: u32::from_ne_bytes([raw[4], raw[5], raw[6], raw[7]]),
+            })
+            .collect();
+        let prog = libc::sock_fprog {
+            len: u16::try_from(insns.len()).unwrap(),
+            filter: insns.as_ptr().cast_mut(),
+        };
+        let mut results = Vec::new();
+        for &domain in domains {
+            // SAFETY: the child only makes raw syscalls (prctl, socket,
+            // _exit), all async-signal-safe, on memory prepared before fork.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork failed");
+            if pid == 0 {
+                // SAFETY: as above; `prog` points at live instructions.
+                unsafe {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                        || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) != 0
+                    {
+                        libc::_exit(200);
+                    }
+                    let fd = libc::socket(domain, libc::SOCK_STREAM, 0);
+                    if fd >= 0 {
+                        libc::_exit(0);
+                    }
+                    libc::_exit(*libc::__errno_location() & 0x7f);
+                }
+            }
+            let mut status = 0;
+            // SAFETY: `pid` is our child; `status` is a valid out pointer.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            assert!(libc::WIFEXITED(status), "child died: {status}");
+            let code = libc::WEXITSTATUS(status);
+            assert_ne!(code, 200, "installing the filter failed");
+            results.push(if code == 0 { Ok(()) } else { Err(code) });
+        }
+        results
+    }
+
+    #[test]
+    fn vsock_sockets_are_denied_and_unix_sockets_are_not() {
+        let got = socket_under_filter(&[libc::AF_VSOCK, libc::AF_UNIX, libc::AF_INET]);
+        assert_eq!(
+            got[0],
+            Err(libc::EPERM),
+            "socket(AF_VSOCK) under the filter"
+        );
+        assert_eq!(got[1], Ok(()), "socket(AF_UNIX) under the filter");
+        assert_eq!(got[2], Ok(()), "socket(AF_INET) under the filter");
     }
 }

@@ -53,7 +53,7 @@ pub fn argv(
         vmm_path(base)?,
         vmm_path(&layer.overlay())?
     );
-    let vsock = format!("cid={GUEST_CID},uds={}", vmm_path(&spec.channel_socket())?);
+    let vsock = format!("cid={GUEST_CID},uds={}", vmm_path(&layer.vsock_socket())?);
     let limits = Limits {
         processes: MAX_PROCESSES,
         open_files: MAX_OPEN_FILES,
@@ -155,6 +155,8 @@ mod tests {
             geometry: crate::geometry::Geometry::default(),
             host_uid: 1_600_007,
             dir: "/data/workspaces/ws-1a2b".into(),
+            top_pid: None,
+            limits: Default::default(),
         }
     }
 
@@ -187,7 +189,7 @@ mod tests {
         // The vsock socket is the guest channel socket the host connects to.
         assert_eq!(
             after(&argv, "--vsock"),
-            format!("cid=3,uds={}", spec().channel_socket().display())
+            format!("cid=3,uds={}", Layer::of(&spec()).vsock_socket().display())
         );
         assert_eq!(
             after(&argv, "--serial-log"),

@@ -10,6 +10,11 @@
 //! | `vm/vmm.sock` | ws uid | the VMM's API socket |
 //! | `chan/guest.sock` | ws uid | the VMM's hybrid vsock socket = the guest channel |
 //!
+//! The VMM (the workspace uid) makes the guest channel socket itself, so
+//! unlike the jail's it sits in a directory of that uid: the host connects
+//! to it without following a symlink and only if its listener is the VMM
+//! (see [`crate::channel`]).
+//!
 //! An overlay only makes sense over the base it was made on, so a workspace
 //! keeps booting the base named in `vm-base` even after the image is
 //! rebuilt; new workspaces get the current one.
@@ -53,6 +58,10 @@ impl Layer {
     }
     pub fn api_socket(&self) -> PathBuf {
         self.vm_dir().join("vmm.sock")
+    }
+    /// The VMM's hybrid vsock socket: the guest channel.
+    pub fn vsock_socket(&self) -> PathBuf {
+        self.dir.join("chan").join("guest.sock")
     }
     pub fn vmm_log(&self) -> PathBuf {
         self.dir.join("vmm.log")
@@ -102,7 +111,7 @@ impl Layer {
     /// refuses a vsock or API socket path that exists).
     pub fn prepare_run(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         owned_dir(&self.vm_dir(), spec.host_uid)?;
-        let chan = spec.channel_socket();
+        let chan = self.vsock_socket();
         if let Some(dir) = chan.parent() {
             owned_dir(dir, spec.host_uid)?;
         }
@@ -118,8 +127,8 @@ impl Layer {
     }
 
     /// Removes sockets of a stopped VM; keeps the overlay and the logs.
-    pub fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
-        if let Some(chan) = spec.channel_socket().parent()
+    pub fn clean(&self) -> Result<(), BackendError> {
+        if let Some(chan) = self.vsock_socket().parent()
             && chan.exists()
         {
             std::fs::remove_dir_all(chan).map_err(io_err(chan))?;
@@ -163,6 +172,8 @@ mod tests {
             // Our own uid: chown to it works without root.
             host_uid: std::fs::metadata(dir).unwrap().uid(),
             dir: dir.join("ws-1"),
+            top_pid: None,
+            limits: Default::default(),
         }
     }
 
@@ -200,13 +211,13 @@ mod tests {
         let layer = Layer::of(&spec);
         layer.create_dir().unwrap();
         layer.prepare_run(&spec).unwrap();
-        std::fs::write(spec.channel_socket(), "").unwrap();
+        std::fs::write(layer.vsock_socket(), "").unwrap();
         std::fs::write(layer.api_socket(), "").unwrap();
         std::fs::write(layer.overlay(), "data").unwrap();
         layer.prepare_run(&spec).unwrap();
-        assert!(!spec.channel_socket().exists());
+        assert!(!layer.vsock_socket().exists());
         assert!(!layer.api_socket().exists());
-        layer.clean(&spec).unwrap();
+        layer.clean().unwrap();
         assert!(layer.overlay().exists());
     }
 }

@@ -5,7 +5,8 @@
 //! overlay, so its root is writable and survives stop/start) with
 //! `cubicle-guest --vm` as init. The guest channel socket
 //! (`<dir>/chan/guest.sock`) is the VMM's hybrid vsock socket, so the host
-//! side speaks the same `CONNECT <port>` handshake as with the jail.
+//! side speaks the same `CONNECT <port>` handshake as with the jail, and
+//! checks the same way that the VMM (uid and pid) is the one listening.
 //!
 //! Only hosts with hardware virtualization (vmx/svm) qualify: on PVM hosts
 //! [`MicrovmBackend::new`] refuses with one sentence and points at the jail.
@@ -26,6 +27,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
+use crate::channel::GuestChannel;
 use crate::host::HostKind;
 use crate::proc_scan;
 
@@ -231,7 +233,7 @@ impl Backend for MicrovmBackend {
     }
 
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
-        Layer::of(spec).clean(spec)
+        Layer::of(spec).clean()
     }
 
     fn destroy(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
@@ -239,6 +241,12 @@ impl Backend for MicrovmBackend {
             std::fs::remove_dir_all(&spec.dir).map_err(io_err(&spec.dir))?;
         }
         Ok(())
+    }
+
+    /// The VMM's vsock socket; its listener is the VMM, which is the top
+    /// process itself (prlimit and setpriv exec into it).
+    fn channel(&self, spec: &WorkspaceSpec) -> GuestChannel {
+        GuestChannel::new(Layer::of(spec).vsock_socket(), spec.guest_peer())
     }
 }
 

@@ -1,8 +1,11 @@
-//! The guest end of the guest channel: a Unix socket in a directory the host
-//! bind-mounts. Each connection starts with the handshake of
-//! [`cubicle_guest::handshake`]; then it is spliced to the service.
+//! The guest end of the guest channel: a Unix socket the host bound in a
+//! directory of its own and handed to us as an inherited descriptor
+//! (`--channel-fd`); we only `listen()` on it, which makes this process the
+//! peer the host's `SO_PEERCRED` check sees. Each connection starts with the
+//! handshake of [`cubicle_guest::handshake`]; then it is spliced to the
+//! service.
 
-use std::path::Path;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -12,11 +15,56 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 
 use crate::supervisor::Supervisor;
 
-pub fn bind(path: &Path) -> Result<UnixListener, String> {
-    // A socket left by an earlier run of this workspace would make bind fail.
-    let _ = std::fs::remove_file(path);
-    UnixListener::bind(path)
-        .map_err(|err| format!("cannot listen on guest channel {}: {err}", path.display()))
+/// Connections the kernel queues before we accept them.
+const BACKLOG: i32 = 64;
+
+/// Takes the inherited, bound Unix stream socket `fd`, marks it
+/// close-on-exec (no service we start may hold it) and listens on it.
+pub fn listen_on_fd(fd: RawFd) -> Result<UnixListener, String> {
+    let bad = |why: String| format!("--channel-fd {fd}: {why}");
+    if fd <= 2 {
+        return Err(bad("must not be stdin, stdout or stderr".into()));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags; it fails with EBADF
+    // if `fd` is not open, which is checked before anything owns it.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(bad(format!("{}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: `fd` is open (checked above) and was inherited for this use
+    // only: nothing else in this process refers to it.
+    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    let int_opt = |option| {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `value` and `len` are valid out pointers of the sizes given.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&raw mut value).cast(),
+                &mut len,
+            )
+        };
+        (rc == 0).then_some(value)
+    };
+    if int_opt(libc::SO_DOMAIN) != Some(libc::AF_UNIX)
+        || int_opt(libc::SO_TYPE) != Some(libc::SOCK_STREAM)
+    {
+        return Err(bad("is not a Unix stream socket".into()));
+    }
+    // SAFETY: fcntl and listen on a descriptor we own; results are checked.
+    let ok = unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) == 0 && libc::listen(fd, BACKLOG) == 0
+    };
+    if !ok {
+        return Err(bad(format!("{}", std::io::Error::last_os_error())));
+    }
+    let listener = std::os::unix::net::UnixListener::from(socket);
+    listener
+        .set_nonblocking(true)
+        .and_then(|()| UnixListener::from_std(listener))
+        .map_err(|err| bad(err.to_string()))
 }
 
 pub async fn serve(listener: UnixListener, supervisor: Arc<Supervisor>) {

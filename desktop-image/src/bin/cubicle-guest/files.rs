@@ -159,6 +159,10 @@ pub fn read(request: ReadFile) -> Result<FileData, FilesError> {
     })
 }
 
+/// Set-user-id, set-group-id and sticky: never set through the files API, so
+/// a caller cannot plant a setuid file even where the guest's user could.
+const SPECIAL_BITS: u32 = 0o7000;
+
 pub fn write(request: WriteFile) -> Result<FileInfo, FilesError> {
     let path = normalise_path("path", &request.path)?;
     if let Some(mode) = request.mode
@@ -177,13 +181,16 @@ pub fn write(request: WriteFile) -> Result<FileInfo, FilesError> {
     options
         .write(true)
         .create(true)
-        .mode(request.mode.unwrap_or(0o644));
+        .mode(request.mode.unwrap_or(0o644) & !SPECIAL_BITS);
     // Not O_TRUNC: truncate only once it is known to be a regular file.
     let (mut file, _) = open_regular(&path, &mut options)?;
     let io = |err| FilesError::io(&path, err);
     file.set_len(0).map_err(io)?;
     file.write_all(&bytes).map_err(io)?;
-    if let Some(mode) = request.mode {
+    // The asked-for mode, or the file's own, either without special bits.
+    let current = file.metadata().map_err(io)?.mode();
+    let mode = request.mode.unwrap_or(current) & 0o7777 & !SPECIAL_BITS;
+    if mode != current & 0o7777 {
         file.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(io)?;
     }
@@ -280,6 +287,32 @@ mod tests {
 
     fn path(dir: &tempfile::TempDir, name: &str) -> String {
         dir.path().join(name).display().to_string()
+    }
+
+    #[test]
+    fn setuid_setgid_and_sticky_bits_are_never_written() {
+        let dir = tmp();
+        let file = path(&dir, "tool");
+        for asked in [0o4755, 0o2755, 0o1777, 0o7777] {
+            let written = write(WriteFile {
+                path: file.clone(),
+                data: B64.encode(b"#!/bin/sh\n"),
+                mode: Some(asked),
+            })
+            .unwrap();
+            let on_disk = std::fs::metadata(&file).unwrap().mode() & 0o7777;
+            assert_eq!(on_disk, asked & 0o777, "asked {asked:#o}");
+            assert_eq!(written.mode, on_disk);
+        }
+        // A special bit already on the file goes on the next write too.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4750)).unwrap();
+        write(WriteFile {
+            path: file.clone(),
+            data: B64.encode(b"x"),
+            mode: None,
+        })
+        .unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o7777, 0o750);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `cubicle-guest`: the workspace's first process.
 //!
 //! Starts Xvnc, the XFCE session and Chromium, restarts any that die (with
-//! backoff), probes readiness, and serves the guest channel on a Unix socket
-//! the host can reach. See the crate docs for the protocol.
+//! backoff), probes readiness, and serves the guest channel on the Unix
+//! socket the host hands it (`--channel-fd`). See the crate docs for the
+//! protocol.
 //!
 //! With `--vm` it is the init of a microVM ([`vm_init`]) and serves the guest
 //! channel on AF_VSOCK instead ([`vsock_server`]).
@@ -18,6 +19,7 @@ mod supervisor;
 mod vm_init;
 mod vsock_server;
 
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -27,9 +29,10 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(name = "cubicle-guest", version)]
 struct Args {
-    /// Unix socket the guest channel listens on (bind-mounted from the host).
-    #[arg(long, default_value = "/run/cubicle/guest.sock")]
-    socket: PathBuf,
+    /// The inherited descriptor of the guest channel socket, bound by the
+    /// host in a directory of its own; the guest only listens on it.
+    #[arg(long)]
+    channel_fd: Option<RawFd>,
     /// Screen size, WIDTHxHEIGHT.
     #[arg(long, default_value = "1280x800")]
     geometry: String,
@@ -46,7 +49,7 @@ struct Args {
     #[arg(long, default_value = "/home/user")]
     home: PathBuf,
     /// Run as PID 1 of a microVM: mount, bring up lo, reap orphans, and
-    /// serve the guest channel on vsock instead of `--socket`.
+    /// serve the guest channel on vsock instead of `--channel-fd`.
     #[arg(long)]
     vm: bool,
     /// The hostname to set (with `--vm`; the jail sets its own).
@@ -98,7 +101,10 @@ async fn run(args: Args) -> Result<(), String> {
         let listeners = vsock_server::bind_guest_ports().map_err(|err| err.to_string())?;
         tokio::spawn(vsock_server::serve(listeners, supervisor.clone()))
     } else {
-        let listener = channel_server::bind(&args.socket)?;
+        let fd = args
+            .channel_fd
+            .ok_or("no --channel-fd: the host hands the guest channel socket to the jail")?;
+        let listener = channel_server::listen_on_fd(fd)?;
         tokio::spawn(channel_server::serve(listener, supervisor.clone()))
     };
     let started = tokio::spawn(session::start(plan, supervisor.clone()));
@@ -130,7 +136,15 @@ mod tests {
         assert!(args.vm);
         assert_eq!(args.hostname, "ws-1a2b");
         assert_eq!(args.geometry, "1280x800");
-        let jail = Args::try_parse_from(["cubicle-guest", "--geometry", "1280x800"]).unwrap();
+        let jail = Args::try_parse_from([
+            "cubicle-guest",
+            "--channel-fd",
+            "11",
+            "--geometry",
+            "1280x800",
+        ])
+        .unwrap();
         assert!(!jail.vm, "the jail's command line must not turn on VM mode");
+        assert_eq!(jail.channel_fd, Some(11));
     }
 }
