@@ -155,6 +155,9 @@ pub async fn json_list(
 
 /// WebSocket to the browser endpoint (its path is learnt from
 /// `/json/version` each time: it changes when Chromium restarts).
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp", tag = "browser", params(("id" = String, Path)),
+    responses((status = 101, description = "WebSocket to the browser endpoint (CDP); every call is inspected, logged, and refused while an operator holds control if it changes the page"),
+        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
 pub async fn browser_socket(
     State(state): State<AppState>,
     caller: OpContext,
@@ -170,6 +173,9 @@ pub async fn browser_socket(
 }
 
 /// WebSocket to one target (`/devtools/page/{target}`).
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/page/{target}", tag = "browser", params(("id" = String, Path), ("target" = String, Path)),
+    responses((status = 101, description = "WebSocket to one target (CDP), inspected like the browser endpoint"),
+        (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn page_socket(
     State(state): State<AppState>,
     caller: OpContext,

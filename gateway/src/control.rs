@@ -14,6 +14,8 @@ use cubicle_runtime::events::{self, Actor};
 use cubicle_runtime::state::{StateError, Store, now_ms};
 use cubicle_runtime::tokens::{Role, Token};
 use serde::Serialize;
+
+use crate::ops::Permission;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -66,7 +68,7 @@ impl Control {
 
 /// Whether a token of `role` may take control.
 pub fn can_hold(role: Role) -> bool {
-    matches!(role, Role::Operator | Role::Admin)
+    crate::ops::permission::granted(role, Permission::ControlHold)
 }
 
 /// Why a control request was refused.
@@ -205,7 +207,9 @@ impl Controls {
         let Holder::Operator { name, .. } = &current.holder else {
             return Ok(current);
         };
-        if !current.is_held_by(caller) && caller.role != Role::Admin {
+        let may_override =
+            crate::ops::permission::granted(caller.role, Permission::ControlOverride);
+        if !current.is_held_by(caller) && !may_override {
             return Err(ControlError::NotHolder {
                 name: name.clone(),
                 since: rfc3339(current.since_ms),

@@ -198,6 +198,11 @@ impl Modify for BearerAuth {
         crate::api::tokens::list,
         crate::api::tokens::revoke,
         crate::api::events::list,
+        crate::api::exec::upgrade,
+        crate::vnc::upgrade,
+        crate::cdp_proxy::browser_socket,
+        crate::cdp_proxy::page_socket,
+        crate::mcp::described,
         serve,
     ),
     components(schemas(

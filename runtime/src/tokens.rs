@@ -156,9 +156,12 @@ pub struct TokenInfo {
     pub revoked_at: Option<i64>,
 }
 
+/// A `tokens` row as listed: id, name, role, scope, created, revoked.
+type TokenRow = (String, String, String, Option<String>, i64, Option<i64>);
+
 /// Every token ever made, oldest first (revoked ones included).
 pub async fn list(store: &Store) -> Result<Vec<TokenInfo>, StateError> {
-    let rows: Vec<(String, String, String, Option<String>, i64, Option<i64>)> = sqlx::query_as(
+    let rows: Vec<TokenRow> = sqlx::query_as(
         "SELECT id, name, role, scope, created_at, revoked_at FROM tokens ORDER BY created_at, id",
     )
     .fetch_all(store.pool())

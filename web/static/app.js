@@ -9,7 +9,6 @@
 import RFB from '/assets/novnc/core/rfb.js';
 
 const $ = (selector) => document.querySelector(selector);
-const CAN_HOLD = ['operator', 'admin'];
 let me = null;
 let viewing = null; // { id, name }
 let viewer = null;
@@ -115,10 +114,11 @@ function renderControl() {
   }
   el.dataset.mine = String(mine);
   el.className = mine ? 'mine' : '';
-  const canHold = Boolean(me && CAN_HOLD.includes(me.role));
+  const may = (permission) => Boolean(me && me.permissions.includes(permission));
+  const canHold = may('control_hold');
   $('#take').disabled = !canHold || !control || mine || control.holder.kind !== 'agent';
   $('#release').disabled = !canHold || !control || control.holder.kind === 'agent'
-    || (!mine && me.role !== 'admin');
+    || (!mine && !may('control_override'));
   if (viewer) {
     viewer.viewOnly = !mine;
     if (mine) viewer.focus();

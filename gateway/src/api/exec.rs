@@ -41,7 +41,7 @@ use serde_json::{Map, Value, json};
 use super::files::body_error;
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::ops::{self, OpContext, Permission};
+use crate::ops::{self, OpContext, Permission, access};
 
 /// The largest WebSocket message a client may send (stdin).
 const MAX_WS_MESSAGE: usize = 1024 * 1024;
@@ -196,6 +196,12 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
 }
 
 /// `GET .../exec/ws`: starts the command, then upgrades.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/exec/ws", tag = "shell", params(("id" = String, Path),
+        ("arg" = Option<Vec<String>>, Query, description = "argv, repeated"), ("command" = Option<String>, Query), ("cwd" = Option<String>, Query),
+        ("timeout_ms" = Option<u64>, Query), ("env" = Option<Vec<String>>, Query, description = "NAME=VALUE, repeated")),
+    responses((status = 101, description = "WebSocket: the server sends {\"stdout\"}/{\"stderr\"} frames then the exit; the client sends stdin"),
+        (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
+        (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
 pub async fn upgrade(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -203,7 +209,9 @@ pub async fn upgrade(
     RawQuery(query): RawQuery,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    ctx.require(Permission::Exec)?;
+    // The gate before the upgrade check: another caller's workspace is a
+    // 404 whatever the request looks like.
+    access::workspace(&state, &ctx, &id, Permission::Exec).await?;
     let ws = ws.map_err(|rejection| {
         ApiError::new(
             rejection.status(),

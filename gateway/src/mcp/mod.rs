@@ -83,14 +83,27 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route_layer(from_fn_with_state(state, authenticate))
 }
 
+/// `POST /v1/mcp` as the OpenAPI document shows it. The route itself is
+/// served by the MCP SDK's Streamable HTTP service (see [`routes`]); this
+/// function only carries the description.
+#[utoipa::path(post, path = "/v1/mcp", tag = "mcp",
+    request_body(content = Object, description = "A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call: list_workspaces, create_workspace, computer, exec, read_file, write_file, list_files)"),
+    responses((status = 200, description = "The JSON-RPC answer"), (status = 202, description = "A notification was accepted"),
+        (status = 401, description = "JSON-RPC error: no valid token"), (status = 403, description = "JSON-RPC error: the role may not drive workspaces")))]
+pub async fn described() {}
+
 /// Refuses callers without a valid token (401) or with the auditor role
-/// (403); hands the caller to the tools through the request's extensions.
+/// (403), as a JSON-RPC error an MCP client can show; hands the caller to
+/// the tools through the request's extensions.
 async fn authenticate(
-    caller: OpContext,
+    caller: Result<OpContext, ApiError>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    caller.require(crate::ops::Permission::Input)?;
+    let caller = match caller.and_then(|c| c.require(crate::ops::Permission::Input).map(|()| c)) {
+        Ok(caller) => caller,
+        Err(refused) => return Ok(json_rpc_refusal(refused)),
+    };
     request.extensions_mut().insert(caller);
     let sent_json = request
         .headers()
@@ -110,6 +123,24 @@ async fn authenticate(
     }
     let request = Request::from_parts(parts, Body::from(body));
     Ok(json_refusal(next.run(request).await, sent_json).await)
+}
+
+/// Server error code for a refused caller (JSON-RPC's implementation-defined range).
+const UNAUTHORIZED: i64 = -32001;
+
+/// A refusal of the caller as the HTTP status it is, with a JSON-RPC error
+/// body whose message says why and what to do.
+fn json_rpc_refusal(refused: ApiError) -> Response {
+    let mut message = refused.message;
+    if refused.status == StatusCode::UNAUTHORIZED {
+        message.push_str(" (MCP clients: send the header `Authorization: Bearer <token>`)");
+    }
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": UNAUTHORIZED, "message": message, "data": { "code": refused.code } },
+    });
+    (refused.status, Json(body)).into_response()
 }
 
 /// The SDK refuses transport-level mistakes (a body that is not JSON, a

@@ -167,11 +167,15 @@ impl Bridge {
             .parse()
             .map_err(|_| "the token has characters a header cannot carry".to_owned())?;
         headers.insert(AUTHORIZATION, auth);
-        let version = self
+        let settled = self
             .version
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        // Before `initialize` has settled a version, its request carries the
+        // version the client asks for: servers of newer protocol versions
+        // refuse a request without the header.
+        let version = settled.or_else(|| requested_version(line));
         if let Some(version) = version.and_then(|v| v.parse().ok()) {
             headers.insert("mcp-protocol-version", version);
         }
@@ -224,6 +228,25 @@ impl Bridge {
     }
 }
 
+/// The protocol version an `initialize` request (or a batch holding one)
+/// asks for.
+fn requested_version(line: &str) -> Option<String> {
+    let message: Value = serde_json::from_str(line).ok()?;
+    let items = match message {
+        Value::Array(items) => items,
+        other => vec![other],
+    };
+    items.iter().find_map(|m| {
+        (m.get("method")?.as_str()? == "initialize")
+            .then(|| {
+                m.pointer("/params/protocolVersion")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .flatten()
+    })
+}
+
 /// Why the gateway refused, from its `{"error": {"message"}}` body if any.
 fn refusal(status: reqwest::StatusCode, body: &str) -> String {
     let message = serde_json::from_str::<Value>(body)
@@ -257,6 +280,21 @@ fn sse_data(body: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn initialize_carries_the_version_it_asks_for() {
+        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}}"#;
+        assert_eq!(requested_version(init).as_deref(), Some("2026-07-28"));
+        assert_eq!(
+            requested_version(&format!("[{init}]")).as_deref(),
+            Some("2026-07-28")
+        );
+        assert_eq!(
+            requested_version(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#),
+            None
+        );
+        assert_eq!(requested_version("not json"), None);
+    }
 
     #[test]
     fn sse_events_give_their_data() {

@@ -30,6 +30,8 @@ pub enum Permission {
     Browser,
     /// Take over a workspace's controls and hand them back.
     ControlHold,
+    /// Hand back control another operator holds.
+    ControlOverride,
     /// Read the event log.
     EventsRead,
     /// Make, list and revoke tokens.
@@ -37,7 +39,7 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -48,6 +50,7 @@ impl Permission {
         Self::FilesWrite,
         Self::Browser,
         Self::ControlHold,
+        Self::ControlOverride,
         Self::EventsRead,
         Self::TokensManage,
     ];
@@ -66,6 +69,7 @@ impl Permission {
             Self::FilesWrite => "write or delete workspace files",
             Self::Browser => "use a workspace's browser",
             Self::ControlHold => "take or hand back control",
+            Self::ControlOverride => "hand back control another operator holds",
             Self::EventsRead => "read the event log",
             Self::TokensManage => "manage tokens",
         }
@@ -77,7 +81,7 @@ pub fn granted(role: Role, permission: Permission) -> bool {
     use Permission as P;
     match role {
         Role::Admin => true,
-        Role::Operator => permission != P::TokensManage,
+        Role::Operator => !matches!(permission, P::TokensManage | P::ControlOverride),
         Role::Agent => matches!(
             permission,
             P::WorkspacesView
@@ -113,13 +117,19 @@ mod tests {
     #[test]
     fn the_table() {
         assert_eq!(of_role(Role::Admin).len(), Permission::ALL.len());
-        assert_eq!(of_role(Role::Operator).len(), Permission::ALL.len() - 1);
+        assert_eq!(of_role(Role::Operator).len(), Permission::ALL.len() - 2);
         assert!(!granted(Role::Operator, P::TokensManage));
+        assert!(!granted(Role::Operator, P::ControlOverride));
         assert_eq!(
             of_role(Role::Auditor),
             [P::WorkspacesView, P::ScreenView, P::EventsRead]
         );
-        for p in [P::ControlHold, P::EventsRead, P::TokensManage] {
+        for p in [
+            P::ControlHold,
+            P::ControlOverride,
+            P::EventsRead,
+            P::TokensManage,
+        ] {
             assert!(!granted(Role::Agent, p), "agent must not {}", p.action());
         }
         for p in [

@@ -15,6 +15,7 @@ pub mod handshake;
 pub mod rfb_parse;
 
 use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use cubicle_guest::ports;
@@ -27,13 +28,26 @@ use serde_json::json;
 /// Largest WebSocket message a viewer may send (a whole ClientCutText fits).
 const MAX_VIEWER_MESSAGE: usize = rfb_parse::MAX_CUT_TEXT + 64 * 1024;
 
+/// The live view.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/vnc", tag = "live view", params(("id" = String, Path)),
+    responses((status = 101, description = "WebSocket (subprotocol `binary`) carrying the desktop's RFB 3.8 stream; input is forwarded only from the holder of the control lock"),
+        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
 pub async fn upgrade(
     State(state): State<AppState>,
     caller: OpContext,
     Path(id): Path<String>,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
+    // The gate first: a workspace the caller may not see is a 404 whatever
+    // the request looks like.
     let channel = access::guest(&state, &caller, &id, Permission::ScreenView).await?;
+    let ws = ws.map_err(|rejection| {
+        ApiError::new(
+            rejection.status(),
+            "bad_request",
+            format!("expected a WebSocket upgrade: {}", rejection.body_text()),
+        )
+    })?;
     let turn = handshake::turn().await;
     let mut guest = channel.connect(ports::RFB).await.map_err(|e| {
         ApiError::new(
