@@ -102,6 +102,13 @@ impl Backend for AnyBackend {
         }
     }
 
+    fn usage(&self, spec: &WorkspaceSpec) -> crate::limits::Usage {
+        match self {
+            Self::Jail(b) => b.usage(spec),
+            Self::Microvm(b) => b.usage(spec),
+        }
+    }
+
     fn channel(&self, spec: &WorkspaceSpec) -> GuestChannel {
         match self {
             Self::Jail(b) => b.channel(spec),

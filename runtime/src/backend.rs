@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::channel::{GuestChannel, GuestPeer};
 use crate::geometry::Geometry;
+use crate::limits::{Limits, Usage};
 
 /// Everything a backend needs to know about one workspace.
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct WorkspaceSpec {
     /// The host pid of its top process while it runs (what the guest
     /// channel's peer must descend from); `None` when it does not.
     pub top_pid: Option<i32>,
+    /// What it may use (memory, CPU, tasks, disk).
+    pub limits: Limits,
 }
 
 impl WorkspaceSpec {
@@ -57,6 +60,10 @@ pub enum BackendError {
     Spawn(String),
     #[error("the {0} backend is not available on this host: {1}")]
     Unavailable(&'static str, String),
+    #[error("cannot apply the workspace's limits: {0}")]
+    Cgroup(#[from] crate::limits::cgroup::CgroupError),
+    #[error("workspace disk: {0}")]
+    Disk(#[from] crate::limits::disk::DiskError),
     #[error("processes of workspace {id} survived the stop: pids {pids:?}")]
     Survivors { id: String, pids: Vec<i32> },
 }
@@ -92,6 +99,12 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Removes the workspace's writable layer entirely.
     fn destroy(&self, spec: &WorkspaceSpec) -> Result<(), BackendError>;
+
+    /// What the workspace uses now, next to its limits. A backend that
+    /// measures nothing gives the limits alone.
+    fn usage(&self, spec: &WorkspaceSpec) -> Usage {
+        Usage::of_limits(&spec.limits)
+    }
 
     /// How to reach the guest; the channel refuses any listener but the
     /// workspace's own (its uid, under `spec.top_pid`).

@@ -16,6 +16,10 @@ const MAX_PROCESSES: u32 = 4096;
 const MAX_OPEN_FILES: u32 = 16384;
 /// Size of the workspace's `/dev/shm`.
 const SHM_BYTES: u64 = 512 * 1024 * 1024;
+/// Size of the workspace's `/run`. bubblewrap 0.8 takes `--size` only before
+/// `--tmpfs`, so `/dev` (`--dev`) keeps the kernel's default size; like every
+/// tmpfs inside, what is written there counts against the memory limit.
+const RUN_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `seccomp_fd` and `channel_fd` are inherited: the filter bubblewrap
 /// reads, and the guest channel socket `cubicle-guest` listens on.
@@ -25,7 +29,8 @@ pub fn argv(
     seccomp_fd: RawFd,
     channel_fd: RawFd,
 ) -> Vec<String> {
-    let dir = |sub: &str| spec.dir.join(sub).display().to_string();
+    // Home and /tmp live on the workspace's disk (its disk limit).
+    let disk = crate::limits::disk::WorkspaceDisk::of(&spec.dir);
     let limits = Limits {
         processes: MAX_PROCESSES,
         open_files: MAX_OPEN_FILES,
@@ -50,14 +55,16 @@ pub fn argv(
         SHM_BYTES.to_string(),
         "--tmpfs".into(),
         "/dev/shm".into(),
+        "--size".into(),
+        RUN_BYTES.to_string(),
         "--tmpfs".into(),
         "/run".into(),
     ]);
     // No directory of the guest channel is mounted: its socket arrives as
     // `channel_fd` (see `crate::channel` for why).
     for (host, guest) in [
-        (dir("home"), "/home/user"),
-        (dir("tmp"), "/tmp"),
+        (disk.home().display().to_string(), "/home/user"),
+        (disk.tmp().display().to_string(), "/tmp"),
     ] {
         argv.extend(["--bind".into(), host, guest.into()]);
     }
@@ -107,6 +114,7 @@ mod tests {
             host_uid: 1_600_007,
             dir: "/data/workspaces/ws-1".into(),
             top_pid: None,
+            limits: Default::default(),
         };
         let argv = argv(&jail, &spec, 9, 11);
         let joined = argv.join(" ");
@@ -116,7 +124,9 @@ mod tests {
             "--ro-bind /img /",
             "--cap-drop ALL",
             "--seccomp 9",
-            "--bind /data/workspaces/ws-1/home /home/user",
+            "--bind /data/workspaces/ws-1/disk/home /home/user",
+            "--bind /data/workspaces/ws-1/disk/tmp /tmp",
+            "--size 67108864 --tmpfs /run",
             "cubicle-guest --channel-fd 11 --geometry 1280x800",
         ] {
             assert!(joined.contains(needle), "missing {needle:?} in {joined}");

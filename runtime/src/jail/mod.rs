@@ -12,12 +12,15 @@ pub mod host_socket;
 pub mod seccomp;
 
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{PermissionsExt, chown};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
+use crate::limits::Usage;
+use crate::limits::cgroup::{self, CgroupError, Hierarchy, WorkspaceCgroup};
+use crate::limits::disk::WorkspaceDisk;
 use crate::proc_scan;
 
 /// Grace period between SIGTERM and SIGKILL when a workspace stops.
@@ -33,6 +36,9 @@ pub struct JailBackend {
     /// The Xvnc path inside the image.
     pub xvnc: String,
     seccomp: Vec<u8>,
+    /// Where workspace cgroups go here, or why they cannot (then no
+    /// workspace starts: limits are not optional).
+    cgroups: Result<Hierarchy, String>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackendError + '_ {
@@ -46,19 +52,47 @@ impl JailBackend {
     pub fn new(rootfs: PathBuf, guest_bin: PathBuf, xvnc: String) -> Result<Self, BackendError> {
         let seccomp =
             seccomp::jail_filter_bytes().map_err(|e| BackendError::Spawn(e.to_string()))?;
+        let cgroups = Hierarchy::detect().map_err(|e| e.to_string());
         Ok(Self {
             rootfs,
             guest_bin,
             xvnc,
             seccomp,
+            cgroups,
         })
     }
 
-    /// A private directory owned by the workspace uid.
-    fn owned_dir(path: &Path, uid: u32) -> Result<(), BackendError> {
-        std::fs::create_dir_all(path).map_err(io_err(path))?;
-        chown(path, Some(uid), Some(uid)).map_err(io_err(path))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(io_err(path))
+    /// The workspace's cgroup on this host, or why there is none.
+    fn cgroup(&self, spec: &WorkspaceSpec) -> Result<WorkspaceCgroup, BackendError> {
+        match &self.cgroups {
+            Ok(hierarchy) => Ok(hierarchy.workspace(&spec.id)),
+            Err(reason) => Err(CgroupError::NoHierarchy(reason.clone()).into()),
+        }
+    }
+
+    /// Makes the workspace's cgroup with its limits and mounts its disk.
+    fn apply_limits(&self, spec: &WorkspaceSpec) -> Result<WorkspaceCgroup, BackendError> {
+        let cgroup = self.cgroup(spec)?;
+        if let Ok(hierarchy) = &self.cgroups {
+            hierarchy.prepare()?;
+        }
+        cgroup.create(&spec.limits)?;
+        WorkspaceDisk::of(&spec.dir).ensure_mounted(spec.limits.disk_bytes(), spec.host_uid)?;
+        Ok(cgroup)
+    }
+
+    /// Kills what is left in the workspace's cgroup, removes it, and
+    /// unmounts its disk (after emptying its `/tmp` when `clear_tmp`).
+    fn release_limits(&self, spec: &WorkspaceSpec, clear_tmp: bool) -> Result<(), BackendError> {
+        if let Ok(cgroup) = self.cgroup(spec) {
+            cgroup.remove()?;
+        }
+        let disk = WorkspaceDisk::of(&spec.dir);
+        if clear_tmp && disk.is_mounted() && disk.tmp().exists() {
+            std::fs::remove_dir_all(disk.tmp()).map_err(io_err(&disk.tmp()))?;
+        }
+        disk.unmount()?;
+        Ok(())
     }
 
     fn write_seccomp(&self, spec: &WorkspaceSpec) -> Result<std::fs::File, BackendError> {
@@ -78,16 +112,18 @@ impl Backend for JailBackend {
         // Root-owned, traversable by the workspace uid, listable by nobody.
         std::fs::set_permissions(&spec.dir, std::fs::Permissions::from_mode(0o711))
             .map_err(io_err(&spec.dir))?;
-        Self::owned_dir(&spec.dir.join("home"), spec.host_uid)
+        // The disk (home and /tmp) is made and mounted at start.
+        Ok(())
     }
 
     fn start(
         &self,
         spec: &WorkspaceSpec,
     ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
-        for sub in ["home", "tmp"] {
-            Self::owned_dir(&spec.dir.join(sub), spec.host_uid)?;
-        }
+        let cgroup = self.apply_limits(spec)?;
+        // Opened now, written by the child between fork and exec.
+        let join = cgroup.open_join_files()?;
+        let join_fds = cgroup::raw_fds(&join);
         // The guest channel: bound here by root, listened on by the guest.
         let channel = host_socket::bind(spec)?;
         let channel_fd = channel.as_raw_fd();
@@ -106,6 +142,13 @@ impl Backend for JailBackend {
             .stderr(log_err)
             .kill_on_drop(false);
         // SAFETY: the closure runs in the forked child before exec and only
+        // calls write(2) on descriptors opened above (kept open until after
+        // spawn), which is async-signal-safe and allocates nothing: the
+        // child joins the workspace's cgroup before anything of it runs.
+        unsafe {
+            cmd.pre_exec(move || cgroup::join_from_child(&join_fds));
+        }
+        // SAFETY: the closure runs in the forked child before exec and only
         // calls fcntl, which is async-signal-safe; it clears close-on-exec on
         // the seccomp and channel fds so bubblewrap (and nothing spawned
         // elsewhere) gets them.
@@ -123,6 +166,7 @@ impl Backend for JailBackend {
             .spawn()
             .map_err(|e| BackendError::Spawn(format!("{}: {e}", argv[0])))?;
         drop(seccomp);
+        drop(join);
         drop(channel);
         let pid = child
             .id()
@@ -159,13 +203,27 @@ impl Backend for JailBackend {
             }
         }
         let _ = std::fs::remove_file(spec.dir.join("seccomp.bpf"));
-        Ok(())
+        self.release_limits(spec, true)
     }
 
     fn destroy(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        self.release_limits(spec, false)?;
         if spec.dir.exists() {
             std::fs::remove_dir_all(&spec.dir).map_err(io_err(&spec.dir))?;
         }
         Ok(())
+    }
+
+    fn usage(&self, spec: &WorkspaceSpec) -> Usage {
+        let mut usage = Usage::of_limits(&spec.limits);
+        if let Ok(cgroup) = self.cgroup(spec) {
+            let measured = cgroup.usage();
+            usage.memory_bytes = measured.memory_bytes;
+            usage.cpu_usage_usec = measured.cpu_usage_usec;
+            usage.pids = measured.pids;
+            usage.oom_kills = measured.oom_kills.unwrap_or(0);
+        }
+        usage.disk_used_bytes = WorkspaceDisk::of(&spec.dir).used_bytes();
+        usage
     }
 }

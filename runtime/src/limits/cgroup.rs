@@ -526,7 +526,11 @@ impl WorkspaceCgroup {
             }
             if Instant::now() > deadline {
                 return Err(CgroupError::Busy {
-                    path: self.dirs().first().map(|d| d.display().to_string()).unwrap_or_default(),
+                    path: self
+                        .dirs()
+                        .first()
+                        .map(|d| d.display().to_string())
+                        .unwrap_or_default(),
                     tasks,
                 });
             }
@@ -635,7 +639,8 @@ mod tests {
 
     #[test]
     fn parses_proc_self_cgroup_lines() {
-        let members = parse_proc_cgroup("4:memory:/process_api/ab\n2:cpu,cpuacct:/x\n0::/user.slice/a b\n");
+        let members =
+            parse_proc_cgroup("4:memory:/process_api/ab\n2:cpu,cpuacct:/x\n0::/user.slice/a b\n");
         assert_eq!(members[0].controllers, ["memory"]);
         assert_eq!(members[0].path, "/process_api/ab");
         assert_eq!(members[1].controllers, ["cpu", "cpuacct"]);
@@ -646,8 +651,8 @@ mod tests {
 
     #[test]
     fn hybrid_host_without_v2_controllers_uses_v1_below_own_cgroups() {
-        let chosen = Hierarchy::choose(THIS_HOST_CGROUP, THIS_HOST_MOUNTS, |_| Some(String::new()))
-            .unwrap();
+        let chosen =
+            Hierarchy::choose(THIS_HOST_CGROUP, THIS_HOST_MOUNTS, |_| Some(String::new())).unwrap();
         let Hierarchy::V1 {
             memory,
             cpu,
@@ -658,16 +663,24 @@ mod tests {
         else {
             panic!("expected v1, got {chosen:?}");
         };
-        assert_eq!(memory, Path::new("/sys/fs/cgroup/memory/process_api/97223ce2"));
+        assert_eq!(
+            memory,
+            Path::new("/sys/fs/cgroup/memory/process_api/97223ce2")
+        );
         assert_eq!(cpu, Path::new("/sys/fs/cgroup/cpu"));
         assert_eq!(pids, Path::new("/sys/fs/cgroup/pids"));
-        assert_eq!(cpuacct.as_deref(), Some(Path::new("/sys/fs/cgroup/cpuacct")));
-        assert_eq!(freezer.as_deref(), Some(Path::new("/sys/fs/cgroup/freezer")));
-        let ws = chosen.workspace("ws-1");
-        assert!(
-            ws.dirs()
-                .contains(&Path::new("/sys/fs/cgroup/memory/process_api/97223ce2/cubicle/ws-1"))
+        assert_eq!(
+            cpuacct.as_deref(),
+            Some(Path::new("/sys/fs/cgroup/cpuacct"))
         );
+        assert_eq!(
+            freezer.as_deref(),
+            Some(Path::new("/sys/fs/cgroup/freezer"))
+        );
+        let ws = chosen.workspace("ws-1");
+        assert!(ws.dirs().contains(&Path::new(
+            "/sys/fs/cgroup/memory/process_api/97223ce2/cubicle/ws-1"
+        )));
         assert_eq!(ws.dirs().len(), 5);
     }
 
@@ -728,6 +741,60 @@ mod tests {
         assert_eq!(shares_of(100), 1024);
         assert_eq!(shares_of(1), 10);
         assert_eq!(shares_of(10_000), 102_400);
+    }
+
+    /// On the real host (root only): a child joins between fork and exec,
+    /// gets the limits, and removing the cgroup kills it and leaves nothing.
+    #[test]
+    fn a_child_joins_before_exec_and_removal_leaves_nothing() {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to make cgroups");
+            return;
+        }
+        let hierarchy = Hierarchy::detect().unwrap();
+        hierarchy.prepare().unwrap();
+        let id = format!("unit-{}", std::process::id());
+        let cgroup = hierarchy.workspace(&id);
+        let request = super::super::LimitsRequest {
+            memory_mb: Some(256),
+            pids: Some(64),
+            cpus: Some(0.5),
+            ..Default::default()
+        };
+        let policy = super::super::LimitsPolicy::with_maxima(1 << 40, 2.0, 4096, 1 << 40);
+        cgroup.create(&policy.resolve(&request).unwrap()).unwrap();
+        let files = cgroup.open_join_files().unwrap();
+        let fds = raw_fds(&files);
+        let mut command = std::process::Command::new("sleep");
+        command.arg("30");
+        // SAFETY: the hook only calls write(2) on open descriptors.
+        unsafe {
+            command.pre_exec(move || join_from_child(&fds));
+        }
+        let mut child = command.spawn().unwrap();
+        drop(files);
+        let member = std::fs::read_to_string(format!("/proc/{}/cgroup", child.id())).unwrap();
+        let suffix = format!("/{PARENT}/{id}");
+        for line in parse_proc_cgroup(&member) {
+            let ours = ["memory", "pids", "cpu"]
+                .iter()
+                .any(|c| line.controllers.iter().any(|l| l == c));
+            if ours || (line.controllers.is_empty() && matches!(hierarchy, Hierarchy::V2 { .. })) {
+                assert!(line.path.ends_with(&suffix), "{member}");
+            }
+        }
+        let limit = match &cgroup.dirs {
+            Dirs::V2(dir) => read_u64(&dir.join("memory.max")),
+            Dirs::V1 { memory, .. } => read_u64(&memory.join("memory.limit_in_bytes")),
+        };
+        assert_eq!(limit, Some(256 << 20));
+        assert_eq!(cgroup.usage().pids, Some(1));
+        cgroup.remove().unwrap();
+        assert!(!cgroup.exists());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "the sleep was killed: {status}");
     }
 
     #[test]

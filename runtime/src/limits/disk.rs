@@ -244,6 +244,43 @@ mod tests {
         assert_eq!(points[1], Path::new("/data/a b/disk"));
     }
 
+    /// On the real host (root only): writing past the disk's size fails
+    /// with ENOSPC, the image stays sparse-ish, and the home survives an
+    /// unmount and a mount again.
+    #[test]
+    fn a_full_disk_says_enospc_and_keeps_its_files() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to mount");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let disk = WorkspaceDisk::of(dir.path());
+        std::fs::create_dir(&disk.legacy_home).unwrap();
+        std::fs::write(disk.legacy_home.join("old.txt"), "from before").unwrap();
+        disk.ensure_mounted(64 << 20, 65534).unwrap();
+        assert!(disk.is_mounted());
+        assert!(
+            !disk.legacy_home.exists(),
+            "the old home moved onto the disk"
+        );
+        let kept = disk.home().join("old.txt");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "from before");
+        let chunk = vec![7u8; 1 << 20];
+        let mut file = std::fs::File::create(disk.tmp().join("fill")).unwrap();
+        let err = (0..100)
+            .find_map(|_| std::io::Write::write_all(&mut file, &chunk).err())
+            .expect("100 MiB cannot fit on a 64 MiB disk");
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+        drop(file);
+        assert!(disk.used_bytes().unwrap() > 32 << 20);
+        disk.unmount().unwrap();
+        assert!(!disk.is_mounted());
+        disk.ensure_mounted(64 << 20, 65534).unwrap();
+        assert!(kept.exists());
+        disk.unmount().unwrap();
+    }
+
     #[test]
     fn statvfs_of_root_has_blocks() {
         let space = statvfs(Path::new("/")).unwrap();

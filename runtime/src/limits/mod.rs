@@ -348,7 +348,10 @@ mod tests {
             ..Default::default()
         };
         let message = policy().resolve(&over).unwrap_err().to_string();
-        assert!(message.contains("limits.memory_mb") && message.contains("8192"), "{message}");
+        assert!(
+            message.contains("limits.memory_mb") && message.contains("8192"),
+            "{message}"
+        );
         let disk = LimitsRequest {
             disk_mb: Some(17 * 1024),
             ..Default::default()
