@@ -51,6 +51,8 @@ pub enum ImageError {
         "building the image needs root (debootstrap and chroot); run `cubicle image build` as root"
     )]
     NotRoot,
+    #[error(transparent)]
+    Modes(#[from] crate::rootfs_modes::RootfsModesError),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
@@ -103,17 +105,37 @@ impl ImageStore {
         rootfs.is_dir().then_some(Image { key, rootfs })
     }
 
-    /// Returns the image for the current recipe, building it if needed.
+    /// Returns the image for the current recipe, building it if needed,
+    /// with its rootfs hardened for the host ([`crate::rootfs_modes`]).
     pub fn ensure(&self) -> Result<Image, ImageError> {
-        if let Some(image) = self.find() {
-            return Ok(image);
+        let image = self.ensure_built()?;
+        let dir = self.image_dir(&image.key);
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 && !dir.join(crate::rootfs_modes::RECORD).exists() {
+            // Under the build lock: two daemons starting at once must not
+            // both walk (the second would record nothing to restore).
+            let _lock = self.lock()?;
+            crate::rootfs_modes::harden(&dir)?;
         }
+        Ok(image)
+    }
+
+    /// The cache's lock, held until the returned file is dropped.
+    fn lock(&self) -> Result<File, ImageError> {
         let images = self.cache.join("images");
         std::fs::create_dir_all(&images).map_err(io_err(&images))?;
         let lock_path = images.join(".lock");
         let lock = File::create(&lock_path).map_err(io_err(&lock_path))?;
-        // One build at a time per cache; a second builder waits, then finds it.
         lock.lock().map_err(io_err(&lock_path))?;
+        Ok(lock)
+    }
+
+    fn ensure_built(&self) -> Result<Image, ImageError> {
+        if let Some(image) = self.find() {
+            return Ok(image);
+        }
+        // One build at a time per cache; a second builder waits, then finds it.
+        let _lock = self.lock()?;
         if let Some(image) = self.find() {
             return Ok(image);
         }
@@ -185,9 +207,12 @@ impl ImageStore {
                 source,
             })?;
         check_tool(mkfs, "mkfs.ext4", &partial)?;
+        // The owners and modes the host copy of the rootfs gave up come back
+        // here: in the VM they are the image's own.
         let commands = format!(
-            "rm /usr/local/sbin/cubicle-guest\nwrite {} /usr/local/sbin/cubicle-guest\nsif /usr/local/sbin/cubicle-guest mode 0100755\n",
-            guest.display()
+            "rm /usr/local/sbin/cubicle-guest\nwrite {} /usr/local/sbin/cubicle-guest\nsif /usr/local/sbin/cubicle-guest mode 0100755\n{}",
+            guest.display(),
+            crate::rootfs_modes::restore_commands(&self.image_dir(&image.key))
         );
         let mut debugfs = Command::new("debugfs")
             .args(["-w", "-f", "-"])

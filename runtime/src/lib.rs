@@ -25,6 +25,7 @@ pub mod limits;
 pub mod manager;
 pub mod microvm;
 pub mod proc_scan;
+pub mod rootfs_modes;
 pub mod state;
 pub mod tokens;
 pub mod uid_lease;

@@ -196,9 +196,40 @@ pub struct Store {
     pool: SqlitePool,
 }
 
+/// Makes the database file (created empty if missing) and its WAL and
+/// shared-memory files, where they exist, readable and writable by the
+/// owner only. SQLite creates the `-wal` and `-shm` files with the
+/// database file's mode, so they stay private from then on.
+fn private_files(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    let mut name = path.as_os_str().to_owned();
+    let base = name.clone();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        name.clone_from(&base);
+        name.push(suffix);
+        match std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600)) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// Opens (creating if needed) the database at `path` and migrates it.
+    /// The database is private to the daemon (0600): it holds token hashes
+    /// and every workspace's owner, and its folder (the data dir) must stay
+    /// traversable (0711) for the workspaces' uids to reach their own dirs.
     pub async fn open(path: &Path) -> Result<Self, StateError> {
+        private_files(path).map_err(|source| StateError::Open {
+            path: path.display().to_string(),
+            source: sqlx::Error::Io(source),
+        })?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -361,5 +392,27 @@ mod limits_tests {
             .unwrap();
         let old = store.get("ws-b").await.unwrap().unwrap();
         assert_eq!(old.limits, Limits::default());
+    }
+}
+
+#[cfg(test)]
+mod file_mode_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_database_and_its_wal_are_private_to_the_daemon() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cubicle.db");
+        // A database left world-readable by an older version is fixed too.
+        std::fs::write(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let store = Store::open(&path).await.unwrap();
+        store.uids_in_use().await.unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let file = dir.path().join(format!("cubicle.db{suffix}"));
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", file.display());
+        }
     }
 }
