@@ -8,6 +8,7 @@
 //! Debian, and does exactly this; `crun` does not run on these hosts.
 
 pub mod command;
+pub mod guest_log;
 pub mod host_socket;
 pub mod seccomp;
 
@@ -129,17 +130,17 @@ impl Backend for JailBackend {
         let channel_fd = channel.as_raw_fd();
         let seccomp = self.write_seccomp(spec)?;
         let seccomp_fd = seccomp.as_raw_fd();
-        let log_path = spec.dir.join("guest.log");
-        let log = std::fs::File::create(&log_path).map_err(io_err(&log_path))?;
-        let log_err = log.try_clone().map_err(io_err(&log_path))?;
+        // Output goes through a pipe the daemon drains: the jail can only
+        // append to its root-owned log, and only so much.
+        let log = guest_log::GuestLog::open(spec)?;
         let argv = command::argv(self, spec, seccomp_fd, channel_fd);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
+            .stdout(log.stdout)
+            .stderr(log.stderr)
             .kill_on_drop(false);
         // SAFETY: the closure runs in the forked child before exec and only
         // calls write(2) on descriptors opened above (kept open until after
@@ -173,8 +174,19 @@ impl Backend for JailBackend {
             .and_then(|pid| i32::try_from(pid).ok())
             .ok_or_else(|| BackendError::Spawn("bubblewrap exited at once".into()))?;
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let drain = log.drain;
         tokio::spawn(async move {
-            let description = match child.wait().await {
+            let logging = drain.run();
+            tokio::pin!(logging);
+            let status = tokio::select! {
+                status = child.wait() => {
+                    // The pid namespace is gone: the last writers close soon.
+                    let _ = tokio::time::timeout(guest_log::DRAIN_GRACE, &mut logging).await;
+                    status
+                }
+                () = &mut logging => child.wait().await,
+            };
+            let description = match status {
                 Ok(status) => format!("sandbox exited: {status}"),
                 Err(err) => format!("cannot wait for the sandbox: {err}"),
             };

@@ -10,8 +10,8 @@
 //! fails with `EPERM`.
 //!
 //! `pidfd_getfd` matters beyond the usual: the guest supervisor holds the
-//! guest channel's listening socket and its root-owned log, and without it
-//! any process of the workspace could take a copy of either. `AF_VSOCK`
+//! guest channel's listening socket, and without the denial any process of
+//! the workspace could take a copy of it. `AF_VSOCK`
 //! reaches the host's vsock services (and, on a host that is itself a VM,
 //! its hypervisor's), which the jail's network namespace does not cover.
 
