@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, TryLockError};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -43,7 +44,16 @@ impl UidLeases {
         if held.contains_key(&uid) {
             return true;
         }
-        if std::fs::create_dir_all(&self.dir).is_err() {
+        // Private: anyone who can open a lease file can flock it, and so
+        // keep every daemon off that uid.
+        let private = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .and_then(|()| {
+                std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+            });
+        if private.is_err() {
             // Without a lease folder there is no cross-daemon guard; the
             // caller's own store and the process check still apply.
             tracing::warn!(dir = %self.dir.display(), "cannot create the uid lease folder");
@@ -81,13 +91,16 @@ mod tests {
     #[test]
     fn a_uid_leased_by_one_holder_is_refused_to_another() {
         let dir = tempfile::tempdir().unwrap();
-        let first = UidLeases::new(dir.path().to_owned());
-        let second = UidLeases::new(dir.path().to_owned());
+        let leases = dir.path().join("leases");
+        let first = UidLeases::new(leases.clone());
+        let second = UidLeases::new(leases.clone());
         assert!(first.take(1_600_001));
         assert!(first.take(1_600_001), "taking a held lease again is fine");
         assert!(!second.take(1_600_001));
         assert!(second.take(1_600_002));
         first.release(1_600_001);
         assert!(second.take(1_600_001));
+        let mode = std::fs::metadata(&leases).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "only the daemon may open (and so lock) leases");
     }
 }
