@@ -65,9 +65,9 @@ fn find_marker(shot: &image::RgbImage) -> Option<(i64, i64)> {
         .map(|(x, y, _)| (i64::from(x), i64::from(y)))
 }
 
-async fn setup(uid_base: &str) -> Setup {
+async fn setup() -> Setup {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", uid_base]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let ws = daemon.create_workspace("{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
     let mut page = Page::first(&daemon.channel_socket(&id)).await.unwrap();
@@ -123,7 +123,7 @@ async fn clicks_land_where_the_agent_points() {
         mut page,
         origin: (ox, oy),
         _data: _data_dir,
-    } = setup("1670000").await;
+    } = setup().await;
 
     ok(
         &daemon,
@@ -349,7 +349,7 @@ async fn measure_round_trip(daemon: &Daemon, id: &str, (ox, oy): (i64, i64)) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_actions_get_4xx_and_the_workspace_keeps_working() {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1671000"]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let ws = daemon.create_workspace("{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
 
@@ -476,7 +476,7 @@ async fn sh(daemon: &Daemon, id: &str, command: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typing_into_a_terminal_runs_the_command() {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1672000"]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let ws = daemon.create_workspace("{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
 

@@ -30,9 +30,9 @@ fn repo() -> &'static Path {
 }
 
 /// Starts a daemon and one running workspace; returns both and its id.
-async fn workspace(uid_base: &str) -> (tempfile::TempDir, Daemon, String) {
+async fn workspace() -> (tempfile::TempDir, Daemon, String) {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", uid_base]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let (status, ws) = daemon
         .call(Method::POST, "/v1/workspaces", Some(r#"{"name":"cdp"}"#))
         .await
@@ -96,7 +96,7 @@ fn p50_ms(mut samples: Vec<Duration>) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn playwright_connects_over_cdp_through_the_gateway() {
-    let (_data, daemon, id) = workspace("1661000").await;
+    let (_data, daemon, id) = workspace().await;
     let endpoint = daemon.url(&format!("/v1/workspaces/{id}/cdp"));
     let gateway_ws = format!(
         "{}/v1/workspaces/{id}/cdp",
@@ -243,7 +243,7 @@ async fn measure_screenshots<S: AsyncRead + AsyncWrite + Unpin>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdp_calls_are_inspected_and_bad_clients_are_closed() {
-    let (_data, daemon, id) = workspace("1662000").await;
+    let (_data, daemon, id) = workspace().await;
     let path = format!("/v1/workspaces/{id}/cdp");
     let token = daemon.token.clone();
     let mut first = open(&daemon, &path, Some(&token)).await.unwrap();
@@ -341,7 +341,7 @@ async fn measure_round_trips<S: AsyncRead + AsyncWrite + Unpin>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdp_refuses_wrong_callers_and_targets() {
-    let (data, daemon, id) = workspace("1663000").await;
+    let (data, daemon, id) = workspace().await;
     let version_path = format!("/v1/workspaces/{id}/cdp/json/version");
     let version = &version_path;
 

@@ -5,13 +5,10 @@
 //! within a second), and a viewer that stops reading (dropped, the agent
 //! unaffected).
 
-#[path = "support/desk.rs"]
-mod desk;
-
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use desk::{Desk, act, appears, desk, exec, exists, terminal};
+use cubicle_tests::desk::{Desk, act, appears, desk, exec, exists, terminal};
 use futures_util::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::json;
@@ -228,7 +225,7 @@ async fn viewers_without_control_cannot_inject_input() {
         // Bound, not `..`: the data dir must live as long as the daemon.
         _data,
         ..
-    } = desk("1703000").await;
+    } = desk().await;
     terminal(&daemon, &id).await;
     let pointer_before = mouse(&daemon, &id).await;
     // The auditor, the agent's token, and an operator who has not taken over.
@@ -335,7 +332,7 @@ async fn malformed_rfb_closes_only_that_viewer() {
         // Bound, not `..`: the data dir must live as long as the daemon.
         _data,
         ..
-    } = desk("1704000").await;
+    } = desk().await;
     let mut bystander = RawViewer::ready(&daemon.base, &id, &operator.secret)
         .await
         .unwrap();
@@ -446,7 +443,7 @@ async fn revoked_tokens_lose_their_live_view_within_a_second() {
         // Bound, not `..`: the data dir must live as long as the daemon.
         _data,
         ..
-    } = desk("1705000").await;
+    } = desk().await;
     let mut view = RawViewer::ready(&daemon.base, &id, &operator.secret)
         .await
         .unwrap();
@@ -512,7 +509,7 @@ async fn a_viewer_that_stops_reading_is_dropped() {
         agent,
         _data,
         ..
-    } = desk("1706000").await;
+    } = desk().await;
     let mut slow = RawViewer::ready(&daemon.base, &id, &agent.secret)
         .await
         .unwrap();
@@ -579,7 +576,7 @@ async fn a_burst_of_viewers_locks_no_one_out() {
         agent,
         _data,
         ..
-    } = desk("1707000").await;
+    } = desk().await;
     // Xvnc blacklists its peer after 5 connections that have not finished
     // their handshake; every viewer reaches it from the same address.
     let opens = (0..12).map(|_| RawViewer::ready(&daemon.base, &id, &auditor.secret));
@@ -633,7 +630,7 @@ async fn revoked_tokens_lose_their_cdp_and_exec_sockets() {
         agent,
         _data,
         ..
-    } = desk("1708000").await;
+    } = desk().await;
     let mut cdp = open_ws(&daemon, &format!("/v1/workspaces/{id}/cdp"), &agent.secret).await;
     let call = json!({"id": 1, "method": "Browser.getVersion"}).to_string();
     cdp.send(Message::Text(call.into())).await.unwrap();

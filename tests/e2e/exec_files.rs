@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 /// Starts a daemon with its own uid range and one running workspace.
-async fn workspace(data: &std::path::Path, uid_base: &str) -> (Daemon, String) {
-    let daemon = Daemon::start(data, None, &["--uid-base", uid_base]).unwrap();
+async fn workspace(data: &std::path::Path) -> (Daemon, String) {
+    let daemon = Daemon::start(data, None, &[]).unwrap();
     let (status, ws) = daemon
         .call(Method::POST, "/v1/workspaces", Some("{}"))
         .await
@@ -97,7 +97,7 @@ async fn guest_health(socket: &std::path::Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_runs_commands_as_the_workspace_user() {
     let data = tempfile::tempdir().unwrap();
-    let (daemon, id) = workspace(data.path(), "1651000").await;
+    let (daemon, id) = workspace(data.path()).await;
 
     let (status, out) = exec(
         &daemon,
@@ -186,7 +186,7 @@ async fn exec_runs_commands_as_the_workspace_user() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_round_trip_byte_exact() {
     let data = tempfile::tempdir().unwrap();
-    let (daemon, id) = workspace(data.path(), "1652000").await;
+    let (daemon, id) = workspace(data.path()).await;
     let files = format!("/v1/workspaces/{id}/files");
 
     let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
@@ -347,7 +347,7 @@ async fn files_round_trip_byte_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_websocket_streams_stdin_and_output() {
     let data = tempfile::tempdir().unwrap();
-    let (daemon, id) = workspace(data.path(), "1653000").await;
+    let (daemon, id) = workspace(data.path()).await;
 
     let url = format!(
         "{}&arg=cat",
@@ -450,7 +450,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_get_4xx_and_the_workspace_keeps_working() {
     let data = tempfile::tempdir().unwrap();
-    let (daemon, id) = workspace(data.path(), "1654000").await;
+    let (daemon, id) = workspace(data.path()).await;
     let exec_path = format!("/v1/workspaces/{id}/exec");
     let files = format!("/v1/workspaces/{id}/files");
 

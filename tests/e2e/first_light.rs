@@ -30,7 +30,7 @@ async fn no_processes_of(uid: u32, limit: Duration) -> Vec<i32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn desktop_reaches_an_rfb_client_and_deletes_cleanly() {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1610000"]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
 
     let started = Instant::now();
     let (status, ws) = daemon
@@ -192,7 +192,7 @@ fn token(daemon: &Daemon, role: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_clear_4xx() {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1620000"]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
 
     let (status, body) = daemon
         .call(Method::GET, "/v1/workspaces/ws-nope", None)
@@ -261,12 +261,7 @@ async fn bad_requests_get_clear_4xx() {
 async fn xvnc_that_cannot_start_fails_create_and_leaves_nothing() {
     let data = tempfile::tempdir().unwrap();
     // /bin/false exists in the image and exits 1 at once: Xvnc "cannot start".
-    let daemon = Daemon::start(
-        data.path(),
-        None,
-        &["--uid-base", "1630000", "--xvnc", "/bin/false"],
-    )
-    .unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--xvnc", "/bin/false"]).unwrap();
     let (status, body) = daemon
         .call(Method::POST, "/v1/workspaces", Some("{}"))
         .await
@@ -311,7 +306,7 @@ async fn xvnc_that_cannot_start_fails_create_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_is_true_after_the_daemon_is_killed() {
     let data = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(data.path(), None, &["--uid-base", "1640000"]).unwrap();
+    let mut daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let token = daemon.token.clone();
     let (status, ws) = daemon
         .call(Method::POST, "/v1/workspaces", Some("{}"))
@@ -323,7 +318,7 @@ async fn state_is_true_after_the_daemon_is_killed() {
     assert!(!procs::of_uid(uid).is_empty());
 
     daemon.kill9();
-    let daemon = Daemon::start(data.path(), Some(&token), &["--uid-base", "1640000"]).unwrap();
+    let daemon = Daemon::start(data.path(), Some(&token), &[]).unwrap();
     let (status, ws) = daemon
         .call(Method::GET, &format!("/v1/workspaces/{id}"), None)
         .await
@@ -377,7 +372,7 @@ async fn state_is_true_after_the_daemon_is_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_document_matches_the_routes() {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1625000"]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let (status, doc) = daemon
         .call(Method::GET, "/v1/openapi.json", None)
         .await

@@ -30,8 +30,8 @@ fn repo() -> &'static Path {
 }
 
 /// Starts a daemon with its own uid range and one running workspace.
-async fn workspace(data: &Path, uid_base: &str) -> (Daemon, String) {
-    let daemon = Daemon::start(data, None, &["--uid-base", uid_base]).unwrap();
+async fn workspace(data: &Path) -> (Daemon, String) {
+    let daemon = Daemon::start(data, None, &[]).unwrap();
     let (status, ws) = daemon
         .call(Method::POST, "/v1/workspaces", Some("{}"))
         .await
@@ -140,7 +140,7 @@ fn p50_p95(values: &Value) -> (f64, f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_over_http_lists_tools_screenshots_and_execs() {
     let data = tempfile::tempdir().unwrap();
-    let (daemon, id) = workspace(data.path(), "1680000").await;
+    let (daemon, id) = workspace(data.path()).await;
     let seen = node_client(vec![
         "http".into(),
         daemon.base.clone(),
@@ -171,7 +171,7 @@ async fn sdk_client_over_http_lists_tools_screenshots_and_execs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_over_stdio_bridge_gets_the_same_tools() {
     let data = tempfile::tempdir().unwrap();
-    let (daemon, id) = workspace(data.path(), "1681000").await;
+    let (daemon, id) = workspace(data.path()).await;
     let cubicle = bin_dir().join("cubicle");
     let seen = node_client(vec![
         "stdio".into(),
@@ -290,7 +290,7 @@ fn create_token(data: &Path, role: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_and_bad_arguments_are_clear() {
     let data = tempfile::tempdir().unwrap();
-    let (daemon, id) = workspace(data.path(), "1682000").await;
+    let (daemon, id) = workspace(data.path()).await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
 
     let (status, body) = rpc(&daemon, None, list.clone()).await;

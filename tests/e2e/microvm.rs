@@ -1,7 +1,7 @@
 //! The microvm backend end to end. A full Linux boot to `cubicle-guest`
 //! readiness needs hardware virtualization (vmx/svm); on other hosts (PVM,
-//! no KVM) the boot test prints one `skipped:` line and the refusal is
-//! tested instead.
+//! no KVM) the boot test is skipped ([`cubicle_tests::skip`]) and the
+//! refusal is tested instead.
 
 use std::process::Command;
 
@@ -23,8 +23,9 @@ fn no_hardware_virt() -> Option<&'static str> {
 #[test]
 fn microvm_is_refused_with_a_reason_where_it_cannot_run() {
     let Some(reason) = no_hardware_virt() else {
-        println!("skipped: this host has hardware virtualization, so microvm is not refused");
-        return;
+        return cubicle_tests::skip(
+            "this host has hardware virtualization, so microvm is not refused",
+        );
     };
     let data = tempfile::tempdir().unwrap();
     let out = Command::new(bin_dir().join("cubicle"))
@@ -49,8 +50,7 @@ fn microvm_is_refused_with_a_reason_where_it_cannot_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn microvm_workspace_boots_to_readiness() {
     if let Some(reason) = no_hardware_virt() {
-        println!("skipped: {reason}");
-        return;
+        return cubicle_tests::skip(reason);
     }
     // Hardware virtualization: boot the desktop image's ext4 with the
     // microVM kernel (built on first use, ~20 minutes) and cubicle-guest as init.
@@ -58,14 +58,7 @@ async fn microvm_workspace_boots_to_readiness() {
     let daemon = Daemon::start(
         data.path(),
         None,
-        &[
-            "--uid-base",
-            "1710000",
-            "--backend",
-            "microvm",
-            "--ready-timeout",
-            "300",
-        ],
+        &["--backend", "microvm", "--ready-timeout", "300"],
     )
     .unwrap();
     let ws = daemon.create_workspace("{}").await;

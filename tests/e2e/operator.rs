@@ -3,15 +3,12 @@
 //! control and token APIs with every role, and how many live viewers one
 //! workspace carries before the agent notices.
 
-#[path = "support/desk.rs"]
-mod desk;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use cubicle_tests::desk::{self, Desk, act, desk, terminal};
 use cubicle_tests::{Daemon, rfb};
-use desk::{Desk, act, desk, terminal};
 use reqwest::Method;
 use serde_json::{Value, json};
 use vnc::X11Event;
@@ -32,7 +29,7 @@ async fn operator_takes_over_and_hands_back_in_the_browser() {
         // Bound, not `..`: the data dir must live as long as the daemon.
         _data,
         ..
-    } = desk("1700000").await;
+    } = desk().await;
     let region = terminal(&daemon, &id).await;
     let config = json!({
         "base": daemon.base,
@@ -157,7 +154,7 @@ async fn control_and_token_apis_check_every_role() {
         // Bound, not `..`: the data dir must live as long as the daemon.
         _data,
         ..
-    } = desk("1701000").await;
+    } = desk().await;
     let bob = desk::token(&daemon, "bob", "operator").await;
     let click = json!({"action": "left_click", "coordinate": [700, 500]});
 
@@ -369,7 +366,7 @@ async fn measure_viewers_per_workspace() {
         agent,
         _data,
         ..
-    } = desk("1702000").await;
+    } = desk().await;
     let region = terminal(&daemon, &id).await;
     let url = daemon.ws_url(&format!("/v1/workspaces/{id}/vnc"));
     // Warm up the agent's session, then the baseline with one viewer.

@@ -3,6 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -20,6 +21,29 @@ pub fn bin_dir() -> PathBuf {
     }
 }
 
+/// Test daemons hand out uids from here up, above the range a real daemon
+/// on this host starts from (1 600 000 and the next 65 536).
+const TEST_UID_FIRST: u32 = 2_000_000;
+/// Uids set aside for one daemon (it takes the lowest free ones).
+const UIDS_PER_DAEMON: u32 = 64;
+/// Daemons one test process starts before it reuses a range.
+const DAEMONS_PER_PROCESS: u32 = 256;
+/// Test processes (by pid) before two of them share ranges.
+const PROCESSES: u32 = 1024;
+
+/// A `--uid-base` of its own for each daemon a test starts. The daemon's
+/// host-wide uid leases already keep two live workspaces off one uid, but
+/// every daemon takes the lowest free uid from its base: with one shared
+/// base, a uid a test just freed (and now checks has no processes left)
+/// would at once go to another test's workspace.
+fn fresh_uid_base() -> String {
+    static STARTED: AtomicU32 = AtomicU32::new(0);
+    let daemon = STARTED.fetch_add(1, Ordering::Relaxed) % DAEMONS_PER_PROCESS;
+    let process = std::process::id() % PROCESSES;
+    let range = process * DAEMONS_PER_PROCESS + daemon;
+    (TEST_UID_FIRST + range * UIDS_PER_DAEMON).to_string()
+}
+
 /// A running daemon and how to reach it.
 pub struct Daemon {
     child: Child,
@@ -32,18 +56,24 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `cubicle serve` on `data_dir` with `extra` arguments. `token`
     /// is the admin token when the data dir was used before (it is printed
-    /// only at first start).
+    /// only at first start). Each daemon gets a uid range of its own unless
+    /// `extra` names a `--uid-base`.
     pub fn start(data_dir: &Path, token: Option<&str>, extra: &[&str]) -> anyhow::Result<Self> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(data_dir.with_extension("daemon.log"))?;
-        let mut child = Command::new(bin_dir().join("cubicle"))
+        let mut command = Command::new(bin_dir().join("cubicle"));
+        command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
+            .args(extra);
+        if !extra.contains(&"--uid-base") {
+            command.args(["--uid-base", &fresh_uid_base()]);
+        }
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)

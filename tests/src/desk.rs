@@ -1,13 +1,11 @@
-//! Shared by the operator and control-attack tests: a daemon with one
-//! workspace and tokens of every role, a terminal on its desktop with
-//! keyboard focus (so typed keys become files we can look for), and exec.
-
-// Each test binary includes this module and uses a different part of it.
-#![allow(dead_code)]
+//! A desk to work at, for the operator and control-attack tests: a daemon
+//! with one workspace and tokens of every role, a terminal on its desktop
+//! with keyboard focus (so typed keys become files we can look for), and
+//! exec.
 
 use std::time::{Duration, Instant};
 
-use cubicle_tests::Daemon;
+use crate::Daemon;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -51,9 +49,9 @@ pub async fn token(daemon: &Daemon, name: &str, role: &str) -> Tok {
     }
 }
 
-pub async fn desk(uid_base: &str) -> Desk {
+pub async fn desk() -> Desk {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", uid_base]).unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let (status, ws) = daemon
         .call(Method::POST, "/v1/workspaces", Some(r#"{"name":"desk"}"#))
         .await

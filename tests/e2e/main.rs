@@ -1,0 +1,21 @@
+//! Cubicle's end-to-end tests, in one binary: each module is one feature
+//! tried on a real `cubicle serve` with real clients. One binary links once
+//! and runs its tests side by side (`--test-threads`), instead of one
+//! binary per file run one after another.
+//!
+//! Fixtures live in the `cubicle_tests` library (`tests/src/`); each daemon
+//! a test starts gets a uid range of its own from it. A test this host
+//! cannot run calls `cubicle_tests::skip` and returns, and `scripts/test`
+//! counts it as skipped, not passed. Run one module with
+//! `cargo test -p cubicle-tests --test e2e <module>::`.
+
+mod actions;
+mod cdp;
+mod control_attacks;
+mod exec_files;
+mod first_light;
+mod limits;
+mod mcp;
+mod microvm;
+mod operator;
+mod walls;

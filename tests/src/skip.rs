@@ -1,0 +1,44 @@
+//! Tests that cannot run on this host, reported as skipped rather than
+//! passed. libtest has no run-time skip: such a test calls [`skip`] and
+//! returns (libtest then counts it as passed), and `scripts/test` moves it
+//! from passed to skipped by counting the lines [`skip`] wrote.
+
+use std::io::Write;
+
+/// The file `scripts/test` names for skip lines; each skipped test appends
+/// one line `cubicle-skip: <test>: <reason>`.
+pub const SKIP_LOG_ENV: &str = "CUBICLE_SKIP_LOG";
+
+/// Records that the running test is skipped and why. Call it and return:
+///
+/// ```text
+/// if let Some(reason) = no_hardware_virt() {
+///     return cubicle_tests::skip(reason);
+/// }
+/// ```
+///
+/// The line names the test by its libtest thread (`module::test_name`, as
+/// in `test module::test_name ... ok`). It also goes to the real stderr,
+/// past libtest's capture of passing tests' output, so `cargo test` shows
+/// it too.
+pub fn skip(reason: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("an unnamed test");
+    let line = format!("cubicle-skip: {test}: {reason}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    let Some(path) = std::env::var_os(SKIP_LOG_ENV) else {
+        return;
+    };
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut log| log.write_all(line.as_bytes()));
+    // A skip that is not counted would show as a pass: fail loudly instead.
+    if let Err(err) = written {
+        panic!(
+            "cannot append to the skip log {} ({SKIP_LOG_ENV}): {err}",
+            std::path::Path::new(&path).display()
+        );
+    }
+}
