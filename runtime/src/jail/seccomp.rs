@@ -128,9 +128,9 @@ mod tests {
         assert_eq!(bytes.len() % 8, 0);
     }
 
-    /// What `socket(domain, SOCK_STREAM, 0)` gives in a forked child under
-    /// the jail filter: `Ok(())` or the errno.
-    fn socket_under_filter(domains: &[i32]) -> Vec<Result<(), i32>> {
+    /// What `call` gives in a forked child, under the jail filter when
+    /// `filtered`: `Ok(())` or the errno.
+    fn in_child(filtered: bool, call: fn() -> libc::c_long) -> Result<(), i32> {
         let bytes = jail_filter_bytes().unwrap();
         let insns: Vec<libc::sock_filter> = bytes
             .chunks_exact(8)
@@ -145,47 +145,76 @@ mod tests {
             len: u16::try_from(insns.len()).unwrap(),
             filter: insns.as_ptr().cast_mut(),
         };
-        let mut results = Vec::new();
-        for &domain in domains {
-            // SAFETY: the child only makes raw syscalls (prctl, socket,
-            // _exit), all async-signal-safe, on memory prepared before fork.
-            let pid = unsafe { libc::fork() };
-            assert!(pid >= 0, "fork failed");
-            if pid == 0 {
-                // SAFETY: as above; `prog` points at live instructions.
-                unsafe {
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                        || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) != 0
-                    {
-                        libc::_exit(200);
-                    }
-                    let fd = libc::socket(domain, libc::SOCK_STREAM, 0);
-                    if fd >= 0 {
-                        libc::_exit(0);
-                    }
-                    libc::_exit(*libc::__errno_location() & 0x7f);
+        // SAFETY: the child only makes raw syscalls (prctl, the call under
+        // test, _exit), all async-signal-safe, on memory prepared before fork.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: as above; `prog` points at live instructions.
+            unsafe {
+                if filtered
+                    && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                        || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) != 0)
+                {
+                    libc::_exit(200);
                 }
+                if call() >= 0 {
+                    libc::_exit(0);
+                }
+                libc::_exit(*libc::__errno_location() & 0x7f);
             }
-            let mut status = 0;
-            // SAFETY: `pid` is our child; `status` is a valid out pointer.
-            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-            assert!(libc::WIFEXITED(status), "child died: {status}");
-            let code = libc::WEXITSTATUS(status);
-            assert_ne!(code, 200, "installing the filter failed");
-            results.push(if code == 0 { Ok(()) } else { Err(code) });
         }
-        results
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid out pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "child died: {status}");
+        let code = libc::WEXITSTATUS(status);
+        assert_ne!(code, 200, "installing the filter failed");
+        if code == 0 { Ok(()) } else { Err(code) }
+    }
+
+    fn socket_of(domain: i32) -> libc::c_long {
+        // SAFETY: socket takes plain integers; the child exits right after.
+        libc::c_long::from(unsafe { libc::socket(domain, libc::SOCK_STREAM, 0) })
     }
 
     #[test]
     fn vsock_sockets_are_denied_and_unix_sockets_are_not() {
-        let got = socket_under_filter(&[libc::AF_VSOCK, libc::AF_UNIX, libc::AF_INET]);
         assert_eq!(
-            got[0],
-            Err(libc::EPERM),
-            "socket(AF_VSOCK) under the filter"
+            in_child(true, || socket_of(libc::AF_VSOCK)),
+            Err(libc::EPERM)
         );
-        assert_eq!(got[1], Ok(()), "socket(AF_UNIX) under the filter");
-        assert_eq!(got[2], Ok(()), "socket(AF_INET) under the filter");
+        // Control: without the filter the host does not answer EPERM.
+        assert_ne!(
+            in_child(false, || socket_of(libc::AF_VSOCK)),
+            Err(libc::EPERM)
+        );
+        assert_eq!(in_child(true, || socket_of(libc::AF_UNIX)), Ok(()));
+        assert_eq!(in_child(true, || socket_of(libc::AF_INET)), Ok(()));
+    }
+
+    #[test]
+    fn taking_descriptors_or_memory_of_another_process_is_denied() {
+        // SAFETY: with a bad pidfd the kernel fails the call without
+        // touching memory.
+        let getfd = || unsafe { libc::syscall(libc::SYS_pidfd_getfd, -1, 0, 0) };
+        // SAFETY: zero iovecs: nothing is read or written.
+        let vm_read = || unsafe {
+            libc::syscall(
+                libc::SYS_process_vm_readv,
+                libc::getpid(),
+                std::ptr::null::<libc::iovec>(),
+                0,
+                std::ptr::null::<libc::iovec>(),
+                0,
+                0,
+            )
+        };
+        // Controls: unfiltered, the calls reach the kernel (which answers
+        // EBADF and EINVAL for these arguments, never EPERM).
+        assert_eq!(in_child(false, getfd), Err(libc::EBADF));
+        assert_ne!(in_child(false, vm_read), Err(libc::EPERM));
+        assert_eq!(in_child(true, getfd), Err(libc::EPERM));
+        assert_eq!(in_child(true, vm_read), Err(libc::EPERM));
     }
 }
