@@ -24,3 +24,4 @@ pub mod revocation;
 pub mod screen;
 pub mod vnc;
 pub mod web;
+pub mod wire;

@@ -2,9 +2,13 @@
 //! `#[utoipa::path]` annotations and the schema types below, and served at
 //! `GET /v1/openapi.json`.
 //!
-//! Handlers parse their bodies by hand (to name the bad field in errors), so
-//! the request and response shapes are described here as schema types that
-//! mirror what the handlers read and write.
+//! Request and response shapes come from the types the handlers parse and
+//! write ([`crate::wire`]); only the computer-use action, whose parser is
+//! hand-written, is described by a schema type here.
+//!
+//! The document is committed as `gateway/openapi.json`; a test fails when
+//! it differs from the generated one (`UPDATE_OPENAPI=1 cargo test -p
+//! cubicle-gateway openapi` rewrites it).
 
 use axum::Json;
 use serde_json::Value;
@@ -29,50 +33,6 @@ pub struct ErrorDetail {
     code: String,
     /// What failed, with which input, and what to do.
     message: String,
-}
-
-/// Screen size in pixels (320x240 ..= 7680x4320).
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct GeometryBody {
-    width: u32,
-    height: u32,
-}
-
-/// Body of `POST /v1/workspaces` (may be empty). `geometry` may also be the
-/// string `"WIDTHxHEIGHT"`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct CreateWorkspace {
-    name: Option<String>,
-    geometry: Option<GeometryBody>,
-}
-
-/// A workspace.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct Workspace {
-    id: String,
-    name: String,
-    /// `jail` or `microvm`.
-    backend: String,
-    /// `creating`, `starting`, `running`, `stopping`, `stopped`, `failed`.
-    state: String,
-    geometry: GeometryBody,
-    /// The unprivileged host uid its processes run as.
-    host_uid: u32,
-    /// Why it failed or stopped unexpectedly.
-    error: Option<String>,
-    created_at_ms: i64,
-    updated_at_ms: i64,
-    links: Value,
-}
-
-/// `{"workspaces": [...]}`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct WorkspaceList {
-    workspaces: Vec<Workspace>,
 }
 
 /// One computer-use action, in Anthropic's form (`action`: key, hold_key,
@@ -117,37 +77,6 @@ pub struct ActionRequest {
 pub struct ActionResponse {
     result: Option<Value>,
     results: Option<Vec<Value>>,
-}
-
-/// Body of `POST /v1/workspaces/{id}/exec`: `argv` or `command`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct ExecBody {
-    argv: Option<Vec<String>>,
-    /// A shell line, run by `/bin/bash -lc`.
-    command: Option<String>,
-    env: Option<std::collections::BTreeMap<String, String>>,
-    cwd: Option<String>,
-    /// 1..=600000, default 30000.
-    timeout_ms: Option<u64>,
-    stdin: Option<String>,
-    stdin_base64: Option<String>,
-}
-
-/// What a command did; each output is kept up to 1 MiB.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct ExecResult {
-    exit_code: Option<i32>,
-    signal: Option<i32>,
-    timed_out: bool,
-    duration_ms: u64,
-    stdout: String,
-    stderr: String,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-    stdout_base64: Option<String>,
-    stderr_base64: Option<String>,
 }
 
 struct BearerAuth;
@@ -206,8 +135,10 @@ impl Modify for BearerAuth {
         serve,
     ),
     components(schemas(
-        ErrorBody, ErrorDetail, GeometryBody, CreateWorkspace, Workspace, WorkspaceList,
-        ActionRequest, ActionResponse, ExecBody, ExecResult
+        ErrorBody, ErrorDetail, ActionRequest, ActionResponse,
+        crate::wire::workspace::CreateWorkspace, crate::wire::workspace::WorkspaceView,
+        crate::wire::workspace::WorkspaceList, crate::wire::exec::ExecBody,
+        crate::wire::exec::ExecResult, crate::wire::token::NewToken,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = []))
@@ -219,4 +150,24 @@ pub struct ApiDoc;
     responses((status = 200, description = "The OpenAPI 3 document"), (status = 401, body = ErrorBody)))]
 pub async fn serve(_caller: OpContext) -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_openapi_document_is_the_generated_one() {
+        let generated = ApiDoc::openapi().to_pretty_json().unwrap() + "\n";
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+        if std::env::var_os("UPDATE_OPENAPI").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "gateway/openapi.json differs from the API the handlers describe: \
+             run `UPDATE_OPENAPI=1 cargo test -p cubicle-gateway openapi` and commit the file"
+        );
+    }
 }

@@ -21,8 +21,6 @@
 //! `{"stdin": text}`, and `{"stdin_eof": true}`. Closing the socket kills the
 //! command.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -30,8 +28,6 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
 use cubicle_guest::control::{ExecExit, ExecRequest, MAX_TIMEOUT_MS};
 use cubicle_runtime::guest_ops::{ExecEvents, ExecOutput, ExecStdin, GuestOpError, StreamEvent};
 use futures_util::stream::{SplitSink, SplitStream};
@@ -42,11 +38,12 @@ use super::files::body_error;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext, Permission, access};
+use crate::wire::exec::{ExecBody, ExecResult, text_and_bytes};
 
 /// The largest WebSocket message a client may send (stdin).
 const MAX_WS_MESSAGE: usize = 1024 * 1024;
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::openapi::ExecBody, responses((status = 200, body = crate::openapi::ExecResult), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::wire::exec::ExecBody, responses((status = 200, body = crate::wire::exec::ExecResult), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn run(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -54,84 +51,9 @@ pub async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     ctx.require(Permission::Exec)?;
-    let request = parse_exec(&body.map_err(body_error)?)?;
+    let request = ExecBody::parse(&body.map_err(body_error)?)?;
     let output = ops::exec::run(&state, &ctx, &id, &request).await?;
     Ok(Json(view(output)))
-}
-
-/// Parses the JSON body; every error names its field.
-pub fn parse_exec(body: &[u8]) -> Result<ExecRequest, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
-    let Value::Object(fields) = value else {
-        return Err(ApiError::bad_request("request body must be a JSON object"));
-    };
-    let mut request = ExecRequest::default();
-    for (key, value) in fields {
-        match key.as_str() {
-            "argv" => request.argv = parse_argv(&value)?,
-            "command" => request.command = Some(string("command", &value)?),
-            "env" => request.env = parse_env(&value)?,
-            "cwd" => request.cwd = Some(string("cwd", &value)?),
-            "timeout_ms" => request.timeout_ms = parse_timeout(&value)?,
-            "stdin" => request.stdin = Some(B64.encode(string("stdin", &value)?)),
-            "stdin_base64" => {
-                let text = string("stdin_base64", &value)?;
-                B64.decode(&text).map_err(|e| {
-                    ApiError::bad_request(format!("stdin_base64: not valid base64: {e}"))
-                })?;
-                request.stdin = Some(text);
-            }
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "unknown field {other:?}: allowed are argv, command, env, cwd, timeout_ms, stdin, stdin_base64"
-                )));
-            }
-        }
-    }
-    request
-        .validate()
-        .map_err(|e| ApiError::from(GuestOpError::from(e)))?;
-    Ok(request)
-}
-
-fn string(field: &str, value: &Value) -> Result<String, ApiError> {
-    value
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| ApiError::bad_request(format!("{field} must be a string")))
-}
-
-fn parse_argv(value: &Value) -> Result<Vec<String>, ApiError> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| ApiError::bad_request("argv must be a list of strings"))?;
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| string(&format!("argv[{i}]"), item))
-        .collect()
-}
-
-fn parse_env(value: &Value) -> Result<BTreeMap<String, String>, ApiError> {
-    let fields = value
-        .as_object()
-        .ok_or_else(|| ApiError::bad_request("env must be an object of strings"))?;
-    fields
-        .iter()
-        .map(|(key, value)| Ok((key.clone(), string(&format!("env.{key}"), value)?)))
-        .collect()
-}
-
-fn parse_timeout(value: &Value) -> Result<u64, ApiError> {
-    value
-        .as_u64()
-        .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "timeout_ms must be a whole number of milliseconds in 1..={MAX_TIMEOUT_MS}, not {value}"
-            ))
-        })
 }
 
 fn exit_fields(exit: &ExecExit) -> Map<String, Value> {
@@ -145,19 +67,15 @@ fn exit_fields(exit: &ExecExit) -> Map<String, Value> {
 
 /// Adds `name` as text, and `name_base64` when the bytes are not UTF-8.
 fn put_output(fields: &mut Map<String, Value>, name: &str, bytes: &[u8]) {
-    fields.insert(name.into(), json!(String::from_utf8_lossy(bytes)));
-    if std::str::from_utf8(bytes).is_err() {
-        fields.insert(format!("{name}_base64"), json!(B64.encode(bytes)));
+    let (text, exact) = text_and_bytes(bytes);
+    fields.insert(name.into(), json!(text));
+    if let Some(exact) = exact {
+        fields.insert(format!("{name}_base64"), json!(exact));
     }
 }
 
 fn view(output: ExecOutput) -> Value {
-    let mut fields = exit_fields(&output.exit);
-    put_output(&mut fields, "stdout", &output.stdout);
-    put_output(&mut fields, "stderr", &output.stderr);
-    fields.insert("stdout_truncated".into(), json!(output.stdout_truncated));
-    fields.insert("stderr_truncated".into(), json!(output.stderr_truncated));
-    Value::Object(fields)
+    serde_json::to_value(ExecResult::from(&output)).unwrap_or(Value::Null)
 }
 
 /// Parses the WebSocket form's query.
@@ -172,8 +90,15 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
             "command" => request.command = Some(value.into_owned()),
             "cwd" => request.cwd = Some(value.into_owned()),
             "timeout_ms" => {
-                let ms = value.parse::<u64>().map(Value::from).unwrap_or(Value::Null);
-                request.timeout_ms = parse_timeout(&ms)?;
+                request.timeout_ms = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "timeout_ms: must be a whole number of milliseconds in 1..={MAX_TIMEOUT_MS}, not {value:?}"
+                        ))
+                    })?;
             }
             "env" => {
                 let (name, val) = value.split_once('=').ok_or_else(|| {
@@ -346,7 +271,7 @@ mod tests {
     use super::*;
 
     fn message(body: &str) -> String {
-        parse_exec(body.as_bytes()).unwrap_err().message
+        ExecBody::parse(body.as_bytes()).unwrap_err().message
     }
 
     #[test]
@@ -360,7 +285,7 @@ mod tests {
         assert!(message(r#"{"argv":[1]}"#).starts_with("argv[0]"));
         assert!(message(r#"{"argv":["x"],"shell":true}"#).contains("shell"));
         assert!(message("nope").contains("JSON"));
-        let request = parse_exec(br#"{"command":"echo hi","stdin":"x"}"#).unwrap();
+        let request = ExecBody::parse(br#"{"command":"echo hi","stdin":"x"}"#).unwrap();
         assert_eq!(request.program().unwrap()[0], "/bin/bash");
         assert_eq!(request.stdin.as_deref(), Some("eA=="));
     }

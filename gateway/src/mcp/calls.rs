@@ -10,11 +10,12 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 
 use crate::api::actions::parse_body;
-use crate::api::exec::parse_exec;
-use crate::api::workspaces::{parse_create, view};
+use crate::api::workspaces::view;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext};
+use crate::wire::exec::ExecBody;
+use crate::wire::workspace::CreateWorkspace;
 
 type Args = Map<String, Value>;
 type Outcome = Result<CallToolResult, ApiError>;
@@ -105,8 +106,8 @@ async fn list_workspaces(state: &AppState, caller: &OpContext, args: Args) -> Ou
 }
 
 async fn create_workspace(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
-    let request = parse_create(&bytes_of(&args))?;
-    let record = ops::workspaces::create(state, caller, request).await?;
+    let (request, limits) = CreateWorkspace::parse(&bytes_of(&args))?;
+    let record = ops::workspaces::create(state, caller, request, limits).await?;
     Ok(json_result(view(&record)))
 }
 
@@ -154,7 +155,7 @@ fn action_result(result: Value) -> CallToolResult {
 
 async fn exec(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
     let id = take_workspace(&mut args)?;
-    let request = parse_exec(&bytes_of(&args))?;
+    let request = ExecBody::parse(&bytes_of(&args))?;
     let output = ops::exec::run(state, caller, &id, &request).await?;
     Ok(exec_result(&output))
 }

@@ -67,27 +67,7 @@ fn workspace() -> Value {
 }
 
 fn create_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "name": { "type": "string", "maxLength": 128 },
-            "geometry": {
-                "description": "Screen size: {\"width\", \"height\"} or \"WxH\"; default 1280x800.",
-                "oneOf": [
-                    {
-                        "type": "object",
-                        "properties": {
-                            "width": { "type": "integer", "minimum": 1 },
-                            "height": { "type": "integer", "minimum": 1 }
-                        },
-                        "required": ["width", "height"]
-                    },
-                    { "type": "string", "pattern": "^[0-9]+x[0-9]+$" }
-                ]
-            }
-        },
-        "additionalProperties": false
-    })
+    crate::wire::input_schema::<crate::wire::workspace::CreateWorkspace>(false)
 }
 
 fn computer_schema() -> Value {
@@ -130,21 +110,7 @@ fn computer_schema() -> Value {
 }
 
 fn exec_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "workspace": workspace(),
-            "argv": { "type": "array", "items": { "type": "string" }, "minItems": 1 },
-            "command": { "type": "string", "description": "A shell line, run by /bin/bash -lc." },
-            "env": { "type": "object", "additionalProperties": { "type": "string" } },
-            "cwd": { "type": "string", "description": "Absolute working directory." },
-            "timeout_ms": { "type": "integer", "minimum": 1, "maximum": 600000, "description": "Default 30000." },
-            "stdin": { "type": "string" },
-            "stdin_base64": { "type": "string" }
-        },
-        "required": ["workspace"],
-        "additionalProperties": false
-    })
+    crate::wire::input_schema::<crate::wire::exec::ExecBody>(true)
 }
 
 fn path_schema(extra: Value) -> Value {

@@ -1,5 +1,6 @@
 //! Workspace lifecycle operations: create, list, get, start, stop, delete.
 
+use cubicle_runtime::limits::{LimitsRequest, Usage};
 use cubicle_runtime::manager::{CreateRequest, ManagerError};
 use cubicle_runtime::state::WorkspaceRecord;
 use serde_json::json;
@@ -8,16 +9,27 @@ use super::audit::EventKind;
 use super::{OpContext, Permission, access};
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::wire::workspace::LimitsBody;
 
 /// Creates a workspace owned by the caller; returns it once ready.
 pub async fn create(
     state: &AppState,
     ctx: &OpContext,
     mut request: CreateRequest,
+    limits: Option<LimitsRequest>,
 ) -> Result<WorkspaceRecord, ApiError> {
     ctx.require(Permission::WorkspacesCreate)?;
     request.owner_token = Some(ctx.token.id.clone());
-    let detail = json!({ "name": request.name, "geometry": request.geometry });
+    let limits = state
+        .manager
+        .resolve_limits(&limits.unwrap_or_default())
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    request.limits = Some(limits);
+    let detail = json!({
+        "name": request.name,
+        "geometry": request.geometry,
+        "limits": LimitsBody::from(&limits),
+    });
     let manager = state.manager.clone();
     state
         .audit
@@ -54,6 +66,12 @@ pub async fn list(state: &AppState, ctx: &OpContext) -> Result<Vec<WorkspaceReco
 
 pub async fn get(state: &AppState, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await
+}
+
+/// What the workspace uses now, next to its limits.
+pub async fn usage(state: &AppState, ctx: &OpContext, id: &str) -> Result<Usage, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
+    Ok(state.manager.usage(id).await?)
 }
 
 pub async fn start(

@@ -1,0 +1,224 @@
+//! `POST /v1/workspaces` and what a workspace looks like on the wire.
+
+use cubicle_runtime::geometry::Geometry;
+use cubicle_runtime::limits::{Limits, LimitsRequest};
+use cubicle_runtime::manager::CreateRequest;
+use cubicle_runtime::state::WorkspaceRecord;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+
+/// Longest workspace name accepted.
+pub const MAX_NAME: usize = 128;
+
+/// Body of `POST /v1/workspaces` (may be empty: all defaults).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWorkspace {
+    /// 1..=128 bytes without control characters; the id by default.
+    #[schema(max_length = 128)]
+    pub name: Option<String>,
+    /// Screen size; 1280x800 by default.
+    #[schema(inline)]
+    pub geometry: Option<GeometryBody>,
+    /// What it may use; each missing field takes the server's default.
+    #[schema(inline)]
+    pub limits: Option<LimitsBody>,
+}
+
+/// A workspace's limits on the wire (create and view).
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsBody {
+    /// Memory in MiB (default 2048), up to the server's maximum.
+    pub memory_mb: Option<u64>,
+    /// CPU quota in CPUs (default 2.0).
+    pub cpus: Option<f64>,
+    /// CPU weight against other workspaces (default 100).
+    pub cpu_weight: Option<u32>,
+    /// Processes and threads (default 4096).
+    pub pids: Option<u32>,
+    /// Disk for home and /tmp in MiB (default 4096).
+    pub disk_mb: Option<u64>,
+}
+
+impl From<LimitsBody> for LimitsRequest {
+    fn from(body: LimitsBody) -> Self {
+        Self {
+            memory_mb: body.memory_mb,
+            cpus: body.cpus,
+            cpu_weight: body.cpu_weight,
+            pids: body.pids,
+            disk_mb: body.disk_mb,
+        }
+    }
+}
+
+impl From<&Limits> for LimitsBody {
+    fn from(limits: &Limits) -> Self {
+        Self {
+            memory_mb: Some(limits.memory_bytes() >> 20),
+            cpus: Some(limits.cpus()),
+            cpu_weight: Some(limits.cpu_weight()),
+            pids: Some(limits.pids()),
+            disk_mb: Some(limits.disk_bytes() >> 20),
+        }
+    }
+}
+
+/// `{"width", "height"}` in pixels, or the string `"WIDTHxHEIGHT"`;
+/// 320x240 ..= 7680x4320.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum GeometryBody {
+    Size { width: u64, height: u64 },
+    Text(String),
+}
+
+impl GeometryBody {
+    fn validated(&self) -> Result<Geometry, ApiError> {
+        let geometry = match self {
+            Self::Size { width, height } => Geometry::validated(*width, *height),
+            Self::Text(text) => Geometry::parse(text),
+        };
+        geometry.map_err(|e| ApiError::bad_request(e.to_string()))
+    }
+}
+
+impl CreateWorkspace {
+    /// Parses a create body (empty means all defaults) and checks its
+    /// values; the limits are resolved against the server's policy later.
+    pub fn parse(body: &[u8]) -> Result<(CreateRequest, Option<LimitsRequest>), ApiError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok((CreateRequest::default(), None));
+        }
+        super::parse::<Self>(body)?.into_request()
+    }
+
+    pub fn into_request(self) -> Result<(CreateRequest, Option<LimitsRequest>), ApiError> {
+        let mut request = CreateRequest::default();
+        if let Some(name) = self.name {
+            if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+                return Err(ApiError::bad_request(format!(
+                    "name: must be 1..={MAX_NAME} bytes without control characters"
+                )));
+            }
+            request.name = Some(name);
+        }
+        if let Some(geometry) = self.geometry {
+            request.geometry = geometry.validated()?;
+        }
+        Ok((request, self.limits.map(LimitsRequest::from)))
+    }
+}
+
+/// A workspace as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkspaceView {
+    pub id: String,
+    pub name: String,
+    /// `jail` or `microvm`.
+    pub backend: String,
+    /// `creating`, `starting`, `running`, `stopping`, `stopped`, `failed`.
+    pub state: String,
+    #[schema(inline)]
+    pub geometry: GeometryBody,
+    /// The unprivileged host uid its processes run as.
+    pub host_uid: u32,
+    /// Why it failed or stopped unexpectedly.
+    pub error: Option<String>,
+    /// The token that created it (agents see only their own by default).
+    pub owner_token: Option<String>,
+    #[schema(inline)]
+    pub limits: LimitsBody,
+    /// Current use next to the limits (`GET /v1/workspaces/{id}` only):
+    /// memory_bytes, memory_limit_bytes, cpu_usage_usec, cpus, pids,
+    /// pids_limit, disk_used_bytes, disk_limit_bytes, oom_kills; null where
+    /// not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Value>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    /// `self`, `vnc`.
+    #[schema(value_type = Object)]
+    pub links: Value,
+}
+
+impl From<&WorkspaceRecord> for WorkspaceView {
+    fn from(record: &WorkspaceRecord) -> Self {
+        Self {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            backend: record.backend.clone(),
+            state: record.state.as_str().to_owned(),
+            geometry: GeometryBody::Size {
+                width: u64::from(record.geometry.width),
+                height: u64::from(record.geometry.height),
+            },
+            host_uid: record.host_uid,
+            error: record.error.clone(),
+            owner_token: record.owner_token.clone(),
+            limits: LimitsBody::from(&record.limits),
+            usage: None,
+            created_at_ms: record.created_at,
+            updated_at_ms: record.updated_at,
+            links: json!({
+                "self": format!("/v1/workspaces/{}", record.id),
+                "vnc": format!("/v1/workspaces/{}/vnc", record.id),
+            }),
+        }
+    }
+}
+
+/// `{"workspaces": [...]}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkspaceList {
+    pub workspaces: Vec<WorkspaceView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(body: &str) -> String {
+        CreateWorkspace::parse(body.as_bytes()).unwrap_err().message
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        assert!(message(r#"{"geometry":{"width":0,"height":0}}"#).contains("geometry.width"));
+        assert!(
+            message(r#"{"geometry":{"width":1280,"height":100000}}"#).contains("geometry.height")
+        );
+        assert!(message(r#"{"geometry":{"width":"wide","height":800}}"#).contains("geometry"));
+        assert!(message(r#"{"geometry":"huge"}"#).contains("geometry"));
+        assert!(message(r#"{"colour":1}"#).contains("colour"));
+        assert!(message(r#"{"limits":{"memory_mb":"lots"}}"#).contains("limits.memory_mb"));
+        assert!(message(r#"{"limits":{"ram":1}}"#).contains("ram"));
+        assert!(message(r#"{"name":""}"#).starts_with("name:"));
+        assert!(message(r#"{"name":5}"#).starts_with("name:"));
+        let array = message("[1]");
+        assert!(array.contains("request body"), "{array}");
+        assert!(message("{").contains("not valid JSON"));
+    }
+
+    #[test]
+    fn empty_body_gives_defaults() {
+        let (request, limits) = CreateWorkspace::parse(b"").unwrap();
+        assert_eq!(request.geometry, Geometry::default());
+        assert!(limits.is_none());
+        let (request, limits) = CreateWorkspace::parse(
+            br#"{"geometry":"1024x768","name":"a","limits":{"memory_mb":512}}"#,
+        )
+        .unwrap();
+        assert_eq!(limits.unwrap().memory_mb, Some(512));
+        assert_eq!(request.geometry.width, 1024);
+        assert_eq!(request.name.as_deref(), Some("a"));
+        let (request, _) =
+            CreateWorkspace::parse(br#"{"geometry":{"width":800,"height":600}}"#).unwrap();
+        assert_eq!(request.geometry.height, 600);
+    }
+}
