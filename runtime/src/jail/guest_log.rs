@@ -7,6 +7,7 @@
 //! Through a pipe the jail can only add bytes at the end, and no more than
 //! the cap.
 
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -44,7 +45,15 @@ impl GuestLog {
     /// Must be called inside the tokio runtime.
     pub fn open(spec: &WorkspaceSpec) -> Result<Self, BackendError> {
         let path = spec.dir.join("guest.log");
-        std::fs::File::create(&path).map_err(io_err(&path))?;
+        // The daemon's only: the workspace dir is traversable by others.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|_| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)))
+            .map_err(io_err(&path))?;
         let (reader, writer) = std::io::pipe().map_err(io_err(&path))?;
         let stderr = writer.try_clone().map_err(io_err(&path))?;
         let reader = pipe::Receiver::from_owned_fd(reader.into()).map_err(io_err(&path))?;
@@ -114,6 +123,8 @@ mod tests {
         std::fs::write(&log_path, "left from the last start").unwrap();
         let log = GuestLog::open(&spec(dir.path())).unwrap();
         assert_eq!(std::fs::read(&log_path).unwrap(), b"");
+        let mode = std::fs::metadata(&log_path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
         // A jail process cannot seek its stdout back over what was logged.
         let script = "python3 -c 'import os; os.lseek(1, 0, 0)' 2>/dev/null && echo SEEKED; \
                       printf start; head -c 9000000 /dev/zero | tr '\\0' x; printf end >&2";
