@@ -22,4 +22,6 @@ pub struct AppState {
     pub revocations: Arc<crate::revocation::Revocations>,
     /// Writes the event log (no event, no operation).
     pub audit: crate::ops::audit::Audit,
+    /// Checkpoint signing, recorders and export (what auditors replay).
+    pub replay: Arc<crate::replay::Replay>,
 }

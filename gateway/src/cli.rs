@@ -47,6 +47,30 @@ enum Command {
     },
     /// Serve MCP over stdio, forwarding to a running gateway's /v1/mcp.
     Mcp(McpArgs),
+    /// Check exported audit bundles (offline: no daemon, no database).
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    /// Recompute a bundle's hash chain, check every checkpoint signature and
+    /// segment hash; name the first bad record; exit nonzero on any failure.
+    Verify {
+        /// The bundle: the tar file from `GET /v1/workspaces/{id}/audit/export`,
+        /// or the folder it was unpacked to.
+        bundle: PathBuf,
+        /// The public key you trust (hex, or a file holding it, as printed
+        /// by `cubicle serve` and served at /v1/audit/key). Without it the
+        /// bundle's own key is used, which proves integrity but not origin.
+        #[arg(long)]
+        key: Option<String>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -129,6 +153,21 @@ struct ServeArgs {
     /// Isolation backend: auto, jail or microvm.
     #[arg(long, default_value = "auto")]
     backend: String,
+    /// Record no workspace's screen (the audit chain is kept regardless).
+    #[arg(long, env = "CUBICLE_NO_RECORD")]
+    no_record: bool,
+    /// Most frames per second a recording takes (only when the screen changed).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=30))]
+    record_fps: u32,
+    /// Length of one video segment, in seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    segment_seconds: u64,
+    /// Sign an audit checkpoint after this many records of a chain...
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    checkpoint_records: u64,
+    /// ...or this many seconds after the last, whichever comes first.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    checkpoint_seconds: u64,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -154,6 +193,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             command: TokenCommand::Revoke { common, id },
         } => token_revoke(&common, &id).await,
         Command::Mcp(args) => Ok(cubicle_gateway::mcp::stdio::run(&args.url, &args.token).await?),
+        Command::Audit {
+            command: AuditCommand::Verify { bundle, key, json },
+        } => audit_verify(&bundle, key.as_deref(), json),
     }
 }
 
@@ -301,6 +343,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         uid_base: args.uid_base,
     };
     let manager = Manager::new(store.clone(), backend, config);
+    let replay = open_replay(&args, &store)?;
     // Followed from before reconcile, so what it finds dead is recorded.
     let lifecycle = manager.lifecycle();
     manager.reconcile().await?;
@@ -312,7 +355,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         screens: Default::default(),
         control: Default::default(),
         revocations: Default::default(),
+        replay: replay.clone(),
     };
+    let stop_sealing = tokio_util::sync::CancellationToken::new();
+    let sealer = tokio::spawn(replay.run_checkpoints(stop_sealing.clone()));
     let stop_following = tokio_util::sync::CancellationToken::new();
     let follower = tokio::spawn(cubicle_gateway::ops::host::follow(
         state.clone(),
@@ -333,7 +379,76 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     manager.shutdown().await;
     stop_following.cancel();
     let _ = follower.await;
+    stop_sealing.cancel();
+    let _ = sealer.await;
     Ok(())
+}
+
+fn open_replay(
+    args: &ServeArgs,
+    store: &Store,
+) -> anyhow::Result<std::sync::Arc<cubicle_gateway::replay::Replay>> {
+    use cubicle_gateway::replay::{Replay, ReplayConfig};
+    let mut config = ReplayConfig::new(&args.common.data_dir);
+    config.record = !args.no_record;
+    config.fps = args.record_fps;
+    config.segment = Duration::from_secs(args.segment_seconds);
+    config.checkpoint_records = args.checkpoint_records;
+    config.checkpoint_every = Duration::from_secs(args.checkpoint_seconds);
+    let replay = Replay::open(store.clone(), config)?;
+    say(&format!("audit public key: {}", replay.key.public_hex()));
+    if args.no_record {
+        say("recording: off (--no-record)");
+    }
+    Ok(std::sync::Arc::new(replay))
+}
+
+/// `cubicle audit verify`: prints what it checked and the first bad
+/// record; an error (so a nonzero exit) on any failure.
+fn audit_verify(bundle: &Path, key: Option<&str>, json: bool) -> anyhow::Result<()> {
+    use cubicle_recorder::bundle::Bundle;
+    let key = match key {
+        Some(text) if Path::new(text).is_file() => {
+            Some(std::fs::read_to_string(text).with_context(|| format!("reading --key {text}"))?)
+        }
+        other => other.map(str::to_owned),
+    };
+    let started = Instant::now();
+    let bundle = Bundle::open(bundle)?;
+    let report = cubicle_recorder::verify::verify(&bundle, key.as_deref());
+    let elapsed = started.elapsed();
+    if json {
+        say(&serde_json::to_string_pretty(&report)?);
+    } else {
+        say(&format!(
+            "chain {}: {} records, {} checkpoints, {} segments checked in {elapsed:.1?}",
+            report.chain, report.records, report.checkpoints, report.segments
+        ));
+        let whose = if report.key_pinned {
+            "the key you gave"
+        } else {
+            "the bundle's own key (pass --key to check it is your server's)"
+        };
+        say(&format!("signatures checked with {} ({whose})", report.key));
+        for warning in &report.warnings {
+            say(&format!("note: {warning}"));
+        }
+        for failure in &report.failures {
+            say(&format!("FAIL: {failure}"));
+        }
+    }
+    match report.first_failure() {
+        None => {
+            if !json {
+                say(&format!(
+                    "OK: the chain is intact up to seq {} (signed up to seq {})",
+                    report.last_seq, report.checkpointed_seq
+                ));
+            }
+            Ok(())
+        }
+        Some(first) => bail!("verification failed: {first}"),
+    }
 }
 
 async fn shutdown_signal() {

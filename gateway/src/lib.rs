@@ -20,6 +20,7 @@ pub mod listener;
 pub mod mcp;
 pub mod openapi;
 pub mod ops;
+pub mod replay;
 pub mod revocation;
 pub mod screen;
 pub mod vnc;

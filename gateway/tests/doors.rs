@@ -135,6 +135,13 @@ async fn fixture() -> Fixture {
         screens: Arc::default(),
         control: Arc::default(),
         revocations: Arc::default(),
+        replay: Arc::new(
+            cubicle_gateway::replay::Replay::open(
+                store.clone(),
+                cubicle_gateway::replay::ReplayConfig::new(dir.path()),
+            )
+            .unwrap(),
+        ),
     };
     Fixture {
         router: cubicle_gateway::api::router(state),

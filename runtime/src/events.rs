@@ -1,8 +1,13 @@
 //! The event table: an append-only record of what people and agents did
 //! (control taken and handed back, tokens made and revoked), each with who,
-//! in which role, when and on which workspace. The audit log builds its hash
-//! chain on these rows; this module only appends and reads them.
+//! in which role, when and on which workspace.
+//!
+//! [`append`] is the one write path, and it seals: each event becomes the
+//! next record of its workspace's hash chain (`cubicle_recorder::audit_chain`;
+//! events about no workspace go to the `host` chain), in one transaction
+//! with the chain's head, so two appends never fork a chain.
 
+use cubicle_recorder::audit_chain::{self, Record, RecordActor};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -77,13 +82,55 @@ pub async fn record(
     append(store, &event).await
 }
 
-/// Appends `event` now; returns its id and time.
+/// Appends run one at a time within the daemon (each reads its chain's
+/// head and writes the next); `BEGIN IMMEDIATE` and the unique (chain, seq)
+/// index keep other processes on the same database (the CLI) from forking
+/// a chain too.
+static APPENDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Appends `event` now, sealed into its chain; returns its id and time.
 pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), StateError> {
+    let _one_at_a_time = APPENDING.lock().await;
     let at = now_ms();
+    let chain = event.workspace_id.unwrap_or(audit_chain::HOST_CHAIN);
     let actor = event.actor;
+    let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
+    let head: Option<(i64, String)> =
+        sqlx::query_as("SELECT seq, hash FROM chain_heads WHERE chain = ?")
+            .bind(chain)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (seq, prev) = match head {
+        Some((seq, hash)) => (
+            seq as u64 + 1,
+            audit_chain::parse_hash("chain head", &hash).map_err(unsealable)?,
+        ),
+        None => (1, audit_chain::genesis(chain)),
+    };
+    let record = Record {
+        v: audit_chain::RECORD_VERSION,
+        chain: chain.to_owned(),
+        seq,
+        prev: String::new(),
+        at,
+        kind: event.kind.to_owned(),
+        workspace: event.workspace_id.map(str::to_owned),
+        actor: actor.map(|a| RecordActor {
+            id: a.id.clone(),
+            name: a.name.clone(),
+            role: a.role.clone(),
+        }),
+        detail: event.detail.clone(),
+        request_id: event.request_id.map(str::to_owned),
+        client: event.client.map(str::to_owned),
+        outcome: event.outcome.map(str::to_owned),
+    };
+    let sealed = record.seal(seq, &prev).map_err(unsealable)?;
+    let hash = hex::encode(sealed.hash);
     let result = sqlx::query(
         "INSERT INTO events (at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
-         request_id, client, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         request_id, client, outcome, chain, seq, hash, sealed) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(at)
     .bind(event.kind)
@@ -95,9 +142,29 @@ pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), S
     .bind(event.request_id)
     .bind(event.client)
     .bind(event.outcome)
-    .execute(store.pool())
+    .bind(chain)
+    .bind(seq as i64)
+    .bind(&hash)
+    .bind(&sealed.bytes)
+    .execute(&mut *tx)
     .await?;
+    sqlx::query(
+        "INSERT INTO chain_heads (chain, seq, hash, at) VALUES (?, ?, ?, ?) \
+         ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, at = excluded.at",
+    )
+    .bind(chain)
+    .bind(seq as i64)
+    .bind(&hash)
+    .bind(at)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
     Ok((result.last_insert_rowid(), at))
+}
+
+/// A chain that cannot be continued: its stored head is unreadable.
+fn unsealable(err: audit_chain::ChainError) -> StateError {
+    StateError::Query(sqlx::Error::Decode(Box::new(err)))
 }
 
 type Row = (

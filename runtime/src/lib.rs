@@ -13,6 +13,7 @@
 
 pub mod any_backend;
 pub mod backend;
+pub mod chain_store;
 pub mod channel;
 pub mod events;
 pub mod geometry;

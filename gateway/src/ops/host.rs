@@ -61,4 +61,10 @@ async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
             tracing::error!(workspace, err = %err.message, "cannot record a lifecycle event");
         }
     }
+    if change.ends_running() {
+        // Its chain is signed up to here whenever it stops, however.
+        if let Err(err) = state.replay.checkpoint(&workspace).await {
+            tracing::error!(workspace, %err, "cannot sign the audit checkpoint of a stopped workspace");
+        }
+    }
 }

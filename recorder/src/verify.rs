@@ -1,0 +1,388 @@
+//! Offline verification of a bundle: the same check runs in `cubicle audit
+//! verify` and behind the replay page's badge.
+//!
+//! For every record, in the order of `events.jsonl`:
+//! 1. its hash must be `SHA-256(prev ‖ bytes)` of its own bytes and the
+//!    `prev` it names (else it was *altered*);
+//! 2. its `seq` must be the one after the record before (else records were
+//!    *removed* or *reordered*);
+//! 3. its `prev` must be the hash of the record before (else the chain was
+//!    spliced).
+//!
+//! Then every checkpoint's signature must hold under the key, and the
+//! chain must have the signed hash at the signed seq: a chain re-hashed
+//! without the key fails here, and so does one cut short before a signed
+//! head. Last, every segment a record names must be in the bundle with the
+//! recorded SHA-256.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ed25519_dalek::VerifyingKey;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::audit_chain::{self, Hash, Record, SEGMENT_KIND};
+use crate::bundle::Bundle;
+use crate::checkpoint::{Checkpoint, parse_public_key};
+
+/// One thing found wrong, naming where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The record it is about (its sequence number in the chain), if any.
+    pub seq: Option<u64>,
+    /// Line in `events.jsonl` or `checkpoints.jsonl`, 1-based, if any.
+    pub line: Option<usize>,
+    /// What is wrong, for a person.
+    pub message: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What a verification found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub chain: String,
+    /// The public key the checkpoints were checked with (hex).
+    pub key: String,
+    /// Whether that key was given by the caller rather than read from the
+    /// bundle (only then does a good signature say who signed).
+    pub key_pinned: bool,
+    pub records: u64,
+    pub checkpoints: u64,
+    pub segments: u64,
+    /// The last record's seq, and the last seq a valid checkpoint covers.
+    pub last_seq: u64,
+    pub checkpointed_seq: u64,
+    /// Everything wrong, the first bad record first.
+    pub failures: Vec<Finding>,
+    /// What verification cannot vouch for (records after the last
+    /// checkpoint).
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// The first failure: the first bad record.
+    pub fn first_failure(&self) -> Option<&Finding> {
+        self.failures.first()
+    }
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    hash: String,
+    #[serde(borrow)]
+    record: &'a RawValue,
+}
+
+/// A record that passed its own checks, for the later ones.
+struct Seen {
+    hash: Hash,
+    line: usize,
+}
+
+/// Verifies `bundle`; `pinned` is the public key the auditor trusts (hex),
+/// else the bundle's own key is used (and the report says so).
+pub fn verify(bundle: &Bundle, pinned: Option<&str>) -> Report {
+    let chain = bundle.manifest.chain.clone();
+    let mut report = Report {
+        chain: chain.clone(),
+        ..Report::default()
+    };
+    let key = match resolve_key(bundle, pinned, &mut report) {
+        Some(key) => key,
+        None => return report,
+    };
+    let mut failures = Vec::new();
+    let by_seq = walk_records(bundle, &chain, &mut report, &mut failures);
+    check_checkpoints(bundle, &key, &by_seq, &mut report, &mut failures);
+    check_segments(bundle, &by_seq, &mut report, &mut failures);
+    // The first bad record first; findings about the bundle as a whole last.
+    failures.sort_by_key(|f| f.seq.unwrap_or(u64::MAX));
+    report.failures.extend(failures);
+    if report.last_seq > report.checkpointed_seq && report.ok() {
+        report.warnings.push(format!(
+            "records {}..={} are after the last checkpoint: their content is chained, but had \
+             they been cut off the bundle would look the same",
+            report.checkpointed_seq + 1,
+            report.last_seq
+        ));
+    }
+    report
+}
+
+fn resolve_key(bundle: &Bundle, pinned: Option<&str>, report: &mut Report) -> Option<VerifyingKey> {
+    let fail = |report: &mut Report, message: String| {
+        report.failures.push(Finding {
+            seq: None,
+            line: None,
+            message,
+        });
+    };
+    let own = match parse_public_key(&bundle.public_key) {
+        Ok(key) => key,
+        Err(err) => {
+            fail(report, format!("the bundle's audit-key.pub: {err}"));
+            return None;
+        }
+    };
+    let key = match pinned {
+        Some(text) => match parse_public_key(text) {
+            Ok(key) => {
+                report.key_pinned = true;
+                if key != own {
+                    fail(
+                        report,
+                        format!(
+                            "the bundle names key {} but --key is {}: it was not signed by the key you trust",
+                            bundle.public_key,
+                            hex::encode(key.as_bytes())
+                        ),
+                    );
+                }
+                key
+            }
+            Err(err) => {
+                fail(report, format!("--key: {err}"));
+                return None;
+            }
+        },
+        None => own,
+    };
+    report.key = hex::encode(key.as_bytes());
+    Some(key)
+}
+
+/// Walks `events.jsonl`; returns the records that passed, by seq.
+fn walk_records(
+    bundle: &Bundle,
+    chain: &str,
+    report: &mut Report,
+    failures: &mut Vec<Finding>,
+) -> BTreeMap<u64, (Seen, Record)> {
+    let mut by_seq = BTreeMap::new();
+    let mut prev_hash = audit_chain::genesis(chain);
+    let mut expected = 1u64;
+    let mut broken = false;
+    let text = String::from_utf8_lossy(&bundle.events);
+    for (index, raw_line) in text.lines().enumerate() {
+        let line = index + 1;
+        if raw_line.trim().is_empty() {
+            continue;
+        }
+        report.records += 1;
+        let mut fail = |seq: u64, message: String| {
+            failures.push(Finding {
+                seq: Some(seq),
+                line: Some(line),
+                message,
+            });
+        };
+        let parsed = serde_json::from_str::<Line>(raw_line)
+            .map_err(|e| e.to_string())
+            .and_then(|l| {
+                let record: Record =
+                    serde_json::from_str(l.record.get()).map_err(|e| e.to_string())?;
+                Ok((l, record))
+            });
+        let (entry, record) = match parsed {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                fail(
+                    expected,
+                    format!(
+                        "record seq {expected} (line {line}) is unreadable, so it was altered: {err}"
+                    ),
+                );
+                expected += 1;
+                broken = true;
+                continue;
+            }
+        };
+        let seq = record.seq;
+        let bytes = entry.record.get().as_bytes();
+        let own_prev = audit_chain::parse_hash("prev", &record.prev);
+        let stored = audit_chain::parse_hash("hash", &entry.hash);
+        let self_consistent = match (&own_prev, &stored) {
+            (Ok(p), Ok(h)) => audit_chain::link(p, bytes) == *h,
+            _ => false,
+        };
+        if !self_consistent {
+            // Named by position: the flipped byte may be in its seq.
+            fail(
+                expected,
+                format!(
+                    "record seq {expected} (line {line}) was altered: its content does not match its hash"
+                ),
+            );
+        } else if record.chain != chain {
+            fail(
+                seq,
+                format!(
+                    "record seq {seq} (line {line}) belongs to chain {:?}, not {chain:?}: it was moved here",
+                    record.chain
+                ),
+            );
+        } else if seq > expected {
+            fail(
+                expected,
+                format!(
+                    "record seq {expected} is missing or out of order: line {line} holds seq {seq} \
+                     where seq {expected} belongs"
+                ),
+            );
+        } else if seq < expected {
+            fail(
+                seq,
+                format!(
+                    "record seq {seq} (line {line}) is out of order or repeated: seq {expected} \
+                     belongs there"
+                ),
+            );
+        } else if !broken && own_prev.as_ref().ok() != Some(&prev_hash) {
+            fail(
+                seq,
+                format!(
+                    "record seq {seq} (line {line}) does not link to the record before it: \
+                     the chain was spliced here"
+                ),
+            );
+        }
+        let ok = failures.last().is_none_or(|f| f.line != Some(line));
+        broken = !ok;
+        if let Ok(hash) = stored {
+            prev_hash = hash;
+        }
+        expected = seq.max(expected) + 1;
+        report.last_seq = report.last_seq.max(seq);
+        if ok {
+            by_seq.insert(
+                seq,
+                (
+                    Seen {
+                        hash: prev_hash,
+                        line,
+                    },
+                    record,
+                ),
+            );
+        }
+    }
+    by_seq
+}
+
+fn check_checkpoints(
+    bundle: &Bundle,
+    key: &VerifyingKey,
+    by_seq: &BTreeMap<u64, (Seen, Record)>,
+    report: &mut Report,
+    failures: &mut Vec<Finding>,
+) {
+    let text = String::from_utf8_lossy(&bundle.checkpoints);
+    let mut covered_from = 1u64;
+    for (index, raw_line) in text.lines().enumerate() {
+        let line = index + 1;
+        if raw_line.trim().is_empty() {
+            continue;
+        }
+        report.checkpoints += 1;
+        let mut fail = |seq: Option<u64>, message: String| {
+            failures.push(Finding {
+                seq,
+                line: None,
+                message: format!("checkpoint on line {line}: {message}"),
+            });
+        };
+        let checkpoint: Checkpoint = match serde_json::from_str(raw_line) {
+            Ok(c) => c,
+            Err(err) => {
+                fail(None, format!("unreadable ({err})"));
+                continue;
+            }
+        };
+        let seq = checkpoint.seq;
+        if let Err(err) = checkpoint.verify(key) {
+            fail(Some(seq), format!("for seq {seq}: {err}"));
+            continue;
+        }
+        if checkpoint.chain != bundle.manifest.chain {
+            fail(
+                Some(seq),
+                format!("is for chain {:?}, not this one", checkpoint.chain),
+            );
+            continue;
+        }
+        match by_seq.get(&seq) {
+            Some((seen, _)) if hex::encode(seen.hash) == checkpoint.hash => {
+                report.checkpointed_seq = report.checkpointed_seq.max(seq);
+            }
+            Some((seen, _)) => fail(
+                Some(covered_from),
+                format!(
+                    "the signed hash of seq {seq} differs from the chain's (line {} of events.jsonl): \
+                     a record in seq {covered_from}..={seq} was altered and the chain re-hashed without the key",
+                    seen.line
+                ),
+            ),
+            None if seq > report.last_seq => fail(
+                Some(report.last_seq + 1),
+                format!(
+                    "it signs seq {seq} but the chain ends at seq {}: records {}..={seq} were cut off",
+                    report.last_seq,
+                    report.last_seq + 1
+                ),
+            ),
+            // That record already failed its own checks.
+            None => {}
+        }
+        covered_from = covered_from.max(seq + 1);
+    }
+}
+
+fn check_segments(
+    bundle: &Bundle,
+    by_seq: &BTreeMap<u64, (Seen, Record)>,
+    report: &mut Report,
+    failures: &mut Vec<Finding>,
+) {
+    let mut named = BTreeSet::new();
+    for (seq, (seen, record)) in by_seq {
+        if record.kind != SEGMENT_KIND {
+            continue;
+        }
+        report.segments += 1;
+        let file = record.detail["file"].as_str().unwrap_or_default();
+        let sha = record.detail["sha256"].as_str().unwrap_or_default();
+        named.insert(file.to_owned());
+        let mut fail = |message: String| {
+            failures.push(Finding {
+                seq: Some(*seq),
+                line: Some(seen.line),
+                message,
+            });
+        };
+        match bundle.segments.get(file) {
+            None => fail(format!(
+                "segment {file:?} (record seq {seq}) is missing from the bundle"
+            )),
+            Some(digest) if hex::encode(digest.sha256) != sha => fail(format!(
+                "segment {file:?} does not match the SHA-256 sealed in record seq {seq}: the video was altered"
+            )),
+            Some(_) => {}
+        }
+    }
+    for file in bundle.segments.keys().filter(|f| !named.contains(*f)) {
+        failures.push(Finding {
+            seq: None,
+            line: None,
+            message: format!("segment {file:?} is in the bundle but no record seals it"),
+        });
+    }
+}

@@ -1,0 +1,338 @@
+//! The tamper suite: a bundle made the way the daemon makes one (records
+//! sealed as they are appended, checkpoints signed, segments sealed), then
+//! changed the ways an attacker with the files would change it. Each
+//! change must fail verification, with the first finding naming the right
+//! record; the untouched bundle must pass (the positive control).
+
+use std::path::{Path, PathBuf};
+
+use cubicle_recorder::audit_chain::{self, Hash, Record, SEGMENT_KIND, export_line};
+use cubicle_recorder::bundle::{Bundle, BundleWriter, Manifest, digest_reader};
+use cubicle_recorder::checkpoint::{AuditKey, Checkpoint};
+use cubicle_recorder::verify::{Report, verify};
+use serde_json::{Value, json};
+
+const CHAIN: &str = "ws-0123456789ab";
+const RECORDS: u64 = 30;
+/// Records that are video segments, and their files.
+const SEGMENT_AT: [u64; 2] = [9, 21];
+/// Checkpoints after these records (the last one, as at export).
+const CHECKPOINT_AT: [u64; 3] = [10, 20, 30];
+
+struct Made {
+    dir: tempfile::TempDir,
+    key: AuditKey,
+    lines: Vec<String>,
+}
+
+fn record(seq: u64) -> Record {
+    let (kind, detail) = if SEGMENT_AT.contains(&seq) {
+        (SEGMENT_KIND, Value::Null)
+    } else {
+        (
+            "action",
+            json!({ "action": "left_click", "coordinate": [seq, 2 * seq], "wait": 0.1 }),
+        )
+    };
+    Record {
+        v: 0,
+        chain: CHAIN.into(),
+        seq: 0,
+        prev: String::new(),
+        at: 1_700_000_000_000 + seq as i64 * 1000,
+        kind: kind.into(),
+        workspace: Some(CHAIN.into()),
+        actor: None,
+        detail,
+        request_id: Some(format!("req-{seq}")),
+        client: None,
+        outcome: Some("ok".into()),
+    }
+}
+
+/// Seals `RECORDS` records the way the runtime does; returns the export
+/// lines and the checkpoints.
+fn seal_chain(key: &AuditKey, segments: &Path) -> (Vec<String>, Vec<Checkpoint>) {
+    let mut prev = audit_chain::genesis(CHAIN);
+    let mut lines = Vec::new();
+    let mut checkpoints = Vec::new();
+    for seq in 1..=RECORDS {
+        let mut r = record(seq);
+        if SEGMENT_AT.contains(&seq) {
+            let file = format!("seg-{seq:04}.mp4");
+            let path = segments.join(&file);
+            std::fs::write(&path, format!("pretend video {seq}").repeat(100)).unwrap();
+            let digest = digest_reader(std::fs::File::open(&path).unwrap()).unwrap();
+            r.detail = json!({ "file": file, "sha256": hex::encode(digest.sha256), "bytes": digest.bytes });
+        }
+        let sealed = r.seal(seq, &prev).unwrap();
+        prev = sealed.hash;
+        lines.push(export_line(&sealed.hash, &sealed.bytes));
+        if CHECKPOINT_AT.contains(&seq) {
+            checkpoints.push(key.sign(CHAIN, seq, &sealed.hash, 1_700_000_100_000));
+        }
+    }
+    (lines, checkpoints)
+}
+
+fn made() -> Made {
+    let dir = tempfile::tempdir().unwrap();
+    let segments = dir.path().join("source");
+    std::fs::create_dir_all(&segments).unwrap();
+    let key = AuditKey::ephemeral();
+    let (lines, checkpoints) = seal_chain(&key, &segments);
+    let manifest = Manifest {
+        format: cubicle_recorder::bundle::FORMAT.into(),
+        chain: CHAIN.into(),
+        workspace: Some(CHAIN.into()),
+        exported_at: 1_700_000_200_000,
+    };
+    let tar = std::fs::File::create(dir.path().join("bundle.tar")).unwrap();
+    let mut writer = BundleWriter::new(
+        tar,
+        &manifest,
+        &key.public_hex(),
+        lines.concat().as_bytes(),
+        &checkpoints,
+    )
+    .unwrap();
+    for seq in SEGMENT_AT {
+        let file = format!("seg-{seq:04}.mp4");
+        writer.segment(&file, &segments.join(&file)).unwrap();
+    }
+    writer.finish().unwrap();
+    // Also unpacked, for the edits.
+    let unpacked = dir.path().join("unpacked");
+    tar::Archive::new(std::fs::File::open(dir.path().join("bundle.tar")).unwrap())
+        .unpack(&unpacked)
+        .unwrap();
+    Made { dir, key, lines }
+}
+
+impl Made {
+    fn tar(&self) -> PathBuf {
+        self.dir.path().join("bundle.tar")
+    }
+
+    fn unpacked(&self) -> PathBuf {
+        self.dir.path().join("unpacked")
+    }
+
+    fn verify_dir(&self) -> Report {
+        verify(
+            &Bundle::open(&self.unpacked()).unwrap(),
+            Some(&self.key.public_hex()),
+        )
+    }
+
+    fn write_events(&self, lines: &[String]) {
+        std::fs::write(self.unpacked().join("events.jsonl"), lines.concat()).unwrap();
+    }
+}
+
+/// The report failed and its first finding names record `seq`.
+#[track_caller]
+fn fails_at(report: &Report, seq: u64, words: &str) {
+    assert!(!report.ok(), "tampering went unnoticed: {report:#?}");
+    let first = report.first_failure().unwrap();
+    assert_eq!(
+        first.seq,
+        Some(seq),
+        "the first finding names the wrong record: {report:#?}"
+    );
+    assert!(
+        first.message.contains(words),
+        "expected {words:?} in {:?}",
+        first.message
+    );
+}
+
+#[test]
+fn an_untouched_bundle_verifies_as_tar_and_as_folder() {
+    let made = made();
+    for bundle in [made.tar(), made.unpacked()] {
+        let report = verify(
+            &Bundle::open(&bundle).unwrap(),
+            Some(&made.key.public_hex()),
+        );
+        assert!(report.ok(), "{report:#?}");
+        assert_eq!(report.records, RECORDS);
+        assert_eq!(report.checkpoints, 3);
+        assert_eq!(report.segments, 2);
+        assert_eq!(report.checkpointed_seq, RECORDS);
+        assert!(report.warnings.is_empty(), "{report:#?}");
+    }
+    // Without --key the bundle's own key is used, and the report says so.
+    let report = verify(&Bundle::open(&made.tar()).unwrap(), None);
+    assert!(report.ok() && !report.key_pinned);
+}
+
+#[test]
+fn a_flipped_byte_in_an_event_names_it() {
+    let made = made();
+    for (seq, from, to) in [
+        (7u64, "left_click", "left_clicK"),
+        (12, "req-12", "req-13"),
+        (15, "\"seq\":15", "\"seq\":16"),
+    ] {
+        let mut lines = made.lines.clone();
+        let index = seq as usize - 1;
+        assert!(lines[index].contains(from));
+        lines[index] = lines[index].replacen(from, to, 1);
+        made.write_events(&lines);
+        fails_at(&made.verify_dir(), seq, "altered");
+    }
+    // A flipped bit in the stored hash is the same finding.
+    let mut lines = made.lines.clone();
+    let hash_start = "{\"hash\":\"".len();
+    let mut bytes = made.lines[4].clone().into_bytes();
+    bytes[hash_start] = if bytes[hash_start] == b'0' {
+        b'1'
+    } else {
+        b'0'
+    };
+    lines[4] = String::from_utf8(bytes).unwrap();
+    made.write_events(&lines);
+    fails_at(&made.verify_dir(), 5, "altered");
+}
+
+#[test]
+fn a_flipped_byte_in_the_tar_is_found() {
+    let made = made();
+    let mut tar = std::fs::read(made.tar()).unwrap();
+    let at = find(&tar, b"req-17").unwrap();
+    tar[at + 4] = b'8';
+    std::fs::write(made.tar(), &tar).unwrap();
+    let report = verify(
+        &Bundle::open(&made.tar()).unwrap(),
+        Some(&made.key.public_hex()),
+    );
+    fails_at(&report, 17, "altered");
+}
+
+#[test]
+fn a_flipped_byte_in_a_segment_names_its_record() {
+    let made = made();
+    let path = made.unpacked().join("segments/seg-0021.mp4");
+    let mut video = std::fs::read(&path).unwrap();
+    video[100] ^= 0x01;
+    std::fs::write(&path, video).unwrap();
+    fails_at(&made.verify_dir(), 21, "video was altered");
+    // A segment removed from the bundle is named too.
+    std::fs::remove_file(&path).unwrap();
+    fails_at(&made.verify_dir(), 21, "missing");
+}
+
+#[test]
+fn a_flipped_byte_in_a_signature_names_the_checkpoint() {
+    let made = made();
+    let path = made.unpacked().join("checkpoints.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(|l| format!("{l}\n")).collect();
+    let mut checkpoint: Checkpoint = serde_json::from_str(&lines[1]).unwrap();
+    let mut signature = hex::decode(&checkpoint.signature).unwrap();
+    signature[10] ^= 0x80;
+    checkpoint.signature = hex::encode(signature);
+    lines[1] = format!("{}\n", serde_json::to_string(&checkpoint).unwrap());
+    std::fs::write(&path, lines.concat()).unwrap();
+    fails_at(&made.verify_dir(), 20, "signature does not match");
+}
+
+#[test]
+fn a_deleted_record_is_named() {
+    let made = made();
+    let mut lines = made.lines.clone();
+    lines.remove(13);
+    made.write_events(&lines);
+    fails_at(&made.verify_dir(), 14, "missing");
+}
+
+#[test]
+fn two_swapped_records_are_named() {
+    let made = made();
+    let mut lines = made.lines.clone();
+    lines.swap(4, 5);
+    made.write_events(&lines);
+    fails_at(&made.verify_dir(), 5, "out of order");
+}
+
+#[test]
+fn a_truncated_chain_is_found_up_to_the_last_checkpoint() {
+    let made = made();
+    let mut lines = made.lines.clone();
+    lines.truncate(25);
+    made.write_events(&lines);
+    fails_at(&made.verify_dir(), 26, "cut off");
+    // Cut at a checkpoint and with the later checkpoints removed too, the
+    // bundle looks whole: the limit the README states.
+    lines.truncate(20);
+    made.write_events(&lines);
+    let path = made.unpacked().join("checkpoints.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: Vec<&str> = text.lines().take(2).collect();
+    std::fs::write(&path, kept.join("\n") + "\n").unwrap();
+    // (A segment file left behind with no record would be found.)
+    assert!(!made.verify_dir().ok());
+    std::fs::remove_file(made.unpacked().join("segments/seg-0021.mp4")).unwrap();
+    let report = made.verify_dir();
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(report.last_seq, 20);
+}
+
+#[test]
+fn a_chain_re_hashed_without_the_key_is_found() {
+    let made = made();
+    // The forger changes record 14 and re-seals it and everything after.
+    let mut prev: Hash = audit_chain::genesis(CHAIN);
+    let mut forged = Vec::new();
+    for line in &made.lines {
+        let value: Value = serde_json::from_str(line).unwrap();
+        let mut record: Record = serde_json::from_value(value["record"].clone()).unwrap();
+        if record.seq == 14 {
+            record.detail["coordinate"] = json!([999, 999]);
+        }
+        let seq = record.seq;
+        let sealed = record.seal(seq, &prev).unwrap();
+        prev = sealed.hash;
+        forged.push(export_line(&sealed.hash, &sealed.bytes));
+    }
+    made.write_events(&forged);
+    let report = made.verify_dir();
+    // Every record is self-consistent; the checkpoint after it is not: the
+    // finding names the span the signature covered, which holds seq 14.
+    fails_at(&report, 11, "re-hashed without the key");
+    assert!(report.first_failure().unwrap().message.contains("11..=20"));
+    // Forging the checkpoints too needs the key: with another key the
+    // signatures fail under the pinned one.
+    let other = AuditKey::ephemeral();
+    let path = made.unpacked().join("checkpoints.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = String::new();
+    for line in text.lines() {
+        let c: Checkpoint = serde_json::from_str(line).unwrap();
+        let hash = value_hash(&forged[c.seq as usize - 1]);
+        let resigned = other.sign(CHAIN, c.seq, &hash, c.at);
+        lines.push_str(&serde_json::to_string(&resigned).unwrap());
+        lines.push('\n');
+    }
+    std::fs::write(&path, lines).unwrap();
+    std::fs::write(made.unpacked().join("audit-key.pub"), other.public_hex()).unwrap();
+    let report = made.verify_dir();
+    assert!(!report.ok());
+    assert!(
+        report
+            .first_failure()
+            .unwrap()
+            .message
+            .contains("not signed by the key you trust")
+    );
+}
+
+fn value_hash(line: &str) -> Hash {
+    let value: Value = serde_json::from_str(line).unwrap();
+    audit_chain::parse_hash("hash", value["hash"].as_str().unwrap()).unwrap()
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
