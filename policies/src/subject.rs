@@ -1,0 +1,288 @@
+//! What a rule is asked about: the subject (one operation, as its
+//! parameters) and the context it lands in (the browser's active tab and
+//! focused element, for screen actions).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The kinds of subject a rule can name (`subject = "exec"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+pub enum Kind {
+    /// A computer-use action (click, type, key, scroll, ...).
+    #[serde(rename = "action")]
+    Action,
+    #[serde(rename = "exec")]
+    Exec,
+    #[serde(rename = "file.write")]
+    FileWrite,
+    #[serde(rename = "file.delete")]
+    FileDelete,
+    /// A CDP call from the agent's client.
+    #[serde(rename = "cdp")]
+    Cdp,
+    /// A navigation (CDP `Page.navigate`, `Target.createTarget`, ...).
+    #[serde(rename = "navigate")]
+    Navigate,
+    /// Files handed to a page (`DOM.setFileInputFiles`).
+    #[serde(rename = "upload")]
+    Upload,
+    #[serde(rename = "clipboard")]
+    Clipboard,
+    /// Letting a quarantined download into the workspace.
+    #[serde(rename = "download.release")]
+    DownloadRelease,
+    /// A connection to a host the egress allowlist does not name.
+    #[serde(rename = "egress")]
+    Egress,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 10] = [
+        Kind::Action,
+        Kind::Exec,
+        Kind::FileWrite,
+        Kind::FileDelete,
+        Kind::Cdp,
+        Kind::Navigate,
+        Kind::Upload,
+        Kind::Clipboard,
+        Kind::DownloadRelease,
+        Kind::Egress,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Action => "action",
+            Kind::Exec => "exec",
+            Kind::FileWrite => "file.write",
+            Kind::FileDelete => "file.delete",
+            Kind::Cdp => "cdp",
+            Kind::Navigate => "navigate",
+            Kind::Upload => "upload",
+            Kind::Clipboard => "clipboard",
+            Kind::DownloadRelease => "download.release",
+            Kind::Egress => "egress",
+        }
+    }
+}
+
+/// One operation as the evaluator sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    /// A computer action by its API name (`left_click`, `type`, `key`, ...),
+    /// where it lands, the key combination it presses and the text it types.
+    Action {
+        name: String,
+        point: Option<(i64, i64)>,
+        keys: Option<String>,
+        text: Option<String>,
+    },
+    /// A command: its argv, or the shell line it runs.
+    Exec {
+        line: String,
+    },
+    FileWrite {
+        path: String,
+    },
+    FileDelete {
+        path: String,
+    },
+    Cdp {
+        method: String,
+        params: Value,
+    },
+    Navigate {
+        url: String,
+    },
+    Upload {
+        files: Vec<String>,
+    },
+    Clipboard {
+        text: String,
+    },
+    DownloadRelease {
+        name: String,
+        media_type: String,
+    },
+    Egress {
+        host: String,
+        port: u16,
+    },
+}
+
+impl Subject {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Subject::Action { .. } => Kind::Action,
+            Subject::Exec { .. } => Kind::Exec,
+            Subject::FileWrite { .. } => Kind::FileWrite,
+            Subject::FileDelete { .. } => Kind::FileDelete,
+            Subject::Cdp { .. } => Kind::Cdp,
+            Subject::Navigate { .. } => Kind::Navigate,
+            Subject::Upload { .. } => Kind::Upload,
+            Subject::Clipboard { .. } => Kind::Clipboard,
+            Subject::DownloadRelease { .. } => Kind::DownloadRelease,
+            Subject::Egress { .. } => Kind::Egress,
+        }
+    }
+
+    /// An exec subject from an argv (joined by spaces, as a person would
+    /// type it) or a shell line.
+    pub fn exec(argv: &[String], command: Option<&str>) -> Self {
+        let line = match command {
+            Some(line) => line.to_owned(),
+            None => argv.join(" "),
+        };
+        Subject::Exec { line }
+    }
+}
+
+/// What the focused element of the active tab is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Focus {
+    /// Nothing focused (the page body).
+    None,
+    /// A text input, textarea or editable element.
+    Text,
+    /// `<input type=password>`.
+    Password,
+    /// An input whose `autocomplete` names a card field (`cc-number`, ...).
+    CreditCard,
+    /// `<input type=file>`.
+    FileInput,
+    /// An iframe: what is focused inside a cross-origin frame is not seen.
+    Frame,
+    /// Anything else (a button, a link, ...).
+    Other,
+}
+
+/// Where a screen action lands, as the gateway's own CDP session saw it
+/// just before the action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrowserContext {
+    pub url: String,
+    pub origin: String,
+    /// The URL's host, lower case.
+    pub host: String,
+    pub focus: Focus,
+}
+
+impl BrowserContext {
+    /// The context for a tab at `url` with `focus`; origin and host from the URL.
+    pub fn at(url: &str, focus: Focus) -> Self {
+        let (origin, host) = origin_and_host(url);
+        Self {
+            url: url.to_owned(),
+            origin,
+            host,
+            focus,
+        }
+    }
+}
+
+/// The context an evaluation runs in.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Context<'a> {
+    /// The browser's active tab, if it could be read (see the gateway's
+    /// `browser_context` for what it can and cannot see).
+    pub browser: crate::BrowserState<'a>,
+}
+
+/// `scheme://host[:port]` and the lower-case host of an absolute URL
+/// (empty strings for URLs without one, like `about:blank` or `data:`).
+pub fn origin_and_host(url: &str) -> (String, String) {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return (String::new(), String::new());
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    let origin = format!(
+        "{}://{}",
+        scheme.to_ascii_lowercase(),
+        authority.to_ascii_lowercase()
+    );
+    (origin, host.to_ascii_lowercase())
+}
+
+/// A key combination in one spelling: lower case, modifiers' aliases
+/// folded (`control` → `ctrl`, `cmd`/`meta`/`win` → `super`, `option` →
+/// `alt`) and put in the order ctrl, alt, shift, super, then the key.
+/// Combinations pressed one after another (`"ctrl+a ctrl+c"`) stay apart.
+pub fn normalize_keys(combo: &str) -> String {
+    combo
+        .split_whitespace()
+        .map(normalize_combo)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn normalize_combo(combo: &str) -> String {
+    const ORDER: [&str; 4] = ["ctrl", "alt", "shift", "super"];
+    let mut modifiers = [false; 4];
+    let mut keys = Vec::new();
+    for part in combo.split('+').filter(|p| !p.is_empty()) {
+        let lower = part.to_ascii_lowercase();
+        let name = match lower.as_str() {
+            "control" | "ctrl" | "control_l" | "control_r" => "ctrl",
+            "alt" | "option" | "alt_l" | "alt_r" => "alt",
+            "shift" | "shift_l" | "shift_r" => "shift",
+            "super" | "cmd" | "command" | "meta" | "win" | "super_l" | "super_r" => "super",
+            _ => {
+                keys.push(lower);
+                continue;
+            }
+        };
+        if let Some(i) = ORDER.iter().position(|m| *m == name) {
+            modifiers[i] = true;
+        }
+    }
+    let mut parts: Vec<String> = ORDER
+        .iter()
+        .zip(modifiers)
+        .filter(|(_, on)| *on)
+        .map(|(m, _)| (*m).to_owned())
+        .collect();
+    parts.extend(keys);
+    parts.join("+")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_one_spelling() {
+        assert_eq!(normalize_keys("ctrl+w"), "ctrl+w");
+        assert_eq!(normalize_keys("Shift+Control+T"), "ctrl+shift+t");
+        assert_eq!(normalize_keys("cmd+alt+Delete"), "alt+super+delete");
+        assert_eq!(normalize_keys("ctrl+a  ctrl+c"), "ctrl+a ctrl+c");
+        assert_eq!(normalize_keys("Return"), "return");
+    }
+
+    #[test]
+    fn origins_and_hosts() {
+        let cases = [
+            (
+                "https://WWW.Bank.example:8443/login?x=1",
+                "https://www.bank.example:8443",
+                "www.bank.example",
+            ),
+            ("http://user:pw@h.example/", "http://h.example", "h.example"),
+            ("http://[::1]:80/", "http://[::1]:80", "::1"),
+            ("about:blank", "", ""),
+            ("data:text/html,hi", "", ""),
+        ];
+        for (url, origin, host) in cases {
+            assert_eq!(
+                origin_and_host(url),
+                (origin.to_owned(), host.to_owned()),
+                "{url}"
+            );
+        }
+    }
+}
