@@ -22,6 +22,8 @@ pub struct AppState {
     pub revocations: Arc<crate::revocation::Revocations>,
     /// Writes the event log (no event, no operation).
     pub audit: crate::ops::audit::Audit,
+    /// Policies, each workspace's choice, pending approvals, browser contexts.
+    pub gates: Arc<crate::ops::gates::Gates>,
     /// Checkpoint signing, recorders and export (what auditors replay).
     pub replay: Arc<crate::replay::Replay>,
 }

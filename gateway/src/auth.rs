@@ -133,6 +133,7 @@ impl FromRequestParts<AppState> for OpContext {
             token,
             request_id: request_id(parts),
             client,
+            hold: crate::ops::gates::Hold::from_query(parts.uri.query())?,
         })
     }
 }

@@ -141,6 +141,13 @@ struct ServeArgs {
     /// The operator page's files.
     #[arg(long, env = "CUBICLE_WEB_DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../web"))]
     web_dir: PathBuf,
+    /// The policy directory: every NAME.toml in it is a policy (default,
+    /// strict and open are shipped there).
+    #[arg(long, env = "CUBICLE_POLICY_DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../policies"))]
+    policy_dir: PathBuf,
+    /// The policy of workspaces created without one.
+    #[arg(long, env = "CUBICLE_DEFAULT_POLICY", default_value = "default")]
+    default_policy: String,
     /// Xvnc's path inside the image.
     #[arg(long, default_value = "/usr/bin/Xvnc")]
     xvnc: String,
@@ -344,6 +351,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let manager = Manager::new(store.clone(), backend, config);
     let replay = open_replay(&args, &store)?;
+    let policies = cubicle_policy::PolicySet::load_dir(&args.policy_dir)?;
+    let gates = cubicle_gateway::ops::gates::Gates::new(policies, &args.default_policy)?;
+    say(&format!(
+        "policies: {} (default {})",
+        gates.policies.names().join(", "),
+        gates.default_policy
+    ));
     // Followed from before reconcile, so what it finds dead is recorded.
     let lifecycle = manager.lifecycle();
     manager.reconcile().await?;
@@ -356,7 +370,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         control: Default::default(),
         revocations: Default::default(),
         replay: replay.clone(),
+        gates: std::sync::Arc::new(gates),
     };
+    let stop_sweeping = tokio_util::sync::CancellationToken::new();
+    let sweeper = tokio::spawn(cubicle_gateway::ops::gates::sweep(
+        state.clone(),
+        stop_sweeping.clone(),
+    ));
     let stop_sealing = tokio_util::sync::CancellationToken::new();
     let sealer = tokio::spawn(replay.run_checkpoints(stop_sealing.clone()));
     let stop_following = tokio_util::sync::CancellationToken::new();
@@ -379,6 +399,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     manager.shutdown().await;
     stop_following.cancel();
     let _ = follower.await;
+    stop_sweeping.cancel();
+    let _ = sweeper.await;
     stop_sealing.cancel();
     let _ = sealer.await;
     Ok(())

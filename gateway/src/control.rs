@@ -15,7 +15,7 @@ use cubicle_runtime::state::{StateError, Store, now_ms};
 use cubicle_runtime::tokens::{Role, Token};
 use serde::Serialize;
 
-use crate::ops::Permission;
+use crate::ops::{OpContext, Permission};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -154,8 +154,9 @@ impl Controls {
         &self,
         store: &Store,
         workspace: &str,
-        caller: &Token,
+        ctx: &OpContext,
     ) -> Result<Control, ControlError> {
+        let caller = &ctx.token;
         if !can_hold(caller.role) {
             return Err(ControlError::Role(caller.role.as_str()));
         }
@@ -167,16 +168,8 @@ impl Controls {
             Holder::Operator { .. } => return Err(ControlError::held(workspace, &current)),
             Holder::Agent => {}
         }
-        let actor = Actor::from(caller);
         let detail = json!({ "from": "agent" });
-        let (_, at) = events::record(
-            store,
-            "control.take",
-            Some(workspace),
-            Some(&actor),
-            &detail,
-        )
-        .await?;
+        let (_, at) = record(store, "control.take", workspace, Some(ctx), None, detail).await?;
         let taken = Control {
             holder: Holder::Operator {
                 token_id: caller.id.clone(),
@@ -196,8 +189,9 @@ impl Controls {
         &self,
         store: &Store,
         workspace: &str,
-        caller: &Token,
+        ctx: &OpContext,
     ) -> Result<Control, ControlError> {
+        let caller = &ctx.token;
         if !can_hold(caller.role) {
             return Err(ControlError::Role(caller.role.as_str()));
         }
@@ -216,8 +210,7 @@ impl Controls {
             });
         }
         let detail = json!({ "from": name, "forced": !current.is_held_by(caller) });
-        let actor = Actor::from(caller);
-        self.hand_back(store, workspace, &sender, Some(&actor), &detail)
+        self.hand_back(store, workspace, &sender, Some(ctx), None, detail)
             .await
     }
 
@@ -241,7 +234,7 @@ impl Controls {
         };
         for (workspace, sender) in &held {
             let detail = json!({ "reason": "token revoked", "token": token_id });
-            self.hand_back(store, workspace, sender, Some(by), &detail)
+            self.hand_back(store, workspace, sender, None, Some(by), detail)
                 .await?;
         }
         Ok(held.into_iter().map(|(id, _)| id).collect())
@@ -252,11 +245,11 @@ impl Controls {
         store: &Store,
         workspace: &str,
         sender: &watch::Sender<Control>,
+        ctx: Option<&OpContext>,
         actor: Option<&Actor>,
-        detail: &Value,
+        detail: Value,
     ) -> Result<Control, ControlError> {
-        let (_, at) =
-            events::record(store, "control.release", Some(workspace), actor, detail).await?;
+        let (_, at) = record(store, "control.release", workspace, ctx, actor, detail).await?;
         let back = Control {
             holder: Holder::Agent,
             since_ms: at,
@@ -264,6 +257,30 @@ impl Controls {
         sender.send_replace(back.clone());
         Ok(back)
     }
+}
+
+/// Appends a control event: by `ctx` (with its request id and client) or,
+/// without a request, by `actor`.
+async fn record(
+    store: &Store,
+    kind: &str,
+    workspace: &str,
+    ctx: Option<&OpContext>,
+    actor: Option<&Actor>,
+    detail: Value,
+) -> Result<(i64, i64), StateError> {
+    let from_ctx = ctx.map(OpContext::actor);
+    let client = ctx.and_then(|c| c.client).map(|a| a.to_string());
+    let event = events::NewEvent {
+        kind,
+        workspace_id: Some(workspace),
+        actor: from_ctx.as_ref().or(actor),
+        detail,
+        request_id: ctx.map(|c| c.request_id.as_str()),
+        client: client.as_deref(),
+        outcome: Some("ok"),
+    };
+    events::append(store, &event).await
 }
 
 /// Unix milliseconds as `YYYY-MM-DDThh:mm:ss.mmmZ` (UTC).
@@ -311,6 +328,14 @@ mod tests {
         (TempDb(dir), store)
     }
 
+    fn ctx(token: &Token) -> OpContext {
+        OpContext {
+            token: token.clone(),
+            request_id: "req-test".into(),
+            client: None,
+        }
+    }
+
     fn token(id: &str, role: Role) -> Token {
         Token {
             id: id.into(),
@@ -336,7 +361,7 @@ mod tests {
         let bob = token("tok-bob", Role::Operator);
         let mut seen = controls.subscribe("ws-1");
         assert!(controls.check_input("ws-1", &agent).is_ok());
-        controls.take(&store, "ws-1", &alice).await.unwrap();
+        controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
         assert!(seen.has_changed().unwrap());
         assert!(seen.borrow_and_update().is_held_by(&alice));
         let err = controls
@@ -354,16 +379,22 @@ mod tests {
         );
         // Bob can neither take it nor hand it back.
         assert!(matches!(
-            controls.take(&store, "ws-1", &bob).await,
+            controls.take(&store, "ws-1", &ctx(&bob)).await,
             Err(ControlError::Held { .. })
         ));
         assert!(matches!(
-            controls.release(&store, "ws-1", &bob).await,
+            controls.release(&store, "ws-1", &ctx(&bob)).await,
             Err(ControlError::NotHolder { .. })
         ));
-        controls.take(&store, "ws-1", &alice).await.unwrap();
-        controls.release(&store, "ws-1", &alice).await.unwrap();
-        controls.release(&store, "ws-1", &alice).await.unwrap();
+        controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
+        controls
+            .release(&store, "ws-1", &ctx(&alice))
+            .await
+            .unwrap();
+        controls
+            .release(&store, "ws-1", &ctx(&alice))
+            .await
+            .unwrap();
         assert!(controls.check_input("ws-1", &agent).is_ok());
         let kinds: Vec<String> = events::list(&store, Some("ws-1"), 0, 10)
             .await
@@ -386,7 +417,7 @@ mod tests {
         let controls = Controls::default();
         for role in [Role::Agent, Role::Auditor] {
             let err = controls
-                .take(&store, "ws", &token("t", role))
+                .take(&store, "ws", &ctx(&token("t", role)))
                 .await
                 .unwrap_err();
             assert!(matches!(err, ControlError::Role(_)), "{role:?}");
@@ -412,9 +443,12 @@ mod tests {
             .await
             .unwrap();
         let admin = token("tok-root", Role::Admin);
-        controls.take(&store, "ws-1", &alice).await.unwrap();
-        controls.take(&store, "ws-2", &alice).await.unwrap();
-        controls.release(&store, "ws-1", &admin).await.unwrap();
+        controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
+        controls.take(&store, "ws-2", &ctx(&alice)).await.unwrap();
+        controls
+            .release(&store, "ws-1", &ctx(&admin))
+            .await
+            .unwrap();
         let mut released = controls
             .release_token(&store, &alice.id, &Actor::from(&admin))
             .await

@@ -14,6 +14,9 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// More fields of the answer's body, beside `error` (a held
+    /// operation's `approval`).
+    pub details: Option<Box<serde_json::Value>>,
 }
 
 impl ApiError {
@@ -22,7 +25,14 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            details: None,
         }
+    }
+
+    /// The same error with more fields in its body (`details` must be an object).
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(Box::new(details));
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -47,7 +57,12 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::error!(code = self.code, message = %self.message, "request failed");
         }
-        let body = json!({ "error": { "code": self.code, "message": self.message } });
+        let mut body = json!({ "error": { "code": self.code, "message": self.message } });
+        if let (Some(details), Some(fields)) = (self.details, body.as_object_mut())
+            && let serde_json::Value::Object(details) = *details
+        {
+            fields.extend(details);
+        }
         (self.status, Json(body)).into_response()
     }
 }

@@ -12,7 +12,9 @@
 pub mod actions;
 pub mod api;
 pub mod app;
+pub mod approvals;
 pub mod auth;
+pub mod browser_context;
 pub mod cdp_proxy;
 pub mod control;
 pub mod error;

@@ -135,6 +135,7 @@ async fn fixture() -> Fixture {
         screens: Arc::default(),
         control: Arc::default(),
         revocations: Arc::default(),
+        gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
         replay: Arc::new(
             cubicle_gateway::replay::Replay::open(
                 store.clone(),

@@ -31,3 +31,4 @@ pub mod state;
 pub mod tokens;
 pub mod uid_lease;
 pub mod unprivileged;
+pub mod workspace_policy;

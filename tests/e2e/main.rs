@@ -12,6 +12,7 @@
 mod actions;
 mod cdp;
 mod control_attacks;
+mod doors;
 mod exec_files;
 mod first_light;
 mod limits;

@@ -51,7 +51,7 @@ pub async fn take(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     access::running(&state, &ctx, &id, Permission::ControlHold).await?;
-    let control = state.control.take(&state.store, &id, &ctx.token).await?;
+    let control = state.control.take(&state.store, &id, &ctx).await?;
     Ok(Json(control.view(&id)))
 }
 
@@ -62,7 +62,7 @@ pub async fn release(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     access::workspace(&state, &ctx, &id, Permission::ControlHold).await?;
-    let control = state.control.release(&state.store, &id, &ctx.token).await?;
+    let control = state.control.release(&state.store, &id, &ctx).await?;
     Ok(Json(control.view(&id)))
 }
 

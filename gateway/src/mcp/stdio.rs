@@ -12,6 +12,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -167,15 +169,24 @@ impl Bridge {
             .parse()
             .map_err(|_| "the token has characters a header cannot carry".to_owned())?;
         headers.insert(AUTHORIZATION, auth);
+        for (name, value) in routing_headers(line) {
+            if let (Ok(name), Ok(value)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                value.parse(),
+            ) {
+                headers.insert(name, value);
+            }
+        }
         let settled = self
             .version
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        // Before `initialize` has settled a version, its request carries the
-        // version the client asks for: servers of newer protocol versions
-        // refuse a request without the header.
-        let version = settled.or_else(|| requested_version(line));
+        // A message that names its protocol version (in `_meta`, or an
+        // `initialize`'s params) is sent with that version in the header:
+        // the server refuses a mismatch or a missing header. Others carry
+        // the version `initialize` settled on.
+        let version = requested_version(line).or(settled);
         if let Some(version) = version.and_then(|v| v.parse().ok()) {
             headers.insert("mcp-protocol-version", version);
         }
@@ -228,8 +239,51 @@ impl Bridge {
     }
 }
 
-/// The protocol version an `initialize` request (or a batch holding one)
-/// asks for.
+/// The routing headers MCP 2026-07-28 (SEP-2243) asks of a request sent
+/// on its own: `Mcp-Method`, and `Mcp-Name` for methods that act on a named
+/// thing (a tool, a prompt, a resource, a task). Servers of that version
+/// refuse a request without them; older ones ignore them. A value a header
+/// cannot carry as it is goes as `=?base64?...?=`. Batches carry none (the
+/// version that wants these headers has no batches).
+fn routing_headers(line: &str) -> Vec<(&'static str, String)> {
+    let Ok(Value::Object(message)) = serde_json::from_str::<Value>(line) else {
+        return Vec::new();
+    };
+    let Some(method) = message.get("method").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let mut headers = vec![("mcp-method", header_value(method))];
+    let key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    };
+    let name = key.and_then(|key| message.get("params")?.get(key)?.as_str());
+    if let Some(name) = name {
+        headers.push(("mcp-name", header_value(name)));
+    }
+    headers
+}
+
+/// `value` as a header value: itself when it is visible ASCII without
+/// leading or trailing blanks, else base64 between `=?base64?` and `?=`.
+fn header_value(value: &str) -> String {
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !value.starts_with([' ', '\t'])
+        && !value.ends_with([' ', '\t'])
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    match plain {
+        true => value.to_owned(),
+        false => format!("=?base64?{}?=", B64.encode(value)),
+    }
+}
+
+/// Where a request names its protocol version (MCP 2026-07-28 and later).
+const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// The protocol version a message (or the first of a batch that has one)
+/// names: its `_meta` entry, or the version an `initialize` asks for.
 fn requested_version(line: &str) -> Option<String> {
     let message: Value = serde_json::from_str(line).ok()?;
     let items = match message {
@@ -237,12 +291,12 @@ fn requested_version(line: &str) -> Option<String> {
         other => vec![other],
     };
     items.iter().find_map(|m| {
+        let params = m.get("params")?;
+        if let Some(version) = params.get("_meta").and_then(|meta| meta.get(VERSION_META)) {
+            return version.as_str().map(str::to_owned);
+        }
         (m.get("method")?.as_str()? == "initialize")
-            .then(|| {
-                m.pointer("/params/protocolVersion")?
-                    .as_str()
-                    .map(str::to_owned)
-            })
+            .then(|| params.get("protocolVersion")?.as_str().map(str::to_owned))
             .flatten()
     })
 }
@@ -282,6 +336,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn requests_carry_their_routing_headers() {
+        let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exec","arguments":{}}}"#;
+        assert_eq!(
+            routing_headers(call),
+            [
+                ("mcp-method", "tools/call".to_owned()),
+                ("mcp-name", "exec".to_owned())
+            ]
+        );
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(
+            routing_headers(note),
+            [("mcp-method", "notifications/initialized".to_owned())]
+        );
+        assert!(routing_headers(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).is_empty());
+        assert_eq!(header_value("caf\u{e9}"), "=?base64?Y2Fmw6k=?=");
+        assert_eq!(header_value(" x"), "=?base64?IHg=?=");
+    }
+
+    #[test]
     fn initialize_carries_the_version_it_asks_for() {
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}}"#;
         assert_eq!(requested_version(init).as_deref(), Some("2026-07-28"));
@@ -289,11 +363,11 @@ mod tests {
             requested_version(&format!("[{init}]")).as_deref(),
             Some("2026-07-28")
         );
-        assert_eq!(
-            requested_version(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#),
-            None
-        );
+        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        assert_eq!(requested_version(list), None);
         assert_eq!(requested_version("not json"), None);
+        let discover = r#"{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert_eq!(requested_version(discover).as_deref(), Some("2026-07-28"));
     }
 
     #[test]

@@ -47,6 +47,21 @@ pub enum EventKind {
     TokenCreate,
     TokenRevoke,
     EventsRead,
+    /// A policy refused an operation.
+    PolicyDeny,
+    /// An operator or admin switched a workspace's policy.
+    PolicySwitch,
+    /// A policy held an operation for an operator (a pending approval).
+    ApprovalRequest,
+    ApprovalApprove,
+    ApprovalDeny,
+    /// Nobody decided in time (the daemon): denied.
+    ApprovalExpire,
+    /// An approved operation ran, using its approval up.
+    ApprovalUse,
+    /// An approval was presented for other parameters, by another token,
+    /// or again.
+    ApprovalRefuse,
 }
 
 impl EventKind {
@@ -76,6 +91,14 @@ impl EventKind {
             Self::TokenCreate => "token.create",
             Self::TokenRevoke => "token.revoke",
             Self::EventsRead => "events.read",
+            Self::PolicyDeny => "policy.deny",
+            Self::PolicySwitch => "policy.switch",
+            Self::ApprovalRequest => "approval.request",
+            Self::ApprovalApprove => "approval.approve",
+            Self::ApprovalDeny => "approval.deny",
+            Self::ApprovalExpire => "approval.expire",
+            Self::ApprovalUse => "approval.use",
+            Self::ApprovalRefuse => "approval.refuse",
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct OpContext {
     pub request_id: String,
     /// The client's address, where the transport knows it.
     pub client: Option<SocketAddr>,
+    /// How the caller waits when a policy holds the operation.
+    pub hold: super::gates::Hold,
 }
 
 impl OpContext {

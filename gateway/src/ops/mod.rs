@@ -11,10 +11,12 @@
 
 pub mod access;
 pub mod actions;
+pub mod approvals;
 pub mod audit;
 pub mod context;
 pub mod exec;
 pub mod files;
+pub mod gates;
 pub mod host;
 pub mod permission;
 pub mod workspaces;

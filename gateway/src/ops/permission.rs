@@ -36,10 +36,14 @@ pub enum Permission {
     EventsRead,
     /// Make, list and revoke tokens.
     TokensManage,
+    /// Approve or deny operations a policy held (never the asking token's own).
+    ApprovalsDecide,
+    /// Switch the policy a workspace runs under.
+    PolicySwitch,
 }
 
 impl Permission {
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 15] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -53,6 +57,8 @@ impl Permission {
         Self::ControlOverride,
         Self::EventsRead,
         Self::TokensManage,
+        Self::ApprovalsDecide,
+        Self::PolicySwitch,
     ];
 
     /// What it lets a caller do, for refusals ("a token with role auditor
@@ -72,6 +78,8 @@ impl Permission {
             Self::ControlOverride => "hand back control another operator holds",
             Self::EventsRead => "read the event log",
             Self::TokensManage => "manage tokens",
+            Self::ApprovalsDecide => "approve or deny held operations",
+            Self::PolicySwitch => "switch a workspace's policy",
         }
     }
 }
