@@ -28,6 +28,8 @@ use tower::ServiceExt;
 
 /// A uid no process on a test machine has (stop scans for its processes).
 const NOBODYS_UID: u32 = 3_999_990;
+/// The sealed video segment of workspace `own`.
+const SEGMENT: &str = "r1-000001.mp4";
 
 /// Who calls, in the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,6 +117,23 @@ async fn fixture() -> Fixture {
         };
         store.insert(&record).await.unwrap();
     }
+    // A sealed video segment of `own`, for the replay doors.
+    let recordings = dir.path().join("recordings").join(&own);
+    std::fs::create_dir_all(&recordings).unwrap();
+    std::fs::write(recordings.join(SEGMENT), b"not really a video").unwrap();
+    let digest = cubicle_recorder::bundle::digest_reader(&b"not really a video"[..]).unwrap();
+    let sealed = cubicle_runtime::events::NewEvent {
+        kind: cubicle_recorder::audit_chain::SEGMENT_KIND,
+        workspace_id: Some(&own),
+        detail: serde_json::json!({
+            "file": SEGMENT, "sha256": hex::encode(digest.sha256), "bytes": digest.bytes,
+            "start_ms": 1_000, "end_ms": 2_000,
+        }),
+        ..Default::default()
+    };
+    cubicle_runtime::events::append(&store, &sealed)
+        .await
+        .unwrap();
     let jail = JailBackend::new(
         dir.path().join("rootfs"),
         dir.path().join("cubicle-guest"),
@@ -289,6 +308,30 @@ fn doors() -> Vec<Door> {
             P::ControlHold,
         ),
         door(Method::GET, "/v1/events?workspace={id}", "", P::EventsRead),
+        door(
+            Method::GET,
+            "/v1/workspaces/{id}/audit/export",
+            "",
+            P::AuditExport,
+        ),
+        door(
+            Method::GET,
+            "/v1/workspaces/{id}/audit/verify",
+            "",
+            P::AuditExport,
+        ),
+        door(
+            Method::GET,
+            "/v1/workspaces/{id}/recordings",
+            "",
+            P::AuditExport,
+        ),
+        door(
+            Method::GET,
+            "/v1/workspaces/{id}/recordings/r1-000001.mp4",
+            "",
+            P::AuditExport,
+        ),
         socket("/v1/workspaces/{id}/vnc", P::ScreenView),
         socket("/v1/workspaces/{id}/exec/ws?arg=true", P::Exec),
         socket("/v1/workspaces/{id}/cdp", P::Browser),
@@ -567,7 +610,8 @@ async fn the_openapi_document_has_every_door() {
             .split('?')
             .next()
             .unwrap()
-            .replace("ABCDEF0123", "{target}");
+            .replace("ABCDEF0123", "{target}")
+            .replace(SEGMENT, "{file}");
         let method = door.method.as_str().to_lowercase();
         if doc["paths"][&path][&method].is_null() {
             missing.push(format!("{method} {path}"));
@@ -582,6 +626,8 @@ async fn the_openapi_document_has_every_door() {
         ("post", "/v1/tokens"),
         ("delete", "/v1/tokens/{id}"),
         ("get", "/v1/workspaces/{id}/control/events"),
+        ("get", "/v1/recordings"),
+        ("get", "/v1/audit/key"),
     ] {
         if doc["paths"][path][method].is_null() {
             missing.push(format!("{method} {path}"));
@@ -591,4 +637,95 @@ async fn the_openapi_document_has_every_door() {
         missing.is_empty(),
         "routes missing from the OpenAPI document: {missing:?}"
     );
+}
+
+#[tokio::test]
+async fn a_deleted_workspace_stays_replayable_and_exportable_for_auditors() {
+    let fx = fixture().await;
+    fx.store
+        .set_state(&fx.own, WorkspaceState::Deleted, None, None)
+        .await
+        .unwrap();
+    let get = |path: String, who: Who| {
+        Request::get(path)
+            .header("authorization", format!("Bearer {}", fx.secrets[&who]))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, _) = send(
+        &fx.router,
+        get(format!("/v1/workspaces/{}", fx.own), Who::Auditor),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "gone for everyday use");
+    let (status, list) = send(&fx.router, get("/v1/recordings".into(), Who::Auditor)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        list["recordings"][0]["workspace"],
+        fx.own.as_str(),
+        "{list}"
+    );
+    assert_eq!(list["recordings"][0]["state"], "deleted");
+    let (status, view) = send(
+        &fx.router,
+        get(
+            format!("/v1/workspaces/{}/recordings", fx.own),
+            Who::Auditor,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["segments"][0]["file"], SEGMENT);
+    // Sealed when it closed, after its last frame: at the video's end.
+    assert_eq!(view["events"][0]["video_ms"], 1_000, "{view}");
+    // The bundle verifies offline with the code `cubicle audit verify` runs.
+    let response = fx
+        .router
+        .clone()
+        .oneshot(get(
+            format!("/v1/workspaces/{}/audit/export", fx.own),
+            Who::Auditor,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "application/x-tar");
+    let tar = axum::body::to_bytes(response.into_body(), 1 << 24)
+        .await
+        .unwrap();
+    let bundle = cubicle_recorder::bundle::Bundle::from_tar(&tar[..]).unwrap();
+    let report = cubicle_recorder::verify::verify(&bundle, None);
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(
+        (report.segments, report.checkpointed_seq),
+        (1, report.last_seq)
+    );
+    let events = String::from_utf8(bundle.events.clone()).unwrap();
+    assert!(
+        events.contains("audit.export"),
+        "the export is itself on record"
+    );
+    let (status, verified) = send(
+        &fx.router,
+        get(
+            format!("/v1/workspaces/{}/audit/verify", fx.own),
+            Who::Admin,
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, &verified["ok"]),
+        (StatusCode::OK, &Value::Bool(true)),
+        "{verified}"
+    );
+    // Operators watch live; they do not export.
+    let (status, _) = send(
+        &fx.router,
+        get(
+            format!("/v1/workspaces/{}/audit/export", fx.own),
+            Who::Operator,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }

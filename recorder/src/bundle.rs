@@ -137,19 +137,33 @@ impl Bundle {
             }
         } else {
             let file = std::fs::File::open(path).map_err(read_error)?;
-            let mut archive = tar::Archive::new(file);
-            for entry in archive.entries().map_err(read_error)? {
-                let entry = entry.map_err(read_error)?;
-                if !entry.header().entry_type().is_file() {
-                    continue;
-                }
-                let name = entry
-                    .path()
-                    .map_err(read_error)?
-                    .to_string_lossy()
-                    .into_owned();
-                parts.take(&name, entry).map_err(read_error)?;
+            return Self::from_tar(file).map_err(|err| match err {
+                BundleError::Read { source, .. } => read_error(source),
+                other => other,
+            });
+        }
+        parts.finish()
+    }
+
+    /// Reads a bundle from a tar stream.
+    pub fn from_tar(reader: impl Read) -> Result<Self, BundleError> {
+        let read_error = |source| BundleError::Read {
+            path: PathBuf::from("<tar stream>"),
+            source,
+        };
+        let mut parts = Parts::default();
+        let mut archive = tar::Archive::new(reader);
+        for entry in archive.entries().map_err(read_error)? {
+            let entry = entry.map_err(read_error)?;
+            if !entry.header().entry_type().is_file() {
+                continue;
             }
+            let name = entry
+                .path()
+                .map_err(read_error)?
+                .to_string_lossy()
+                .into_owned();
+            parts.take(&name, entry).map_err(read_error)?;
         }
         parts.finish()
     }

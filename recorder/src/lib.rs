@@ -16,3 +16,4 @@ pub mod audit_chain;
 pub mod bundle;
 pub mod checkpoint;
 pub mod verify;
+pub mod video;

@@ -5,6 +5,7 @@ pub mod control;
 pub mod events;
 pub mod exec;
 pub mod files;
+pub mod replay;
 pub mod tokens;
 pub mod workspaces;
 
@@ -67,6 +68,15 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(actions::actions),
         )
         .route("/v1/workspaces/{id}/screenshot", get(actions::screenshot))
+        .route("/v1/audit/key", get(replay::key))
+        .route("/v1/workspaces/{id}/audit/export", get(replay::export))
+        .route("/v1/workspaces/{id}/audit/verify", get(replay::verify))
+        .route("/v1/recordings", get(replay::list))
+        .route("/v1/workspaces/{id}/recordings", get(replay::get))
+        .route(
+            "/v1/workspaces/{id}/recordings/{file}",
+            get(replay::segment),
+        )
         .route("/v1/openapi.json", get(crate::openapi::serve))
         .merge(crate::cdp_proxy::routes())
         .merge(crate::mcp::routes(state.clone()))

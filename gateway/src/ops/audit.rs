@@ -47,6 +47,13 @@ pub enum EventKind {
     TokenCreate,
     TokenRevoke,
     EventsRead,
+    /// A closed video segment, sealed with its SHA-256 (by the daemon).
+    RecordingSegment,
+    /// A recording began or ended (by the daemon).
+    RecordingStart,
+    RecordingStop,
+    /// A workspace's audit record left the daemon as a bundle.
+    AuditExport,
     /// A policy refused an operation.
     PolicyDeny,
     /// An operator or admin switched a workspace's policy.
@@ -91,6 +98,10 @@ impl EventKind {
             Self::TokenCreate => "token.create",
             Self::TokenRevoke => "token.revoke",
             Self::EventsRead => "events.read",
+            Self::RecordingSegment => cubicle_recorder::audit_chain::SEGMENT_KIND,
+            Self::RecordingStart => "recording.start",
+            Self::RecordingStop => "recording.stop",
+            Self::AuditExport => "audit.export",
             Self::PolicyDeny => "policy.deny",
             Self::PolicySwitch => "policy.switch",
             Self::ApprovalRequest => "approval.request",

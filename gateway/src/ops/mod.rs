@@ -19,6 +19,7 @@ pub mod files;
 pub mod gates;
 pub mod host;
 pub mod permission;
+pub mod replay;
 pub mod workspaces;
 
 pub use audit::EventKind;

@@ -40,10 +40,13 @@ pub enum Permission {
     ApprovalsDecide,
     /// Switch the policy a workspace runs under.
     PolicySwitch,
+    /// Replay recordings and export a workspace's sealed audit record
+    /// (deleted workspaces' too).
+    AuditExport,
 }
 
 impl Permission {
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -57,6 +60,7 @@ impl Permission {
         Self::ControlOverride,
         Self::EventsRead,
         Self::TokensManage,
+        Self::AuditExport,
         Self::ApprovalsDecide,
         Self::PolicySwitch,
     ];
@@ -80,6 +84,7 @@ impl Permission {
             Self::TokensManage => "manage tokens",
             Self::ApprovalsDecide => "approve or deny held operations",
             Self::PolicySwitch => "switch a workspace's policy",
+            Self::AuditExport => "replay recordings or export the audit record",
         }
     }
 }
@@ -89,7 +94,10 @@ pub fn granted(role: Role, permission: Permission) -> bool {
     use Permission as P;
     match role {
         Role::Admin => true,
-        Role::Operator => !matches!(permission, P::TokensManage | P::ControlOverride),
+        Role::Operator => !matches!(
+            permission,
+            P::TokensManage | P::ControlOverride | P::AuditExport
+        ),
         Role::Agent => matches!(
             permission,
             P::WorkspacesView
@@ -104,7 +112,7 @@ pub fn granted(role: Role, permission: Permission) -> bool {
         ),
         Role::Auditor => matches!(
             permission,
-            P::WorkspacesView | P::ScreenView | P::EventsRead
+            P::WorkspacesView | P::ScreenView | P::EventsRead | P::AuditExport
         ),
     }
 }
@@ -125,18 +133,24 @@ mod tests {
     #[test]
     fn the_table() {
         assert_eq!(of_role(Role::Admin).len(), Permission::ALL.len());
-        assert_eq!(of_role(Role::Operator).len(), Permission::ALL.len() - 2);
+        assert_eq!(of_role(Role::Operator).len(), Permission::ALL.len() - 3);
         assert!(!granted(Role::Operator, P::TokensManage));
         assert!(!granted(Role::Operator, P::ControlOverride));
         assert_eq!(
             of_role(Role::Auditor),
-            [P::WorkspacesView, P::ScreenView, P::EventsRead]
+            [
+                P::WorkspacesView,
+                P::ScreenView,
+                P::EventsRead,
+                P::AuditExport
+            ]
         );
         for p in [
             P::ControlHold,
             P::ControlOverride,
             P::EventsRead,
             P::TokensManage,
+            P::AuditExport,
         ] {
             assert!(!granted(Role::Agent, p), "agent must not {}", p.action());
         }

@@ -6,6 +6,7 @@
 //! the formats and the verification live in `cubicle-recorder`; this module
 //! holds the signing key and decides when to sign and what to record.
 
+pub mod export;
 pub mod seal;
 
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@
 //! names and coordinates) keep a description type in [`crate::openapi`].
 
 pub mod exec;
+pub mod replay;
 pub mod token;
 pub mod workspace;
 
