@@ -1,0 +1,30 @@
+//! The egress proxy: the only way out of a workspace. Workspaces have no
+//! network interface but loopback; `cubicle-guest` relays
+//! `127.0.0.1:3128` inside to this proxy on the host over a reverse
+//! channel ([`listener`]). The proxy ([`proxy`], on hyper) enforces the
+//! workspace's [`policy`] (default deny), resolves names itself and checks
+//! every address ([`decide`], [`address`]), connects to exactly the address
+//! it checked, intercepts TLS with the installation's CA ([`tls`], trusted
+//! inside through [`trust`]) unless a host passes through, sends downloads
+//! to [`crate::quarantine`], and reports every decision ([`events`]).
+//!
+//! Read [`decide::decide`] first, then [`proxy::WorkspaceProxy`].
+
+pub mod address;
+pub mod counted;
+pub mod decide;
+pub mod download;
+pub mod events;
+pub mod listener;
+pub mod policy;
+pub mod proxy;
+pub mod resolve;
+pub mod tls;
+pub mod trust;
+
+pub use events::{EgressEvent, EgressEvents, Mode};
+pub use policy::{EgressPolicy, EgressPolicyDoc, PolicyError};
+pub use proxy::{Egress, PolicyCell, ProxyLimits, WorkspaceProxy};
+
+#[cfg(test)]
+mod tests;

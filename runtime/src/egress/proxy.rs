@@ -1,0 +1,834 @@
+//! The forward proxy of one workspace, on hyper (HTTP/1.1): `CONNECT
+//! host:port` (TLS intercepted by default, or tunnelled untouched for
+//! passthrough hosts) and absolute-URI `http://` requests. Each destination
+//! is decided ([`super::decide`]), recorded ([`super::events`]), and only
+//! then connected — to exactly the address that was checked. Downloads in
+//! what it sees go to [`crate::quarantine`] instead of the workspace.
+//!
+//! Hostile clients are the normal case: headers are capped in size and in
+//! time, connections per workspace are capped, malformed requests get a
+//! 400 and the connection closes; none of it affects other connections.
+
+use std::convert::Infallible;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::counted::{Counted, Tally};
+use super::decide::{Decision, Destination, decide};
+use super::download;
+use super::events::{EgressEvent, EgressEvents, Mode};
+use super::policy::EgressPolicy;
+use super::resolve::Resolve;
+use super::tls::Interception;
+use crate::quarantine::{self, HoldError, Quarantine};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The body of every response the proxy sends.
+pub type ProxyBody = BoxBody<Bytes, BoxError>;
+
+/// Caps on what one client may make the proxy hold.
+#[derive(Debug, Clone)]
+pub struct ProxyLimits {
+    /// A request's headers must arrive within this.
+    pub header_timeout: Duration,
+    /// Largest request head, in bytes.
+    pub max_header_bytes: usize,
+    pub connect_timeout: Duration,
+    pub tls_timeout: Duration,
+    /// Open client connections per workspace.
+    pub max_connections: usize,
+}
+
+impl Default for ProxyLimits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            max_header_bytes: 64 * 1024,
+            connect_timeout: Duration::from_secs(10),
+            tls_timeout: Duration::from_secs(10),
+            max_connections: 256,
+        }
+    }
+}
+
+/// What every workspace's proxy shares.
+pub struct Egress {
+    pub resolver: Arc<dyn Resolve>,
+    /// `None`: no CA, so `CONNECT` is always tunnelled.
+    pub interception: Option<Arc<Interception>>,
+    /// `None`: downloads are not captured.
+    pub quarantine: Option<Quarantine>,
+    pub events: Arc<dyn EgressEvents>,
+    pub limits: ProxyLimits,
+}
+
+/// A workspace's policy, replaced whole when it changes.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyCell(Arc<RwLock<Arc<EgressPolicy>>>);
+
+impl PolicyCell {
+    pub fn new(policy: EgressPolicy) -> Self {
+        Self(Arc::new(RwLock::new(Arc::new(policy))))
+    }
+
+    pub fn get(&self) -> Arc<EgressPolicy> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set(&self, policy: EgressPolicy) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(policy);
+    }
+}
+
+/// One workspace's proxy: its policy, its connections, their owner.
+pub struct WorkspaceProxy {
+    egress: Arc<Egress>,
+    workspace: String,
+    policy: PolicyCell,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+    connections: Arc<Semaphore>,
+}
+
+fn full(status: StatusCode, content_type: &str, body: String) -> Response<ProxyBody> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("text/plain")),
+    );
+    response
+}
+
+/// A refusal: the reason in the body and in `x-cubicle-egress-reason`.
+fn refusal(status: StatusCode, reason: &str) -> Response<ProxyBody> {
+    let mut response = full(
+        status,
+        "text/plain; charset=utf-8",
+        format!("cubicle egress: {reason}\n"),
+    );
+    let printable: String = reason
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(400)
+        .collect();
+    if let Ok(value) = HeaderValue::from_str(&printable) {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("x-cubicle-egress-reason"), value);
+    }
+    response
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .collect();
+    for name in HOP_BY_HOP
+        .iter()
+        .copied()
+        .chain(listed.iter().map(String::as_str))
+    {
+        headers.remove(name);
+    }
+}
+
+/// Where one tunnel or request goes, once decided.
+struct Target {
+    dest: Destination,
+    mode: Mode,
+}
+
+/// A connection upstream that is re-made (to the same checked address)
+/// when the server closed it between two requests.
+struct Upstream {
+    address: std::net::SocketAddr,
+    tally: Arc<Tally>,
+    tls: Option<(
+        Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    sender: Option<SendRequest<ProxyBody>>,
+}
+
+impl WorkspaceProxy {
+    pub fn new(egress: Arc<Egress>, workspace: &str, policy: PolicyCell) -> Arc<Self> {
+        let max = egress.limits.max_connections;
+        Arc::new(Self {
+            egress,
+            workspace: workspace.to_owned(),
+            policy,
+            cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            connections: Arc::new(Semaphore::new(max)),
+        })
+    }
+
+    pub fn workspace(&self) -> &str {
+        &self.workspace
+    }
+
+    pub fn policy(&self) -> &PolicyCell {
+        &self.policy
+    }
+
+    /// Ends every connection and download in flight (their partial files
+    /// go with them) and waits for their tasks.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves when [`WorkspaceProxy::shutdown`] begins.
+    pub async fn closed(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Runs `future` as a task of this workspace, ended at shutdown.
+    fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
+        let cancel = self.cancel.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                () = future => {}
+            }
+        });
+    }
+
+    /// Serves one client connection (already peer-checked).
+    pub fn serve<IO>(self: &Arc<Self>, io: IO)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Ok(permit) = self.connections.clone().try_acquire_owned() else {
+            tracing::warn!(
+                workspace = self.workspace,
+                "egress: too many open proxy connections; closing a new one"
+            );
+            return;
+        };
+        let this = self.clone();
+        self.spawn(async move {
+            let _permit = permit;
+            let service_owner = this.clone();
+            let service = service_fn(move |req| {
+                let this = service_owner.clone();
+                async move { Ok::<_, Infallible>(this.handle(req).await) }
+            });
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(this.egress.limits.header_timeout)
+                .max_buf_size(this.egress.limits.max_header_bytes.max(8192))
+                .serve_connection(TokioIo::new(io), service)
+                .with_upgrades()
+                .await;
+            if let Err(err) = served {
+                tracing::debug!(workspace = this.workspace, %err, "egress client connection ended");
+            }
+        });
+    }
+
+    async fn record(&self, event: EgressEvent) -> Result<(), String> {
+        let recorded = self.egress.events.record(&self.workspace, event).await;
+        if let Err(err) = &recorded {
+            tracing::error!(workspace = self.workspace, %err, "cannot record an egress event");
+        }
+        recorded
+    }
+
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+        if req.method() == Method::CONNECT {
+            return self.connect(req).await;
+        }
+        let (scheme, authority) = (req.uri().scheme_str(), req.uri().authority());
+        match (scheme, authority) {
+            (Some("http"), Some(authority)) => {
+                let dest = Destination::new(authority.host(), authority.port_u16().unwrap_or(80));
+                self.forward_http(req, dest).await
+            }
+            (Some(_), Some(_)) => refusal(
+                StatusCode::BAD_REQUEST,
+                "only http:// URLs are forwarded as requests; https:// goes through CONNECT",
+            ),
+            _ => refusal(
+                StatusCode::BAD_REQUEST,
+                "this is a forward proxy: send absolute-URI requests (GET http://host/path) or CONNECT host:port",
+            ),
+        }
+    }
+
+    /// Decides, connects to a checked address and records the decision;
+    /// the response to send instead when any of it fails.
+    async fn open(
+        &self,
+        target: &Target,
+        method: &Method,
+    ) -> Result<(TcpStream, std::net::SocketAddr), Response<ProxyBody>> {
+        let policy = self.policy.get();
+        let decision = decide(&policy, &*self.egress.resolver, &target.dest).await;
+        let event = |decision: &Decision, address: Option<std::net::SocketAddr>, reason: String| {
+            EgressEvent::Decision {
+                host: target.dest.host.clone(),
+                port: target.dest.port,
+                method: method.to_string(),
+                mode: target.mode,
+                allowed: decision.allowed && address.is_some(),
+                rule: decision.rule.clone(),
+                reason,
+                resolved: decision.resolved.clone(),
+                address,
+            }
+        };
+        let unrecorded = || {
+            refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the event log cannot be written, so nothing was connected",
+            )
+        };
+        let refused = format!(
+            "refused {}:{}: {}",
+            target.dest.host, target.dest.port, decision.reason
+        );
+        if !decision.allowed {
+            self.record(event(&decision, None, decision.reason.clone()))
+                .await
+                .map_err(|_| unrecorded())?;
+            return Err(refusal(StatusCode::FORBIDDEN, &refused));
+        }
+        let mut failures = Vec::new();
+        for &address in &decision.targets {
+            let attempt = tokio::time::timeout(
+                self.egress.limits.connect_timeout,
+                TcpStream::connect(address),
+            )
+            .await;
+            match attempt {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    self.record(event(&decision, Some(address), decision.reason.clone()))
+                        .await
+                        .map_err(|_| unrecorded())?;
+                    return Ok((stream, address));
+                }
+                Ok(Err(err)) => failures.push(format!("{address}: {err}")),
+                Err(_) => failures.push(format!("{address}: no answer in time")),
+            }
+        }
+        let reason = format!("allowed, but cannot connect: {}", failures.join("; "));
+        self.record(event(&decision, None, reason.clone()))
+            .await
+            .map_err(|_| unrecorded())?;
+        Err(refusal(
+            StatusCode::BAD_GATEWAY,
+            &format!("{}:{} {reason}", target.dest.host, target.dest.port),
+        ))
+    }
+
+    async fn connect(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+        let Some(authority) = req.uri().authority().cloned() else {
+            return refusal(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+        };
+        let Some(port) = authority.port_u16() else {
+            return refusal(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+        };
+        let dest = Destination::new(authority.host(), port);
+        let policy = self.policy.get();
+        let intercept = policy.intercept
+            && self.egress.interception.is_some()
+            && !policy.passes_through(&dest.host);
+        let mode = if intercept {
+            Mode::Intercepted
+        } else {
+            Mode::Tunnel
+        };
+        let target = Target { dest, mode };
+        let (stream, address) = match self.open(&target, req.method()).await {
+            Ok(opened) => opened,
+            Err(response) => return response,
+        };
+        let this = self.clone();
+        self.spawn(async move {
+            let started = Instant::now();
+            let client = match hyper::upgrade::on(req).await {
+                Ok(upgraded) => TokioIo::new(upgraded),
+                Err(err) => {
+                    tracing::debug!(%err, "egress: CONNECT never upgraded");
+                    return;
+                }
+            };
+            let tally = Arc::new(Tally::default());
+            let upstream = Counted::new(stream, tally.clone());
+            if intercept {
+                this.intercept(client, upstream, &target, address, tally.clone())
+                    .await;
+            } else {
+                let (mut client, mut upstream) = (client, upstream);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            }
+            let _ = this
+                .record(EgressEvent::Close {
+                    host: target.dest.host.clone(),
+                    port: target.dest.port,
+                    address,
+                    mode,
+                    bytes_up: tally.written(),
+                    bytes_down: tally.read(),
+                    duration_ms: started.elapsed().as_millis() as u64,
+                })
+                .await;
+        });
+        Response::new(Full::new(Bytes::new()).map_err(|n| match n {}).boxed())
+    }
+
+    /// Terminates the client's TLS with a leaf for the host, verifies the
+    /// upstream's, and serves the requests in between.
+    async fn intercept<C>(
+        self: &Arc<Self>,
+        client: C,
+        upstream: Counted<TcpStream>,
+        target: &Target,
+        address: std::net::SocketAddr,
+        tally: Arc<Tally>,
+    ) where
+        C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Some(interception) = self.egress.interception.clone() else {
+            return;
+        };
+        let limit = self.egress.limits.tls_timeout;
+        let server_name = match rustls::pki_types::ServerName::try_from(target.dest.host.clone()) {
+            Ok(name) => name,
+            Err(err) => {
+                tracing::debug!(%err, host = target.dest.host, "egress: not a TLS server name");
+                return;
+            }
+        };
+        let connector = tokio_rustls::TlsConnector::from(interception.client.clone());
+        let upstream_tls =
+            match tokio::time::timeout(limit, connector.connect(server_name.clone(), upstream))
+                .await
+            {
+                Ok(Ok(tls)) => Ok(tls),
+                Ok(Err(err)) => Err(err.to_string()),
+                Err(_) => Err(format!("no TLS handshake within {limit:?}")),
+            };
+        let server_config = match interception.ca.server_config(&target.dest.host) {
+            Ok(config) => config,
+            Err(err) => {
+                tracing::error!(%err, host = target.dest.host, "egress: cannot make a leaf certificate");
+                return;
+            }
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
+        let client_tls = match tokio::time::timeout(limit, acceptor.accept(client)).await {
+            Ok(Ok(tls)) => tls,
+            _ => return,
+        };
+        let upstream = match upstream_tls {
+            Ok(tls) => {
+                let mut upstream = Upstream {
+                    address,
+                    tally,
+                    tls: Some((interception.client.clone(), server_name)),
+                    sender: None,
+                };
+                match self.handshake(TokioIo::new(tls)).await {
+                    Ok(sender) => upstream.sender = Some(sender),
+                    Err(err) => tracing::debug!(%err, "egress: upstream HTTP handshake failed"),
+                }
+                Ok(Arc::new(tokio::sync::Mutex::new(upstream)))
+            }
+            Err(reason) => {
+                let reason = format!("upstream certificate refused: {reason}");
+                let _ = self
+                    .record(EgressEvent::UpstreamRefused {
+                        host: target.dest.host.clone(),
+                        port: target.dest.port,
+                        address,
+                        reason: reason.clone(),
+                    })
+                    .await;
+                Err(reason)
+            }
+        };
+        let this = self.clone();
+        let dest = target.dest.clone();
+        let service = service_fn(move |req: Request<Incoming>| {
+            let this = this.clone();
+            let dest = dest.clone();
+            let upstream = upstream.clone();
+            async move {
+                let response = match upstream {
+                    Ok(upstream) => this.forward_intercepted(req, dest, upstream).await,
+                    Err(reason) => refusal(StatusCode::BAD_GATEWAY, &reason),
+                };
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.egress.limits.header_timeout)
+            .max_buf_size(self.egress.limits.max_header_bytes.max(8192))
+            .serve_connection(TokioIo::new(client_tls), service)
+            .await;
+    }
+
+    /// An HTTP/1.1 client connection over `io`, driven by a task of this
+    /// workspace.
+    async fn handshake<I>(&self, io: I) -> Result<SendRequest<ProxyBody>, hyper::Error>
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let (sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+        self.spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+
+    async fn forward_intercepted(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        dest: Destination,
+        upstream: Arc<tokio::sync::Mutex<Upstream>>,
+    ) -> Response<ProxyBody> {
+        // The request must be for the host the tunnel was decided for.
+        let asked = req
+            .uri()
+            .authority()
+            .map(|a| a.host().to_owned())
+            .or_else(|| {
+                req.headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(|h| match h.rsplit_once(':') {
+                        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => {
+                            host.to_owned()
+                        }
+                        _ => h.to_owned(),
+                    })
+            });
+        if asked.is_some_and(|host| Destination::new(&host, dest.port).host != dest.host) {
+            return refusal(
+                StatusCode::MISDIRECTED_REQUEST,
+                &format!("this tunnel was allowed for {} only", dest.host),
+            );
+        }
+        let mut upstream = upstream.lock().await;
+        let sender = match upstream.ready(&self).await {
+            Ok(sender) => sender,
+            Err(reason) => {
+                return refusal(StatusCode::BAD_GATEWAY, &format!("{}: {reason}", dest.host));
+            }
+        };
+        self.exchange(req, &dest, Mode::Intercepted, "https", sender)
+            .await
+    }
+
+    async fn forward_http(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        dest: Destination,
+    ) -> Response<ProxyBody> {
+        let target = Target {
+            dest,
+            mode: Mode::Http,
+        };
+        let (stream, address) = match self.open(&target, req.method()).await {
+            Ok(opened) => opened,
+            Err(response) => return response,
+        };
+        let started = Instant::now();
+        let tally = Arc::new(Tally::default());
+        let io = TokioIo::new(Counted::new(stream, tally.clone()));
+        let (mut sender, connection) = match hyper::client::conn::http1::handshake(io).await {
+            Ok(pair) => pair,
+            Err(err) => return refusal(StatusCode::BAD_GATEWAY, &err.to_string()),
+        };
+        // One request per upstream connection: when it ends, so does the
+        // connection, and its close is recorded with the bytes.
+        let this = self.clone();
+        let closing = Target {
+            dest: target.dest.clone(),
+            mode: Mode::Http,
+        };
+        self.spawn(async move {
+            let _ = connection.await;
+            let _ = this
+                .record(EgressEvent::Close {
+                    host: closing.dest.host,
+                    port: closing.dest.port,
+                    address,
+                    mode: Mode::Http,
+                    bytes_up: tally.written(),
+                    bytes_down: tally.read(),
+                    duration_ms: started.elapsed().as_millis() as u64,
+                })
+                .await;
+        });
+        let mut req = req;
+        req.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        self.exchange(req, &target.dest, Mode::Http, "http", &mut sender)
+            .await
+    }
+
+    /// Sends one request upstream and answers it, unless the answer is a
+    /// download: then it goes to quarantine and the client gets a page
+    /// saying so.
+    async fn exchange(
+        &self,
+        mut req: Request<Incoming>,
+        dest: &Destination,
+        mode: Mode,
+        scheme: &str,
+        sender: &mut SendRequest<ProxyBody>,
+    ) -> Response<ProxyBody> {
+        let method = req.method().to_string();
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let default_port = if scheme == "https" { 443 } else { 80 };
+        let authority = match (dest.host.contains(':'), dest.port == default_port) {
+            (true, true) => format!("[{}]", dest.host),
+            (true, false) => format!("[{}]:{}", dest.host, dest.port),
+            (false, true) => dest.host.clone(),
+            (false, false) => format!("{}:{}", dest.host, dest.port),
+        };
+        let url = format!("{scheme}://{authority}{path}");
+        let keep_close =
+            req.headers().get(header::CONNECTION) == Some(&HeaderValue::from_static("close"));
+        strip_hop_by_hop(req.headers_mut());
+        if keep_close {
+            req.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        match path.parse() {
+            Ok(uri) => *req.uri_mut() = uri,
+            Err(_) => return refusal(StatusCode::BAD_REQUEST, "the request path is not valid"),
+        }
+        if !req.headers().contains_key(header::HOST)
+            && let Ok(host) = HeaderValue::from_str(&authority)
+        {
+            req.headers_mut().insert(header::HOST, host);
+        }
+        let req = req.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed());
+        let mut response = match sender.send_request(req).await {
+            Ok(response) => response,
+            Err(err) => {
+                return refusal(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("{}: the server did not answer: {err}", dest.host),
+                );
+            }
+        };
+        let status = response.status();
+        let offer = download::offer(&path, response.headers());
+        let request_event = |status: StatusCode, download: Option<String>| EgressEvent::Request {
+            host: dest.host.clone(),
+            port: dest.port,
+            method: method.clone(),
+            path: path.clone(),
+            status: status.as_u16(),
+            mode,
+            download,
+        };
+        if let (Some(offer), Some(quarantine), true) =
+            (offer, &self.egress.quarantine, status.is_success())
+        {
+            let held = self
+                .hold(quarantine, &url, &offer, response.into_body())
+                .await;
+            let (answer, id) = held;
+            let _ = self.record(request_event(status, id)).await;
+            return answer;
+        }
+        if self.record(request_event(status, None)).await.is_err() {
+            return refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the event log cannot be written, so the response was not delivered",
+            );
+        }
+        strip_hop_by_hop(response.headers_mut());
+        response.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed())
+    }
+
+    /// Holds a download; the page the browser gets, and the id when held.
+    async fn hold(
+        &self,
+        quarantine: &Quarantine,
+        url: &str,
+        offer: &download::Offer,
+        body: Incoming,
+    ) -> (Response<ProxyBody>, Option<String>) {
+        let meta = quarantine::Incoming {
+            workspace: &self.workspace,
+            url,
+            offered_name: &offer.name,
+            claimed_type: offer.claimed_type.as_deref(),
+        };
+        match quarantine.hold(meta, body).await {
+            Ok(record) => {
+                let event = EgressEvent::DownloadHeld {
+                    id: record.id.clone(),
+                    url: url.to_owned(),
+                    name: record.name.clone(),
+                    size: record.size,
+                    sha256: record.sha256.clone(),
+                    sniffed_type: record.sniffed_type.clone(),
+                    claimed_type: record.claimed_type.clone(),
+                    hits: record.hits.iter().map(|h| h.rule.clone()).collect(),
+                };
+                let _ = self.record(event).await;
+                let hits = if record.hits.is_empty() {
+                    "no rule matched".to_owned()
+                } else {
+                    let names: Vec<&str> = record.hits.iter().map(|h| h.rule.as_str()).collect();
+                    format!("rules matched: {}", names.join(", "))
+                };
+                let page = format!(
+                    "<!doctype html><meta charset=utf-8><title>Download held</title>\
+                     <h1>Download held in quarantine</h1>\
+                     <p><b>{}</b> ({} bytes, {}) is held for review as <code>{}</code>; {}.</p>\
+                     <p>An operator can release it into ~/Downloads.</p>",
+                    html_escape(&record.name),
+                    record.size,
+                    html_escape(record.sniffed_type.as_deref().unwrap_or("unknown type")),
+                    record.id,
+                    html_escape(&hits),
+                );
+                let mut response = full(StatusCode::FORBIDDEN, "text/html; charset=utf-8", page);
+                if let Ok(id) = HeaderValue::from_str(&record.id) {
+                    response
+                        .headers_mut()
+                        .insert(HeaderName::from_static("x-cubicle-download"), id);
+                }
+                (response, Some(record.id))
+            }
+            Err(err) => {
+                let status = match err {
+                    HoldError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                    HoldError::Disk(_) => StatusCode::INSUFFICIENT_STORAGE,
+                    _ => StatusCode::BAD_GATEWAY,
+                };
+                let reason = err.to_string();
+                let _ = self
+                    .record(EgressEvent::DownloadRefused {
+                        url: url.to_owned(),
+                        name: quarantine::names::clean(&offer.name),
+                        reason: reason.clone(),
+                    })
+                    .await;
+                (
+                    refusal(status, &format!("download refused: {reason}")),
+                    None,
+                )
+            }
+        }
+    }
+}
+
+impl Upstream {
+    /// The sender, re-connected to the same checked address if the server
+    /// closed the last connection.
+    async fn ready(
+        &mut self,
+        proxy: &WorkspaceProxy,
+    ) -> Result<&mut SendRequest<ProxyBody>, String> {
+        let usable = match self.sender.as_mut() {
+            Some(sender) if !sender.is_closed() => sender.ready().await.is_ok(),
+            _ => false,
+        };
+        if !usable {
+            self.sender = None;
+            let limits = &proxy.egress.limits;
+            let stream =
+                tokio::time::timeout(limits.connect_timeout, TcpStream::connect(self.address))
+                    .await
+                    .map_err(|_| format!("{}: no answer in time", self.address))?
+                    .map_err(|e| format!("{}: {e}", self.address))?;
+            let _ = stream.set_nodelay(true);
+            let counted = Counted::new(stream, self.tally.clone());
+            let sender = match &self.tls {
+                Some((config, name)) => {
+                    let connector = tokio_rustls::TlsConnector::from(config.clone());
+                    let tls = tokio::time::timeout(
+                        limits.tls_timeout,
+                        connector.connect(name.clone(), counted),
+                    )
+                    .await
+                    .map_err(|_| "no TLS handshake in time".to_owned())?
+                    .map_err(|e| format!("upstream certificate refused: {e}"))?;
+                    proxy.handshake(TokioIo::new(tls)).await
+                }
+                None => proxy.handshake(TokioIo::new(counted)).await,
+            }
+            .map_err(|e| e.to_string())?;
+            self.sender = Some(sender);
+        }
+        self.sender
+            .as_mut()
+            .ok_or_else(|| "no upstream connection".to_owned())
+    }
+}
