@@ -13,7 +13,9 @@ use crate::limits::{Limits, Usage};
 pub struct WorkspaceSpec {
     pub id: String,
     pub geometry: Geometry,
-    /// The unprivileged host uid the workspace's processes run as.
+    /// The unprivileged host uid of the workspace's user: its shell, its
+    /// desktop session, whatever an agent execs, its files (inside: 1000).
+    /// The services run as [`WorkspaceSpec::services_uid`].
     pub host_uid: u32,
     /// The workspace's directory under the data dir (its writable layer).
     pub dir: PathBuf,
@@ -24,7 +26,23 @@ pub struct WorkspaceSpec {
     pub limits: Limits,
 }
 
+/// Host uids handed to one workspace: the user's and the services'.
+pub const UIDS_PER_WORKSPACE: u32 = 2;
+
+/// The host uid of the services (guest supervisor, Xvnc, Chromium) of the
+/// workspace whose user is `host_uid`: the next one, leased with it. Why
+/// two: see [`crate::jail`].
+pub fn services_uid_of(host_uid: u32) -> u32 {
+    host_uid + 1
+}
+
 impl WorkspaceSpec {
+    /// The host uid its services run as (inside: 1001); only the jail
+    /// uses it (a microVM runs as [`WorkspaceSpec::host_uid`] alone).
+    pub fn services_uid(&self) -> u32 {
+        services_uid_of(self.host_uid)
+    }
+
     /// The jail's guest channel socket: bound by the daemon in `host/`, a
     /// root-only directory inside `dir` that the workspace cannot see (see
     /// [`crate::channel`] for why the host owns this path).
@@ -113,13 +131,17 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// Ends every process of the workspace (all of its uid's): SIGTERM, `grace`,
-/// then SIGKILL. An error names the pids that survived even that.
+/// Ends every process of the workspace (all of its two uids'): SIGTERM,
+/// `grace`, then SIGKILL. An error names the pids that survived even that.
 pub async fn end_processes(
     spec: &WorkspaceSpec,
     grace: std::time::Duration,
 ) -> Result<(), BackendError> {
-    let survivors = crate::proc_scan::end_uid(spec.host_uid, grace).await;
+    let (user, services) = tokio::join!(
+        crate::proc_scan::end_uid(spec.host_uid, grace),
+        crate::proc_scan::end_uid(spec.services_uid(), grace),
+    );
+    let survivors: Vec<i32> = user.into_iter().chain(services).collect();
     if survivors.is_empty() {
         Ok(())
     } else {

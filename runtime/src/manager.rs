@@ -12,7 +12,9 @@ use std::time::Duration;
 use rand::RngCore;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
+use crate::backend::{
+    Backend, BackendError, Exit, UIDS_PER_WORKSPACE, WorkspaceSpec, services_uid_of,
+};
 use crate::geometry::Geometry;
 use crate::lifecycle::{Change, Lifecycle, Publisher};
 use crate::limits::{Limits, LimitsError, LimitsPolicy, LimitsRequest, Usage};
@@ -39,7 +41,7 @@ pub enum ManagerError {
     },
     #[error("workspace {id} could not start: {reason}")]
     StartFailed { id: String, reason: String },
-    #[error("no free host uid for a new workspace ({UID_COUNT} in use)")]
+    #[error("no free pair of host uids for a new workspace (all {UID_COUNT} in use)")]
     NoUid,
     #[error(transparent)]
     Backend(#[from] BackendError),
@@ -192,6 +194,25 @@ impl<B: Backend> Manager<B> {
         }
     }
 
+    /// Takes the leases on a workspace's two uids (user and services);
+    /// false, holding neither, if another daemon has either.
+    fn take_uids(&self, host_uid: u32) -> bool {
+        if !self.leases.take(host_uid) {
+            return false;
+        }
+        if !self.leases.take(services_uid_of(host_uid)) {
+            self.leases.release(host_uid);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back the leases on a workspace's two uids.
+    fn release_uids(&self, host_uid: u32) {
+        self.leases.release(host_uid);
+        self.leases.release(services_uid_of(host_uid));
+    }
+
     fn lock_for(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
         locks.entry(id.to_owned()).or_default().clone()
@@ -249,15 +270,34 @@ impl<B: Backend> Manager<B> {
 
     async fn insert_new(&self, request: CreateRequest) -> Result<WorkspaceRecord, ManagerError> {
         let _alloc = self.alloc.lock().await;
-        let used = self.store.uids_in_use().await?;
+        // Each workspace holds a pair: its user's uid and its services'.
+        let used: Vec<u32> = self
+            .store
+            .uids_in_use()
+            .await?
+            .into_iter()
+            .flat_map(|uid| [uid, services_uid_of(uid)])
+            .collect();
         let base = self.config.uid_base;
         // A uid with processes, or leased by another daemon, is in use by
         // someone this store does not know.
+        let free = |uid: u32| {
+            !used.contains(&uid)
+                && crate::proc_scan::pids_of_uid(uid).is_empty()
+                && self.leases.take(uid)
+        };
         let host_uid = (base..base.saturating_add(UID_COUNT))
+            .step_by(UIDS_PER_WORKSPACE as usize)
             .find(|&uid| {
-                !used.contains(&uid)
-                    && crate::proc_scan::pids_of_uid(uid).is_empty()
-                    && self.leases.take(uid)
+                let services = services_uid_of(uid);
+                if !free(uid) {
+                    return false;
+                }
+                if !free(services) {
+                    self.leases.release(uid);
+                    return false;
+                }
+                true
             })
             .ok_or(ManagerError::NoUid)?;
         let mut raw = [0u8; 6];
@@ -294,7 +334,7 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(&spec.id, WorkspaceState::Failed, None, Some(reason))
             .await?;
-        self.leases.release(spec.host_uid);
+        self.release_uids(spec.host_uid);
         let reason = reason.to_owned();
         self.lifecycle.publish(&spec.id, Change::Crashed { reason });
         Ok(())
@@ -471,7 +511,7 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(id, WorkspaceState::Deleted, None, None)
             .await?;
-        self.leases.release(record.host_uid);
+        self.release_uids(record.host_uid);
         self.oom_seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -500,7 +540,7 @@ impl<B: Backend> Manager<B> {
             if record.state == WorkspaceState::Failed {
                 continue;
             }
-            if !self.leases.take(record.host_uid) {
+            if !self.take_uids(record.host_uid) {
                 // Its processes, if any, are another daemon's: touch nothing.
                 let reason = "its host uid is leased by another Cubicle daemon on this host";
                 tracing::error!(workspace = %record.id, uid = record.host_uid, reason);

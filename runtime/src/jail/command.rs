@@ -1,6 +1,7 @@
 //! The command line that starts one jail: `prlimit` (resource limits) →
-//! `setpriv` (the workspace's own unprivileged uid) → `bwrap` (namespaces,
-//! mounts, capabilities, seccomp) → `cubicle-guest`. Each execs the next, so
+//! `setpriv` (the workspace's services uid) → `bwrap` (joins the two-id user
+//! namespace the daemon made; namespaces, mounts, capabilities, seccomp) →
+//! `cubicle-guest`. Each execs the next, so
 //! the whole chain is one process, the daemon's child, and bubblewrap's
 //! `--die-with-parent` ties the workspace to the daemon.
 
@@ -10,6 +11,7 @@ use crate::backend::WorkspaceSpec;
 use crate::unprivileged::{self, Groups, Limits};
 
 use super::JailBackend;
+use super::userns::SERVICES_ID;
 
 /// Per-workspace limits (per uid, so per workspace: each has its own uid).
 const MAX_PROCESSES: u32 = 4096;
@@ -21,27 +23,56 @@ const SHM_BYTES: u64 = 512 * 1024 * 1024;
 /// tmpfs inside, what is written there counts against the memory limit.
 const RUN_BYTES: u64 = 64 * 1024 * 1024;
 
-/// `seccomp_fd` and `channel_fd` are inherited: the filter bubblewrap
-/// reads, and the guest channel socket `cubicle-guest` listens on.
-pub fn argv(
-    jail: &JailBackend,
-    spec: &WorkspaceSpec,
-    seccomp_fd: RawFd,
-    channel_fd: RawFd,
-) -> Vec<String> {
+/// The capabilities `cubicle-guest` starts with, inside the jail's user
+/// namespace only. It keeps `SETUID`/`SETGID` (to run the user's processes
+/// as the user, and its files ops with the user's file ids) and `KILL`
+/// (to end them), uses `SYS_ADMIN` and `NET_ADMIN` once at start (the
+/// browser's own network namespace) and drops them; no child of it ever
+/// has any (see `cubicle-guest`'s `caps` module).
+pub const GUEST_CAPS: [&str; 5] = [
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_KILL",
+    "CAP_SYS_ADMIN",
+    "CAP_NET_ADMIN",
+];
+
+/// Where the browser's profile (on the workspace's disk) is mounted.
+pub const BROWSER_HOME: &str = "/run/cubicle-browser";
+
+/// The inherited descriptors of one jail start.
+#[derive(Debug, Clone, Copy)]
+pub struct Fds {
+    /// The seccomp filter bubblewrap reads.
+    pub seccomp: RawFd,
+    /// The guest channel socket `cubicle-guest` listens on.
+    pub channel: RawFd,
+    /// The workspace's user namespace ([`super::userns`]).
+    pub userns: RawFd,
+}
+
+pub fn argv(jail: &JailBackend, spec: &WorkspaceSpec, fds: Fds) -> Vec<String> {
     // Home and /tmp live on the workspace's disk (its disk limit).
     let disk = crate::limits::disk::WorkspaceDisk::of(&spec.dir);
     let limits = Limits {
         processes: MAX_PROCESSES,
         open_files: MAX_OPEN_FILES,
     };
-    let mut argv = unprivileged::prefix(spec.host_uid, limits, Groups::Clear);
+    // bubblewrap runs as the services uid, the owner of the namespace it
+    // joins; every namespace but the user's is new (`--unshare-all` would
+    // ask for a user namespace too).
+    let mut argv = unprivileged::prefix(spec.services_uid(), limits, Groups::Clear);
     argv.extend([
         "--".into(),
         "bwrap".into(),
-        "--unshare-all".into(),
-        "--unshare-user".into(),
-        "--disable-userns".into(),
+        "--userns".into(),
+        fds.userns.to_string(),
+        "--assert-userns-disabled".into(),
+        "--unshare-ipc".into(),
+        "--unshare-pid".into(),
+        "--unshare-net".into(),
+        "--unshare-uts".into(),
+        "--unshare-cgroup".into(),
         "--die-with-parent".into(),
         "--new-session".into(),
         "--ro-bind".into(),
@@ -61,10 +92,14 @@ pub fn argv(
         "/run".into(),
     ]);
     // No directory of the guest channel is mounted: its socket arrives as
-    // `channel_fd` (see `crate::channel` for why).
+    // `fds.channel` (see `crate::channel` for why).
+    // The reverse channel to the egress proxy, and the files that make the
+    // workspace trust its CA (`crate::egress::listener`, `crate::egress::trust`).
+    argv.extend(egress_binds(jail, spec));
     for (host, guest) in [
         (disk.home().display().to_string(), "/home/user"),
         (disk.tmp().display().to_string(), "/tmp"),
+        (disk.browser().display().to_string(), BROWSER_HOME),
     ] {
         argv.extend(["--bind".into(), host, guest.into()]);
     }
@@ -75,23 +110,29 @@ pub fn argv(
         "--hostname".into(),
         spec.id.clone(),
         "--uid".into(),
-        "1000".into(),
+        SERVICES_ID.to_string(),
         "--gid".into(),
-        "1000".into(),
+        SERVICES_ID.to_string(),
         "--cap-drop".into(),
         "ALL".into(),
+    ]);
+    for cap in GUEST_CAPS {
+        argv.extend(["--cap-add".into(), cap.into()]);
+    }
+    argv.extend([
         "--clearenv".into(),
         "--setenv".into(),
         "PATH".into(),
         "/usr/local/sbin:/usr/local/bin:/usr/bin:/bin".into(),
+        // The user's home is closed to the services' id.
         "--chdir".into(),
-        "/home/user".into(),
+        "/".into(),
         "--seccomp".into(),
-        seccomp_fd.to_string(),
+        fds.seccomp.to_string(),
         "--".into(),
         "/usr/local/sbin/cubicle-guest".into(),
         "--channel-fd".into(),
-        channel_fd.to_string(),
+        fds.channel.to_string(),
         "--geometry".into(),
         spec.geometry.to_string(),
         "--xvnc".into(),
@@ -100,12 +141,32 @@ pub fn argv(
     argv
 }
 
+fn egress_binds(jail: &JailBackend, spec: &WorkspaceSpec) -> Vec<String> {
+    use crate::egress::{listener, trust};
+    let mut binds = vec![
+        "--ro-bind".into(),
+        listener::dir_of(&spec.dir).display().to_string(),
+        listener::GUEST_DIR.into(),
+    ];
+    if let Some(dir) = &jail.egress_trust {
+        binds.extend([
+            "--ro-bind".into(),
+            dir.display().to_string(),
+            trust::GUEST_DIR.into(),
+            "--ro-bind".into(),
+            dir.join("ca-bundle.crt").display().to_string(),
+            trust::SYSTEM_BUNDLE.into(),
+        ]);
+    }
+    binds
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn jail_drops_everything_and_runs_as_the_workspace_uid() {
+    fn jail_joins_the_two_id_namespace_as_the_services_uid() {
         let jail =
             JailBackend::new("/img".into(), "/bin/guest".into(), "/usr/bin/Xvnc".into()).unwrap();
         let spec = WorkspaceSpec {
@@ -116,11 +177,18 @@ mod tests {
             top_pid: None,
             limits: Default::default(),
         };
-        let argv = argv(&jail, &spec, 9, 11);
+        let fds = Fds {
+            seccomp: 9,
+            channel: 11,
+            userns: 12,
+        };
+        let argv = argv(&jail, &spec, fds);
         let joined = argv.join(" ");
         for needle in [
-            "--reuid=1600007",
-            "--unshare-all --unshare-user --disable-userns --die-with-parent",
+            "--reuid=1600008",
+            "--userns 12 --assert-userns-disabled --unshare-ipc --unshare-pid --unshare-net --unshare-uts --unshare-cgroup --die-with-parent",
+            "--uid 1001 --gid 1001 --cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --cap-add CAP_KILL --cap-add CAP_SYS_ADMIN --cap-add CAP_NET_ADMIN --clearenv",
+            "--bind /data/workspaces/ws-1/disk/browser /run/cubicle-browser",
             "--ro-bind /img /",
             "--cap-drop ALL",
             "--seccomp 9",
@@ -132,8 +200,17 @@ mod tests {
             assert!(joined.contains(needle), "missing {needle:?} in {joined}");
         }
         assert!(!joined.contains("--share-net"));
+        assert!(
+            !joined.contains("--unshare-user"),
+            "the namespace is the daemon's"
+        );
         // Nothing the host connects to is mounted where the guest can write.
-        assert!(!joined.contains("/run/cubicle"), "{joined}");
+        assert!(
+            !argv
+                .iter()
+                .any(|a| a == "/run/cubicle" || a.starts_with("/run/cubicle/")),
+            "{joined}"
+        );
         assert!(!joined.contains("/host"), "{joined}");
     }
 }

@@ -1,16 +1,62 @@
-//! The jail backend: each workspace is a bubblewrap sandbox started as its
-//! own unprivileged host uid, with user, pid, net, ipc, uts, cgroup and mount
-//! namespaces, the image as a read-only root, a writable home and `/tmp` from
-//! the workspace directory, only a loopback interface, no capabilities, no
-//! further user namespaces, a seccomp filter and resource limits.
+//! The jail backend: each workspace is a bubblewrap sandbox started as
+//! unprivileged host uids of its own, with user, pid, net, ipc, uts, cgroup
+//! and mount namespaces, the image as a read-only root, a writable home and
+//! `/tmp` on the workspace's disk, only a loopback interface, no
+//! capabilities for anything the user runs, no further user namespaces, a
+//! seccomp filter and resource limits.
 //!
 //! Why bubblewrap and not our own namespace code: it is small, audited, in
 //! Debian, and does exactly this; `crun` does not run on these hosts.
+//!
+//! # Two uids: the services and the user
+//!
+//! The gateway is the only way to Xvnc (RFB) and to Chromium's DevTools:
+//! that is where the control lock, the CDP policy and the event log are.
+//! With one uid for everything, the user's shell (and whatever an agent
+//! execs) reached both around the gateway: RFB on `127.0.0.1:5900` with no
+//! password, DevTools on `127.0.0.1:9222`, and every other process's
+//! memory and descriptors through `/proc` (same uid). So each jail now has
+//! two ids inside, each its own host uid ([`userns`]):
+//!
+//! - **services, 1001** (host: `host_uid + 1`): `cubicle-guest`, Xvnc and
+//!   Chromium. RFB is on a Unix socket in a 0700 directory of this uid
+//!   (`-rfbunixpath`, `-rfbport -1`: no TCP at all). Chromium runs in a
+//!   network namespace of its own, made by `cubicle-guest` at start, so its
+//!   DevTools port exists only there; `cubicle-guest` reaches it from a
+//!   thread that lives in that namespace, and relays it to the gateway as
+//!   guest port 9222. The browser's profile is on the workspace's disk in
+//!   a 0700 folder of this uid.
+//! - **user, 1000** (host: `host_uid`): the XFCE session, terminals, exec,
+//!   the files API (run with the user's file ids). No capabilities; cannot
+//!   open the RFB socket, has no route to DevTools, and cannot read or
+//!   signal a process of the services uid (the kernel's ptrace check
+//!   refuses another uid's `/proc/<pid>/mem` and `fd/`).
+//!
+//! The X display is shared on purpose: the user's desktop programs are X
+//! clients of Xvnc, so a user process can send X input (XTEST) and read the
+//! screen. The control lock therefore cannot stop input from a program
+//! already running in the workspace (one the agent started before an
+//! operator took over keeps its X connection); it stops every new door the
+//! agent has (actions, exec, files, CDP page-changing methods).
+//!
+//! How the two ids are made, and why not otherwise: bubblewrap started as
+//! an unprivileged uid maps only that uid, and started as root without a
+//! user namespace it would run the sandbox as host ids directly (no uid 1000
+//! for the image's user, no `--disable-userns`). The daemon is root, so it
+//! makes the user namespace itself with a two-line map and a limit of zero
+//! nested user namespaces, and bubblewrap joins it (`--userns`), started
+//! as the services uid. `cubicle-guest` starts as 1001 with `SETUID`,
+//! `SETGID`, `KILL` (to run the user's processes as 1000 and end them) and,
+//! only until its first moment is over, `SYS_ADMIN` and `NET_ADMIN` (the
+//! browser's network namespace); nothing it starts inherits any capability.
+//! The seccomp filter lets `unshare` through only for a new network
+//! namespace, which needs a capability only the supervisor ever has.
 
 pub mod command;
 pub mod guest_log;
 pub mod host_socket;
 pub mod seccomp;
+pub mod userns;
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
@@ -19,6 +65,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
+use crate::channel::{GuestChannel, GuestPeer};
 use crate::limits::Usage;
 use crate::limits::cgroup::{self, CgroupError, Hierarchy, WorkspaceCgroup};
 use crate::limits::disk::WorkspaceDisk;
@@ -36,6 +83,9 @@ pub struct JailBackend {
     pub guest_bin: PathBuf,
     /// The Xvnc path inside the image.
     pub xvnc: String,
+    /// The installation's egress trust files (`crate::egress::trust`),
+    /// shown to every jail; `None` starts jails without them.
+    pub egress_trust: Option<PathBuf>,
     seccomp: Vec<u8>,
     /// Where workspace cgroups go here, or why they cannot (then no
     /// workspace starts: limits are not optional).
@@ -58,9 +108,16 @@ impl JailBackend {
             rootfs,
             guest_bin,
             xvnc,
+            egress_trust: None,
             seccomp,
             cgroups,
         })
+    }
+
+    /// Jails trust the egress CA through the files in `dir`.
+    pub fn with_egress_trust(mut self, dir: PathBuf) -> Self {
+        self.egress_trust = Some(dir);
+        self
     }
 
     /// The workspace's cgroup on this host, or why there is none.
@@ -78,7 +135,9 @@ impl JailBackend {
             hierarchy.prepare()?;
         }
         cgroup.create(&spec.limits)?;
-        WorkspaceDisk::of(&spec.dir).ensure_mounted(spec.limits.disk_bytes(), spec.host_uid)?;
+        let disk = WorkspaceDisk::of(&spec.dir);
+        disk.ensure_mounted(spec.limits.disk_bytes(), spec.host_uid, spec.services_uid())?;
+        disk.reset_x11_dir(spec.services_uid())?;
         Ok(cgroup)
     }
 
@@ -126,14 +185,23 @@ impl Backend for JailBackend {
         let join = cgroup.open_join_files()?;
         let join_fds = cgroup::raw_fds(&join);
         // The guest channel: bound here by root, listened on by the guest.
+        // The egress reverse channel's folder (the gateway binds its socket).
+        crate::egress::listener::prepare_dir(&spec.dir).map_err(io_err(&spec.dir))?;
         let channel = host_socket::bind(spec)?;
         let channel_fd = channel.as_raw_fd();
         let seccomp = self.write_seccomp(spec)?;
         let seccomp_fd = seccomp.as_raw_fd();
+        let userns = userns::create(spec)?;
+        let userns_fd = userns.as_raw_fd();
         // Output goes through a pipe the daemon drains: the jail can only
         // append to its root-owned log, and only so much.
         let log = guest_log::GuestLog::open(spec)?;
-        let argv = command::argv(self, spec, seccomp_fd, channel_fd);
+        let fds = command::Fds {
+            seccomp: seccomp_fd,
+            channel: channel_fd,
+            userns: userns_fd,
+        };
+        let argv = command::argv(self, spec, fds);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env_clear()
@@ -151,11 +219,11 @@ impl Backend for JailBackend {
         }
         // SAFETY: the closure runs in the forked child before exec and only
         // calls fcntl, which is async-signal-safe; it clears close-on-exec on
-        // the seccomp and channel fds so bubblewrap (and nothing spawned
-        // elsewhere) gets them.
+        // the seccomp, channel and user namespace fds so bubblewrap (and
+        // nothing spawned elsewhere) gets them.
         unsafe {
             cmd.pre_exec(move || {
-                for fd in [seccomp_fd, channel_fd] {
+                for fd in [seccomp_fd, channel_fd, userns_fd] {
                     if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -167,6 +235,7 @@ impl Backend for JailBackend {
             .spawn()
             .map_err(|e| BackendError::Spawn(format!("{}: {e}", argv[0])))?;
         drop(seccomp);
+        drop(userns);
         drop(join);
         drop(channel);
         let pid = child
@@ -198,8 +267,17 @@ impl Backend for JailBackend {
     fn is_running(&self, spec: &WorkspaceSpec, pid: i32) -> bool {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         proc_scan::is_alive(pid)
-            && proc_scan::real_uid(pid) == Some(spec.host_uid)
+            && proc_scan::real_uid(pid) == Some(spec.services_uid())
             && cmdline.starts_with(b"bwrap\0")
+    }
+
+    /// The listener must be `cubicle-guest`, which runs as the services uid.
+    fn channel(&self, spec: &WorkspaceSpec) -> GuestChannel {
+        let peer = GuestPeer {
+            uid: spec.services_uid(),
+            top_pid: spec.top_pid,
+        };
+        GuestChannel::new(spec.channel_socket(), peer)
     }
 
     async fn stop(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
@@ -208,7 +286,7 @@ impl Backend for JailBackend {
 
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         // `chan` only exists in workspaces started by older versions.
-        for sub in ["host", "chan", "tmp"] {
+        for sub in ["host", "chan", "tmp", "egress"] {
             let path = spec.dir.join(sub);
             if path.exists() {
                 std::fs::remove_dir_all(&path).map_err(io_err(&path))?;

@@ -66,14 +66,27 @@ impl WorkspaceDisk {
         self.mount.join("tmp")
     }
 
+    /// The host folder of the workspace's browser (its profile), the
+    /// services uid's alone.
+    pub fn browser(&self) -> PathBuf {
+        self.mount.join("browser")
+    }
+
     pub fn mount_point(&self) -> &Path {
         &self.mount
     }
 
     /// Makes the image if there is none (sparse, `bytes` long, ext4), mounts
-    /// it, and makes `home` and `tmp` on it owned by `uid`, mode 0700. A
+    /// it, and lays it out: `home` of `user_uid` (0700), `browser` of
+    /// `services_uid` (0700), and `tmp` shared by both like any `/tmp`
+    /// (root's, 1777: neither uid can rename the other's entries away). A
     /// home from before disks existed is moved onto the new disk.
-    pub fn ensure_mounted(&self, bytes: u64, uid: u32) -> Result<(), DiskError> {
+    pub fn ensure_mounted(
+        &self,
+        bytes: u64,
+        user_uid: u32,
+        services_uid: u32,
+    ) -> Result<(), DiskError> {
         if !self.image.exists() {
             self.make_image(bytes)?;
         }
@@ -88,13 +101,42 @@ impl WorkspaceDisk {
         // Root-owned, traversable: each folder below is the uid's own.
         std::fs::set_permissions(&self.mount, std::fs::Permissions::from_mode(0o711))
             .map_err(io_err(&self.mount))?;
-        for dir in [self.home(), self.tmp()] {
+        for (dir, owner, mode) in [
+            (self.home(), user_uid, 0o700),
+            (self.browser(), services_uid, 0o700),
+            (self.tmp(), 0, 0o1777),
+        ] {
             std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-            chown(&dir, Some(uid), Some(uid)).map_err(io_err(&dir))?;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            chown(&dir, Some(owner), Some(owner)).map_err(io_err(&dir))?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
                 .map_err(io_err(&dir))?;
         }
         self.migrate_legacy_home()
+    }
+
+    /// Before a start (nothing of the workspace runs): `/tmp/.X11-unix`
+    /// made afresh as `uid`'s (the X server's), 0755, so no user process
+    /// can have put a socket of its own where the desktop's X clients and
+    /// the browser look for the display; and a stale X lock removed.
+    pub fn reset_x11_dir(&self, uid: u32) -> Result<(), DiskError> {
+        let tmp = self.tmp();
+        let lock = tmp.join(".X0-lock");
+        match std::fs::symlink_metadata(&lock) {
+            Ok(_) => std::fs::remove_file(&lock).map_err(io_err(&lock))?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(io_err(&lock)(err)),
+        }
+        let dir = tmp.join(".X11-unix");
+        match std::fs::symlink_metadata(&dir) {
+            // remove_dir_all does not follow a symlink; it removes it.
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?,
+            Ok(_) => std::fs::remove_file(&dir).map_err(io_err(&dir))?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(io_err(&dir)(err)),
+        }
+        std::fs::create_dir(&dir).map_err(io_err(&dir))?;
+        std::os::unix::fs::lchown(&dir, Some(uid), Some(uid)).map_err(io_err(&dir))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(io_err(&dir))
     }
 
     fn make_image(&self, bytes: u64) -> Result<(), DiskError> {
@@ -258,7 +300,7 @@ mod tests {
         let disk = WorkspaceDisk::of(dir.path());
         std::fs::create_dir(&disk.legacy_home).unwrap();
         std::fs::write(disk.legacy_home.join("old.txt"), "from before").unwrap();
-        disk.ensure_mounted(64 << 20, 65534).unwrap();
+        disk.ensure_mounted(64 << 20, 65534, 65533).unwrap();
         assert!(disk.is_mounted());
         assert!(
             !disk.legacy_home.exists(),
@@ -276,8 +318,26 @@ mod tests {
         assert!(disk.used_bytes().unwrap() > 32 << 20);
         disk.unmount().unwrap();
         assert!(!disk.is_mounted());
-        disk.ensure_mounted(64 << 20, 65534).unwrap();
+        disk.ensure_mounted(64 << 20, 65534, 65533).unwrap();
         assert!(kept.exists());
+        let owner_mode = |path: PathBuf| {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(path).unwrap();
+            (meta.uid(), meta.mode() & 0o7777)
+        };
+        assert_eq!(owner_mode(disk.home()), (65534, 0o700));
+        assert_eq!(owner_mode(disk.browser()), (65533, 0o700));
+        assert_eq!(owner_mode(disk.tmp()), (0, 0o1777));
+        std::os::unix::fs::symlink("/etc", disk.tmp().join(".X11-unix")).unwrap();
+        std::fs::write(disk.tmp().join(".X0-lock"), "1").unwrap();
+        disk.reset_x11_dir(65533).unwrap();
+        assert_eq!(owner_mode(disk.tmp().join(".X11-unix")), (65533, 0o755));
+        assert!(!disk.tmp().join(".X0-lock").exists());
+        assert_eq!(
+            owner_mode(PathBuf::from("/etc")).0,
+            0,
+            "the symlink was not followed"
+        );
         disk.unmount().unwrap();
     }
 

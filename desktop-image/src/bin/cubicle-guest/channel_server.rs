@@ -3,7 +3,7 @@
 //! (`--channel-fd`); we only `listen()` on it, which makes this process the
 //! peer the host's `SO_PEERCRED` check sees. Each connection starts with the
 //! handshake of [`cubicle_guest::handshake`]; then it is spliced to the
-//! service.
+//! service, wherever [`crate::endpoints`] says it listens.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use cubicle_guest::{handshake, ports};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{UnixListener, UnixStream};
 
 use crate::supervisor::Supervisor;
 
@@ -103,7 +103,7 @@ async fn handle(mut stream: UnixStream, n: u32, supervisor: Arc<Supervisor>) {
         }
         return;
     }
-    let mut service = match TcpStream::connect(("127.0.0.1", port)).await {
+    let service = match supervisor.endpoints.connect(port).await {
         Ok(service) => service,
         Err(err) => {
             let reply = format!("ERR service on port {port} is not accepting connections: {err}\n");
@@ -116,6 +116,6 @@ async fn handle(mut stream: UnixStream, n: u32, supervisor: Arc<Supervisor>) {
         .await
         .is_ok()
     {
-        let _ = tokio::io::copy_bidirectional(&mut stream, &mut service).await;
+        service.splice(&mut stream).await;
     }
 }

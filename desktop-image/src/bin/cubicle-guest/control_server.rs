@@ -7,7 +7,7 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::supervisor::Supervisor;
-use crate::{exec, exec_stream, files};
+use crate::{exec, exec_stream, files, user};
 
 /// Serves one control connection: a Unix stream in the jail, a vsock
 /// stream in a microVM.
@@ -64,14 +64,19 @@ async fn answer(request: Request, supervisor: &Supervisor) -> String {
     }
 }
 
-/// Runs a file system op off the async threads.
+/// Runs a file system op off the async threads, with the user's file ids
+/// (so the user's permissions hold, and what it creates is the user's).
 async fn blocking<T, F>(op: F) -> String
 where
     T: Serialize + Send + 'static,
     F: FnOnce() -> Result<T, files::FilesError> + Send + 'static,
 {
-    match tokio::task::spawn_blocking(op).await {
-        Ok(result) => reply(result.map_err(ErrorReply::from)),
+    let as_user = move || match user::FilesAsUser::begin() {
+        Ok(_as_user) => op().map_err(ErrorReply::from),
+        Err(err) => Err(ErrorReply::new(ErrorCode::Io, err.to_string())),
+    };
+    match tokio::task::spawn_blocking(as_user).await {
+        Ok(result) => reply(result),
         Err(err) => encode(&ErrorReply::new(
             ErrorCode::Io,
             format!("file operation failed: {err}"),

@@ -1,6 +1,7 @@
-//! `exec` and `exec_stream`: run a command as the workspace user (the guest
-//! already runs as uid 1000 in the jail) in its own process group, with the
-//! desktop session's environment, a bounded run time and bounded output.
+//! `exec` and `exec_stream`: run a command as the workspace user (uid 1000,
+//! no capabilities; the supervisor itself runs as the services' id, see
+//! [`crate::user`]) in its own process group, with the desktop session's
+//! environment, a bounded run time and bounded output.
 //!
 //! A timeout kills the whole process group. After the command exits, output
 //! still held open by its background children is read for [`GRACE`] more,
@@ -97,6 +98,7 @@ pub fn spawn(request: &ExecRequest, stdin: bool) -> Result<Running, ExecError> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::user::run_as_user(&mut command);
     let started = Instant::now();
     let child = command.spawn().map_err(|source| ExecError::Spawn {
         program: argv[0].clone(),
@@ -136,7 +138,7 @@ fn session_env() -> BTreeMap<&'static str, &'static str> {
         ("LOGNAME", "user"),
         ("SHELL", "/bin/bash"),
         ("LANG", "C.UTF-8"),
-        ("XDG_RUNTIME_DIR", "/tmp/runtime-user"),
+        ("XDG_RUNTIME_DIR", crate::user::RUNTIME_DIR),
         ("PATH", "/usr/local/bin:/usr/bin:/bin"),
     ])
 }

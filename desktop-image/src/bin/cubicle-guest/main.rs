@@ -5,17 +5,26 @@
 //! socket the host hands it (`--channel-fd`). See the crate docs for the
 //! protocol.
 //!
+//! It runs as the services' id, apart from the workspace's user: read
+//! [`user`] for what runs as the user, [`endpoints`] for where Xvnc and
+//! DevTools listen (out of the user's reach), [`caps`] for what it may
+//! still do that its children may not.
+//!
 //! With `--vm` it is the init of a microVM ([`vm_init`]) and serves the guest
 //! channel on AF_VSOCK instead ([`vsock_server`]).
 
+mod browser_net;
+mod caps;
 mod channel_server;
 mod control_server;
+mod endpoints;
 mod exec;
 mod exec_stream;
 mod files;
 mod probes;
 mod session;
 mod supervisor;
+mod user;
 mod vm_init;
 mod vsock_server;
 
@@ -48,6 +57,9 @@ struct Args {
     /// The workspace user's home.
     #[arg(long, default_value = "/home/user")]
     home: PathBuf,
+    /// The browser's home (its profile), a folder of the services' id.
+    #[arg(long, default_value = "/run/cubicle-browser")]
+    browser_home: PathBuf,
     /// Run as PID 1 of a microVM: mount, bring up lo, reap orphans, and
     /// serve the guest channel on vsock instead of `--channel-fd`.
     #[arg(long)]
@@ -72,6 +84,15 @@ fn main() -> std::process::ExitCode {
         // As PID 1 this ends the VM; anywhere else it only exits.
         vm_init::reboot();
     }
+    // Before any other thread: the browser's network thread needs the
+    // start-up capabilities, every later thread must not have them.
+    let endpoints = match separate_services(args.vm) {
+        Ok(endpoints) => endpoints,
+        Err(err) => {
+            eprintln!("cubicle-guest: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -83,7 +104,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(args, endpoints)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("cubicle-guest: {err}");
@@ -92,11 +113,41 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
-    let plan = session::Plan::from_args(&args)?;
+/// Sets the services apart from the user: the browser's network
+/// namespace, then only `SETUID`, `SETGID` and `KILL` left to this process
+/// and nothing for its children. In the jail, fails the start if the
+/// browser cannot have a namespace of its own (its DevTools port would be
+/// the user's). A microVM's guest still runs everything as the user (see
+/// [`vm_init`]), so there it goes on without, and says so.
+fn separate_services(vm: bool) -> Result<endpoints::Endpoints, String> {
+    user::init();
+    let browser_net = match browser_net::BrowserNet::create() {
+        Ok(net) => net,
+        Err(err) if vm => {
+            tracing::warn!(%err, "microVM: the browser shares the guest's network namespace; its DevTools port is reachable from inside the VM");
+            browser_net::BrowserNet::shared()
+        }
+        Err(err) => return Err(err.to_string()),
+    };
+    // SAFETY: getuid has no preconditions and cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        // As root (a microVM's init) the children drop to the user or run
+        // as root anyway; elsewhere keep only what the supervisor needs.
+        caps::keep_only_for_self()
+            .map_err(|err| format!("cannot drop the start-up capabilities: {err}"))?;
+    }
+    Ok(endpoints::Endpoints::new(browser_net))
+}
+
+async fn run(args: Args, endpoints: endpoints::Endpoints) -> Result<(), String> {
+    let plan = session::Plan::from_args(&args, &endpoints)?;
     std::fs::create_dir_all(&args.log_dir)
         .map_err(|err| format!("cannot create log dir {}: {err}", args.log_dir.display()))?;
-    let supervisor = Arc::new(supervisor::Supervisor::new(args.log_dir.clone()));
+    let relay = tokio::spawn(browser_net::relay_egress(
+        endpoints.browser_net.clone(),
+        browser_net::EGRESS_PORT,
+    ));
+    let supervisor = Arc::new(supervisor::Supervisor::new(args.log_dir.clone(), endpoints));
     let server = if args.vm {
         let listeners = vsock_server::bind_guest_ports().map_err(|err| err.to_string())?;
         tokio::spawn(vsock_server::serve(listeners, supervisor.clone()))
@@ -117,6 +168,7 @@ async fn run(args: Args) -> Result<(), String> {
     }
     started.abort();
     server.abort();
+    relay.abort();
     supervisor.shutdown().await;
     Ok(())
 }

@@ -2,38 +2,23 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::endpoints::{Endpoints, Service};
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// RFB security type "None".
 const SECURITY_NONE: u8 = 1;
 
 /// Xvnc is ready when a whole RFB 3.8 handshake succeeds (version, security
-/// type None, ServerInit). A half handshake would count as a security
-/// failure and get the prober blacklisted by Xvnc.
-pub async fn rfb(port: u16) -> bool {
+/// type None, ServerInit) on its socket. A half handshake would count as a
+/// security failure and get the prober blacklisted by Xvnc.
+pub async fn rfb(endpoints: &Endpoints) -> bool {
     let attempt = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let mut banner = [0u8; 12];
-        stream.read_exact(&mut banner).await.ok()?;
-        if !banner.starts_with(b"RFB ") {
-            return Some(false);
+        match endpoints.connect(cubicle_guest::ports::RFB).await.ok()? {
+            Service::Unix(stream) => rfb_handshake(stream).await,
+            Service::Tcp(stream) => rfb_handshake(stream).await,
         }
-        stream.write_all(b"RFB 003.008\n").await.ok()?;
-        let count = stream.read_u8().await.ok()?;
-        let mut types = vec![0u8; usize::from(count)];
-        stream.read_exact(&mut types).await.ok()?;
-        if !types.contains(&SECURITY_NONE) {
-            return Some(false);
-        }
-        stream.write_u8(SECURITY_NONE).await.ok()?;
-        if stream.read_u32().await.ok()? != 0 {
-            return Some(false);
-        }
-        stream.write_u8(1).await.ok()?; // ClientInit: shared
-        let width = stream.read_u16().await.ok()?;
-        Some(width > 0)
     };
     matches!(
         tokio::time::timeout(PROBE_TIMEOUT, attempt).await,
@@ -41,11 +26,34 @@ pub async fn rfb(port: u16) -> bool {
     )
 }
 
-/// Chromium is ready when `GET /json/version` answers 200 with a
-/// `webSocketDebuggerUrl`.
-pub async fn cdp(port: u16) -> bool {
+async fn rfb_handshake<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) -> Option<bool> {
+    let mut banner = [0u8; 12];
+    stream.read_exact(&mut banner).await.ok()?;
+    if !banner.starts_with(b"RFB ") {
+        return Some(false);
+    }
+    stream.write_all(b"RFB 003.008\n").await.ok()?;
+    let count = stream.read_u8().await.ok()?;
+    let mut types = vec![0u8; usize::from(count)];
+    stream.read_exact(&mut types).await.ok()?;
+    if !types.contains(&SECURITY_NONE) {
+        return Some(false);
+    }
+    stream.write_u8(SECURITY_NONE).await.ok()?;
+    if stream.read_u32().await.ok()? != 0 {
+        return Some(false);
+    }
+    stream.write_u8(1).await.ok()?; // ClientInit: shared
+    let width = stream.read_u16().await.ok()?;
+    Some(width > 0)
+}
+
+/// Chromium is ready when `GET /json/version` (in the browser's network
+/// namespace) answers 200 with a `webSocketDebuggerUrl`.
+pub async fn cdp(endpoints: &Endpoints) -> bool {
+    let port = cubicle_guest::ports::CDP;
     let attempt = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let mut stream = endpoints.browser_net.connect(port).await.ok()?;
         let body = cubicle_guest::http_get::get(&mut stream, port, "/json/version", 64 * 1024)
             .await
             .ok()?;

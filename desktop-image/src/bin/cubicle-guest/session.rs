@@ -1,12 +1,15 @@
-//! What runs in a workspace and in which order: Xvnc first; once it answers
-//! RFB, the XFCE session and Chromium.
+//! What runs in a workspace, as whom, and in which order: Xvnc first (the
+//! services' id, RFB on a Unix socket only); once it answers RFB, the XFCE
+//! session (the user); then Chromium (the services' id, in the browser's
+//! own network namespace, its profile in a folder of the services' id).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::endpoints::Endpoints;
 use crate::probes;
-use crate::supervisor::{Probe, ServiceSpec, Supervisor};
+use crate::supervisor::{Probe, RunAs, ServiceSpec, Supervisor};
 
 /// The display every workspace uses.
 const DISPLAY: &str = ":0";
@@ -20,7 +23,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn from_args(args: &crate::Args) -> Result<Self, String> {
+    pub fn from_args(args: &crate::Args, endpoints: &Endpoints) -> Result<Self, String> {
         let (width, height) = parse_geometry(&args.geometry)?;
         let env = session_env(&args.home);
         let xvnc = ServiceSpec {
@@ -32,9 +35,15 @@ impl Plan {
                 format!("{width}x{height}"),
                 "-depth".into(),
                 "24".into(),
+                // No TCP listener at all: RFB only on a socket in the
+                // services' private directory, which only the supervisor
+                // (the same id) can open.
                 "-rfbport".into(),
-                cubicle_guest::ports::RFB.to_string(),
-                "-localhost".into(),
+                "-1".into(),
+                "-rfbunixpath".into(),
+                endpoints.rfb_socket.display().to_string(),
+                "-rfbunixmode".into(),
+                "0600".into(),
                 "-SecurityTypes".into(),
                 "None".into(),
                 "-AlwaysShared".into(),
@@ -47,7 +56,8 @@ impl Plan {
                 "-desktop".into(),
                 "cubicle".into(),
             ],
-            env: env.clone(),
+            env: browser_env(&args.browser_home),
+            run_as: RunAs::Services,
             probe: Probe::Rfb,
             fatal_after: Some(3),
         };
@@ -55,16 +65,18 @@ impl Plan {
             name: "xfce",
             program: PathBuf::from("/usr/bin/dbus-launch"),
             args: vec!["--exit-with-session".into(), "/usr/bin/startxfce4".into()],
-            env: env.clone(),
+            env,
+            run_as: RunAs::User,
             probe: Probe::WindowManager,
             fatal_after: None,
         };
-        let profile = args.home.join(".config/cubicle-chromium");
+        let profile = args.browser_home.join("profile");
         let chromium = ServiceSpec {
             name: "chromium",
             program: args.chromium.clone(),
             args: chromium_flags(&profile, width, height),
-            env,
+            env: browser_env(&args.browser_home),
+            run_as: RunAs::Browser,
             probe: Probe::Cdp,
             fatal_after: None,
         };
@@ -81,6 +93,12 @@ impl Plan {
 /// its window manager runs, Chromium (so its window is placed once, by the
 /// window manager, and does not jump after the workspace is ready).
 pub async fn start(plan: Plan, supervisor: Arc<Supervisor>) {
+    if let Err(err) = supervisor.endpoints.prepare() {
+        tracing::warn!(%err, "cannot make the services' private directory; Xvnc cannot listen");
+    }
+    if let Err(err) = crate::user::make_runtime_dir() {
+        tracing::warn!(%err, "cannot make the user's runtime directory; the session only logs warnings without it");
+    }
     supervisor.spawn(plan.xvnc);
     if !wait_ready(&supervisor, "xvnc").await {
         return;
@@ -125,15 +143,8 @@ fn parse_geometry(text: &str) -> Result<(u32, u32), String> {
         .ok_or_else(|| format!("--geometry {text:?} is not WIDTHxHEIGHT (e.g. 1280x800)"))
 }
 
+/// The desktop session's environment (the user's).
 fn session_env(home: &std::path::Path) -> Vec<(String, String)> {
-    let runtime_dir = "/tmp/runtime-user";
-    // Xfce and dbus want a private runtime dir; failing here is not fatal, the
-    // session only logs warnings without one.
-    let _ = std::fs::create_dir_all(runtime_dir);
-    let _ = std::fs::set_permissions(
-        runtime_dir,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    );
     [
         ("DISPLAY", DISPLAY),
         ("HOME", &home.to_string_lossy()),
@@ -141,7 +152,21 @@ fn session_env(home: &std::path::Path) -> Vec<(String, String)> {
         ("LOGNAME", "user"),
         ("SHELL", "/bin/bash"),
         ("LANG", "C.UTF-8"),
-        ("XDG_RUNTIME_DIR", runtime_dir),
+        ("XDG_RUNTIME_DIR", crate::user::RUNTIME_DIR),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// The services' environment (Xvnc, Chromium): their own home, where
+/// Chromium keeps its profile, caches and settings.
+fn browser_env(home: &std::path::Path) -> Vec<(String, String)> {
+    [
+        ("DISPLAY", DISPLAY),
+        ("HOME", &home.to_string_lossy()),
+        ("LANG", "C.UTF-8"),
         ("PATH", "/usr/local/bin:/usr/bin:/bin"),
     ]
     .into_iter()
@@ -174,12 +199,10 @@ fn chromium_flags(profile: &std::path::Path, width: u32, height: u32) -> Vec<Str
 }
 
 /// Readiness probes per kind, used by the supervisor.
-pub async fn probe(kind: Probe) -> bool {
+pub async fn probe(kind: Probe, endpoints: &Endpoints) -> bool {
     match kind {
         Probe::WindowManager => probes::window_manager(DISPLAY).await,
-        Probe::Rfb => probes::rfb(cubicle_guest::ports::RFB).await,
-        Probe::Cdp => {
-            probes::cdp(cubicle_guest::ports::CDP).await && probes::browser_window(DISPLAY).await
-        }
+        Probe::Rfb => probes::rfb(endpoints).await,
+        Probe::Cdp => probes::cdp(endpoints).await && probes::browser_window(DISPLAY).await,
     }
 }

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use cubicle_guest::control::{Health, ServiceStatus};
 use tokio::task::JoinHandle;
 
+use crate::endpoints::Endpoints;
+
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A run this long counts as healthy: the next crash starts backoff afresh.
@@ -24,6 +26,17 @@ pub enum Probe {
     Cdp,
 }
 
+/// Who a service runs as, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunAs {
+    /// The supervisor's own id (Xvnc).
+    Services,
+    /// The services' id, in the browser's network namespace (Chromium).
+    Browser,
+    /// The workspace's user (the desktop session).
+    User,
+}
+
 /// One service to keep running.
 #[derive(Debug, Clone)]
 pub struct ServiceSpec {
@@ -31,6 +44,7 @@ pub struct ServiceSpec {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    pub run_as: RunAs,
     pub probe: Probe,
     /// Fail the whole workspace after this many consecutive exits before the
     /// service was ever ready (Xvnc: without a display nothing works).
@@ -46,14 +60,17 @@ struct State {
 
 /// The owner of every service task and child process of the workspace.
 pub struct Supervisor {
+    /// How to reach the services (shared with the guest channel servers).
+    pub endpoints: Endpoints,
     log_dir: PathBuf,
     state: Mutex<State>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Supervisor {
-    pub fn new(log_dir: PathBuf) -> Self {
+    pub fn new(log_dir: PathBuf, endpoints: Endpoints) -> Self {
         Self {
+            endpoints,
             log_dir,
             state: Mutex::new(State::default()),
             tasks: Mutex::new(Vec::new()),
@@ -159,7 +176,7 @@ impl Supervisor {
 
     /// Runs the service once; returns how it ended and whether it was ready.
     async fn run_once(&self, spec: &ServiceSpec) -> (String, bool) {
-        let mut child = match self.start(spec) {
+        let mut child = match self.start(spec).await {
             Ok(child) => child,
             Err(err) => return (format!("cannot start: {err}"), false),
         };
@@ -179,12 +196,13 @@ impl Supervisor {
         (exit, was_ready)
     }
 
-    fn start(&self, spec: &ServiceSpec) -> std::io::Result<tokio::process::Child> {
+    async fn start(&self, spec: &ServiceSpec) -> std::io::Result<tokio::process::Child> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.log_path(spec.name))?;
-        tokio::process::Command::new(&spec.program)
+        let mut command = tokio::process::Command::new(&spec.program);
+        command
             .args(&spec.args)
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -192,14 +210,33 @@ impl Supervisor {
             .stdout(log.try_clone()?)
             .stderr(log)
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
+            .kill_on_drop(true);
+        match spec.run_as {
+            RunAs::Services => command.spawn(),
+            RunAs::User => {
+                crate::user::run_as_user(&mut command);
+                command.spawn()
+            }
+            RunAs::Browser => {
+                // Forked from the thread that lives in the browser's
+                // network namespace, so the child is born there.
+                let runtime = tokio::runtime::Handle::current();
+                self.endpoints
+                    .browser_net
+                    .run(move || {
+                        let _context = runtime.enter();
+                        command.spawn()
+                    })
+                    .await
+                    .map_err(std::io::Error::other)?
+            }
+        }
     }
 
     /// Probes until the child exits (the caller's select ends this future).
     async fn watch_readiness(&self, spec: &ServiceSpec, was_ready: &mut bool) {
         loop {
-            let ready = crate::session::probe(spec.probe).await;
+            let ready = crate::session::probe(spec.probe, &self.endpoints).await;
             *was_ready |= ready;
             self.update(spec.name, |s| s.ready = ready);
             let pause = if ready { 2000 } else { 100 };

@@ -5,7 +5,8 @@
 //! VMM's hybrid vsock socket; the VMM turns it into a vsock connection to
 //! that guest port and answers `OK <n>\n` itself once we accept. So each
 //! accepted stream already *is* the service: 1024 is the control service,
-//! 5900 and 9222 are spliced to the TCP service on 127.0.0.1.
+//! 5900 and 9222 are spliced to the service where [`crate::endpoints`] says
+//! it listens.
 //!
 //! Unlike the jail's Unix socket, the host has already been told `OK` when a
 //! TCP service is not up yet: it sees the stream close at once instead of an
@@ -19,7 +20,6 @@
 use std::sync::Arc;
 
 use cubicle_guest::ports;
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio_vsock::{VMADDR_CID_ANY, VsockAddr, VsockListener, VsockStream};
 
@@ -92,10 +92,8 @@ async fn handle(port: u16, mut stream: VsockStream, supervisor: Arc<Supervisor>)
     if port == ports::CONTROL {
         return crate::control_server::serve(stream, &supervisor).await;
     }
-    match TcpStream::connect(("127.0.0.1", port)).await {
-        Ok(mut service) => {
-            let _ = tokio::io::copy_bidirectional(&mut stream, &mut service).await;
-        }
+    match supervisor.endpoints.connect(port).await {
+        Ok(service) => service.splice(&mut stream).await,
         Err(err) => {
             tracing::info!(%err, port, "guest service not accepting; closing the vsock stream")
         }

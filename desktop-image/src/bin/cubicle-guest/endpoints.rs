@@ -1,0 +1,83 @@
+//! Where each guest service listens, and how the supervisor (alone)
+//! reaches it. The guest channel keeps its port numbers
+//! ([`cubicle_guest::ports`]); behind them:
+//!
+//! | port | service | reached at |
+//! | --- | --- | --- |
+//! | 5900 | Xvnc's RFB | the Unix socket [`RFB_SOCKET`], in a 0700 directory of the services id; Xvnc listens on no TCP port |
+//! | 9222 | Chromium's DevTools | `127.0.0.1:9222` in the browser's own network namespace ([`crate::browser_net`]) |
+//!
+//! Neither is reachable by the user's processes: they run as another id
+//! (the socket's directory is closed to them) in another network namespace.
+
+use std::path::{Path, PathBuf};
+
+use cubicle_guest::ports;
+use tokio::io::{AsyncRead, AsyncWrite, copy_bidirectional};
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::browser_net::BrowserNet;
+
+/// The services' private directory (mode 0700).
+pub const SERVICES_DIR: &str = "/run/cubicle-services";
+/// Xvnc's RFB socket.
+pub const RFB_SOCKET: &str = "/run/cubicle-services/rfb.sock";
+
+/// How the supervisor reaches the services behind the guest ports.
+#[derive(Clone)]
+pub struct Endpoints {
+    pub rfb_socket: PathBuf,
+    pub browser_net: BrowserNet,
+}
+
+/// A stream to one service.
+pub enum Service {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Endpoints {
+    pub fn new(browser_net: BrowserNet) -> Self {
+        Self {
+            rfb_socket: PathBuf::from(RFB_SOCKET),
+            browser_net,
+        }
+    }
+
+    /// Makes the services' private directory (0700), where Xvnc puts its
+    /// socket.
+    pub fn prepare(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let dir = self.rfb_socket.parent().unwrap_or(Path::new(SERVICES_DIR));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    }
+
+    /// Connects to the service behind guest port `port` (not the control
+    /// port: the supervisor serves that itself).
+    pub async fn connect(&self, port: u16) -> std::io::Result<Service> {
+        match port {
+            ports::RFB => UnixStream::connect(&self.rfb_socket)
+                .await
+                .map(Service::Unix),
+            ports::CDP => self.browser_net.connect(port).await.map(Service::Tcp),
+            other => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("port {other} has no service behind it"),
+            )),
+        }
+    }
+}
+
+impl Service {
+    /// Copies both ways between `client` and the service until either ends.
+    pub async fn splice<S: AsyncRead + AsyncWrite + Unpin>(self, client: &mut S) {
+        let _ = match self {
+            Service::Unix(mut service) => copy_bidirectional(client, &mut service).await,
+            Service::Tcp(mut service) => copy_bidirectional(client, &mut service).await,
+        };
+    }
+}
