@@ -378,7 +378,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         stop_sweeping.clone(),
     ));
     let stop_sealing = tokio_util::sync::CancellationToken::new();
-    let sealer = tokio::spawn(replay.run_checkpoints(stop_sealing.clone()));
+    let sealer = tokio::spawn(replay.clone().run_checkpoints(stop_sealing.clone()));
+    replay.resume(&state).await;
     let stop_following = tokio_util::sync::CancellationToken::new();
     let follower = tokio::spawn(cubicle_gateway::ops::host::follow(
         state.clone(),
@@ -395,7 +396,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal(),
     )
     .await?;
-    say("shutting down: stopping workspaces");
+    say("shutting down: sealing recordings, stopping workspaces");
+    replay.stop_all().await;
     manager.shutdown().await;
     stop_following.cancel();
     let _ = follower.await;

@@ -27,7 +27,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         )
         .nest_service("/assets", ServeDir::new(state.web_dir.join("static")))
         .layer(middleware::from_fn_with_state(state, require_token));
-    Router::new().route("/", get(index)).merge(assets)
+    Router::new()
+        .route("/", get(index))
+        .route("/replay", get(replay))
+        .merge(assets)
 }
 
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -66,6 +69,26 @@ async fn index(
         Ok(page) => ([(CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response(),
         Err(err) => crate::error::ApiError::internal(format!(
             "the operator page is missing from {}: {err}",
+            state.web_dir.display()
+        ))
+        .into_response(),
+    }
+}
+
+/// The auditor's replay page (`web/replay.html`); log in at `/?token=` first.
+async fn replay(State(state): State<AppState>, caller: Option<OpContext>) -> Response {
+    if caller.is_none() {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(CONTENT_TYPE, "text/html; charset=utf-8")],
+            "<!doctype html><title>Cubicle</title><p>Log in first: open <code>/?token=&lt;your token&gt;</code>, then <a href=\"/replay\">/replay</a>.</p>",
+        )
+            .into_response();
+    }
+    match tokio::fs::read(state.web_dir.join("replay.html")).await {
+        Ok(page) => ([(CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response(),
+        Err(err) => crate::error::ApiError::internal(format!(
+            "the replay page is missing from {}: {err}",
             state.web_dir.display()
         ))
         .into_response(),

@@ -281,6 +281,23 @@ impl SegmentWriter {
 
     /// Ends the file at wall time `end_ms` and hashes it.
     fn finish(mut self, end_ms: i64) -> Result<ClosedSegment, VideoError> {
+        // The screen as last seen lasts until the end: the last frame again
+        // just before and at the end time, so segments played back to back
+        // leave no gap (the muxer gives the very last sample the length of
+        // the one before it: 1 ms here).
+        let tail = end_ms - self.start_ms;
+        if self.frames > 0 && tail - 1 > self.last_pts {
+            for pts in [tail - 1, tail] {
+                self.yuv.set_pts(Some(pts));
+                self.yuv.set_kind(picture::Type::None);
+                self.encoder
+                    .send_frame(&self.yuv)
+                    .map_err(self.fail("encode the last frame"))?;
+                self.frames += 1;
+            }
+            self.last_pts = tail;
+            self.drain()?;
+        }
         self.encoder
             .send_eof()
             .map_err(self.fail("flush the encoder"))?;

@@ -97,8 +97,8 @@ pub fn router(state: AppState) -> Router {
 const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static(crate::auth::REQUEST_ID);
 
 /// The page's content security policy: its own scripts, styles and sockets
-/// only, never framed.
-const CSP: &str = "default-src 'self'; img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+/// only (and `blob:` media, the replay's Media Source), never framed.
+const CSP: &str = "default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 fn security_header(name: &'static str, value: &'static str) -> SetResponseHeaderLayer<HeaderValue> {
     SetResponseHeaderLayer::if_not_present(

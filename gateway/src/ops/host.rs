@@ -39,7 +39,12 @@ pub async fn follow(
 }
 
 async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
+    if change == Change::Running {
+        state.replay.start_recording(state, &workspace);
+    }
     if change.ends_running() {
+        // Its last video segment is sealed before the session goes.
+        state.replay.stop_recording(&workspace, false).await;
         state.screens.close(&workspace);
     }
     if change == Change::Deleted {

@@ -7,9 +7,12 @@
 //! holds the signing key and decides when to sign and what to record.
 
 pub mod export;
+pub mod record;
 pub mod seal;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use cubicle_recorder::checkpoint::{AuditKey, CheckpointError};
@@ -58,6 +61,8 @@ pub struct Replay {
     pub config: ReplayConfig,
     pub key: AuditKey,
     store: Store,
+    /// The recorder of each workspace being recorded.
+    recorders: Mutex<HashMap<String, record::Recorder>>,
 }
 
 impl Replay {
@@ -65,7 +70,12 @@ impl Replay {
     /// `<data>/audit/`.
     pub fn open(store: Store, config: ReplayConfig) -> Result<Self, CheckpointError> {
         let key = AuditKey::load_or_create(&config.data_dir.join("audit").join("signing.key"))?;
-        Ok(Self { config, key, store })
+        Ok(Self {
+            config,
+            key,
+            store,
+            recorders: Mutex::default(),
+        })
     }
 
     pub fn store(&self) -> &Store {

@@ -1,0 +1,401 @@
+//! Each running workspace's screen, recorded from the framebuffer the
+//! gateway already keeps for it (the same RFB session the agent's actions
+//! use: no second session, no tool in the guest).
+//!
+//! A task samples the framebuffer at most `fps` times a second, only when
+//! it changed (plus one frame per keyframe interval when idle), and hands
+//! frames to an encoder thread through a small bounded queue: when the
+//! encoder falls behind, frames are dropped and counted, never queued
+//! without bound and never waited for. Each closed segment comes back and
+//! is sealed into the workspace's chain as a `recording.segment` record.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
+
+use cubicle_recorder::video::{self, ClosedSegment, EncoderStats, Feed, Frame, VideoOptions};
+use cubicle_runtime::backend::Backend;
+use cubicle_runtime::chain_store;
+use cubicle_runtime::state::{WorkspaceState, now_ms};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::Replay;
+use crate::app::AppState;
+use crate::ops::EventKind;
+use crate::screen::ScreenSession;
+
+/// Frames waiting for the encoder; more are dropped.
+const QUEUE: usize = 3;
+/// A keyframe (and, when idle, a repeated frame) at least this often.
+pub const KEYFRAME_EVERY: Duration = Duration::from_secs(2);
+/// How long to wait before reconnecting a screen session that ended.
+const RECONNECT: Duration = Duration::from_secs(1);
+
+/// A workspace's running recorder.
+pub struct Recorder {
+    cancel: CancellationToken,
+    discard: Arc<std::sync::atomic::AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+/// What one recording did, for its `recording.stop` record.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    sampled: u64,
+    dropped: u64,
+}
+
+impl Replay {
+    /// Starts recording workspace `id` (it just reached running) unless
+    /// recording is off or it already records.
+    pub fn start_recording(&self, state: &AppState, id: &str) {
+        if !self.config.record || opted_out(&self.config.recordings_of(id)) {
+            return;
+        }
+        let mut recorders = self.recorders.lock().unwrap_or_else(|p| p.into_inner());
+        if recorders.get(id).is_some_and(|r| !r.task.is_finished()) {
+            return;
+        }
+        let cancel = CancellationToken::new();
+        let discard = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = tokio::spawn(record(
+            state.clone(),
+            id.to_owned(),
+            cancel.clone(),
+            discard.clone(),
+        ));
+        recorders.insert(
+            id.to_owned(),
+            Recorder {
+                cancel,
+                discard,
+                task,
+            },
+        );
+    }
+
+    /// Stops recording workspace `id`; returns once its last segment is
+    /// sealed. `discard` throws the open segment away unsealed instead.
+    pub async fn stop_recording(&self, id: &str, discard: bool) {
+        let recorder = self
+            .recorders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let Some(recorder) = recorder {
+            recorder
+                .discard
+                .store(discard, std::sync::atomic::Ordering::SeqCst);
+            recorder.cancel.cancel();
+            if let Err(err) = recorder.task.await {
+                tracing::error!(workspace = id, %err, "the recorder task failed");
+            }
+        }
+    }
+
+    /// Stops every recorder (the daemon is shutting down).
+    pub async fn stop_all(&self) {
+        let ids: Vec<String> = self
+            .recorders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            self.stop_recording(&id, false).await;
+        }
+    }
+
+    /// Turns recording off for workspace `id` for good (it was created with
+    /// `record: false`): a recorder already started is stopped and its open
+    /// segment thrown away unsealed.
+    pub async fn opt_out(&self, id: &str) -> std::io::Result<()> {
+        let dir = self.config.recordings_of(id);
+        make_private_dir(&dir)?;
+        std::fs::write(dir.join(OFF_MARKER), b"recording off for this workspace\n")?;
+        self.stop_recording(id, true).await;
+        Ok(())
+    }
+
+    /// Seals the segments a dead daemon left open (as `partial`), then
+    /// starts recording every running workspace: run once at start.
+    pub async fn resume(&self, state: &AppState) {
+        let root = self.config.data_dir.join("recordings");
+        if let Err(err) = make_private_dir(&root) {
+            tracing::error!(%err, "cannot make the recordings folder");
+        }
+        let workspaces = match std::fs::read_dir(&root) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for id in workspaces {
+            self.seal_orphans(state, &id).await;
+        }
+        match state.manager.list().await {
+            Ok(all) => {
+                for ws in all.iter().filter(|ws| ws.state == WorkspaceState::Running) {
+                    self.start_recording(state, &ws.id);
+                }
+            }
+            Err(err) => tracing::error!(%err, "cannot list workspaces to resume recording"),
+        }
+    }
+
+    async fn seal_orphans(&self, state: &AppState, id: &str) {
+        let sealed: Vec<Value> = match chain_store::segments(self.store(), Some(id)).await {
+            Ok(rows) => rows.into_iter().map(|r| r.detail["file"].clone()).collect(),
+            Err(err) => {
+                tracing::error!(workspace = id, %err, "cannot read sealed segments");
+                return;
+            }
+        };
+        let Ok(entries) = std::fs::read_dir(self.config.recordings_of(id)) else {
+            return;
+        };
+        let mut open: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(video::segment_start)
+                    .is_some()
+            })
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                !sealed.iter().any(|f| f == name)
+            })
+            .collect();
+        open.sort();
+        for path in open {
+            match video::orphan(&path) {
+                Ok(Some(segment)) => seal(state, id, &segment, 0).await,
+                Ok(None) => {}
+                Err(err) => tracing::error!(%err, "cannot seal a segment left open"),
+            }
+        }
+    }
+}
+
+const OFF_MARKER: &str = "recording-off";
+
+fn opted_out(dir: &Path) -> bool {
+    dir.join(OFF_MARKER).exists()
+}
+
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Seals a closed segment into workspace `id`'s chain.
+async fn seal(state: &AppState, id: &str, segment: &ClosedSegment, dropped: u64) {
+    let detail = json!({
+        "file": segment.file,
+        "sha256": hex::encode(segment.sha256),
+        "bytes": segment.bytes,
+        "start_ms": segment.start_ms,
+        "end_ms": segment.end_ms,
+        "frames": segment.frames,
+        "partial": segment.partial,
+        "dropped_frames": dropped,
+    });
+    let noted = state
+        .audit
+        .note(None, EventKind::RecordingSegment, Some(id), detail, None)
+        .await;
+    if let Err(err) = noted {
+        tracing::error!(workspace = id, file = segment.file, err = %err.message, "cannot seal a video segment");
+    }
+}
+
+async fn note(state: &AppState, id: &str, kind: EventKind, detail: Value) {
+    if let Err(err) = state.audit.note(None, kind, Some(id), detail, None).await {
+        tracing::error!(workspace = id, err = %err.message, "cannot record a recording event");
+    }
+}
+
+/// The screen session of running workspace `id`, or `None` once it no
+/// longer runs or `cancel` fires.
+async fn session(
+    state: &AppState,
+    id: &str,
+    cancel: &CancellationToken,
+) -> Option<Arc<ScreenSession>> {
+    loop {
+        let record = state.manager.running(id).await.ok()?;
+        let channel = state
+            .manager
+            .backend()
+            .channel(&state.manager.spec(&record));
+        match state.screens.get(id, &channel).await {
+            Ok(session) => return Some(session),
+            Err(err) => tracing::warn!(workspace = id, %err, "recorder: no screen yet"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            () = tokio::time::sleep(RECONNECT) => {}
+        }
+    }
+}
+
+/// The recording of workspace `id`, until `cancel` or until it stops
+/// running.
+async fn record(
+    state: AppState,
+    id: String,
+    cancel: CancellationToken,
+    discard: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let config = &state.replay.config;
+    let options = VideoOptions {
+        dir: config.recordings_of(&id),
+        fps: config.fps,
+        segment: config.segment,
+        keyframe_every: KEYFRAME_EVERY,
+    };
+    if let Err(err) = make_private_dir(&options.dir) {
+        tracing::error!(workspace = id, %err, "cannot make the recording folder");
+        return;
+    }
+    let (feed, frames) = std::sync::mpsc::sync_channel::<Feed>(QUEUE);
+    let (closed_tx, mut closed) = tokio::sync::mpsc::channel::<ClosedSegment>(8);
+    let fps = config.fps;
+    let encoder = tokio::task::spawn_blocking(move || {
+        video::run(options, frames, now_ms, |segment| {
+            // The task drains this until the encoder ends.
+            let _ = closed_tx.blocking_send(segment);
+        })
+    });
+    note(
+        &state,
+        &id,
+        EventKind::RecordingStart,
+        json!({ "fps": fps, "segment_seconds": config.segment.as_secs() }),
+    )
+    .await;
+    let mut counts = Counts::default();
+    let mut sampler = Sampler { last: None };
+    'sessions: while let Some(screen) = session(&state, &id, &cancel).await {
+        let mut version = screen.version();
+        let mut tick = tokio::time::interval(Duration::from_millis(1000 / u64::from(fps.max(1))));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => break 'sessions,
+                Some(segment) = closed.recv() => seal(&state, &id, &segment, counts.dropped).await,
+                _ = tick.tick() => {
+                    if screen.is_closed() {
+                        break;
+                    }
+                    let changed = version.has_changed().unwrap_or(false);
+                    if !sampler.due(changed) {
+                        continue;
+                    }
+                    version.borrow_and_update();
+                    if !sampler.send(&feed, &screen, &mut counts) {
+                        break 'sessions;
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            () = tokio::time::sleep(RECONNECT) => {}
+        }
+    }
+    let discarded = discard.load(std::sync::atomic::Ordering::SeqCst);
+    if discarded {
+        let feed = feed.clone();
+        let _ = tokio::task::spawn_blocking(move || feed.send(Feed::Discard)).await;
+    }
+    drop(feed);
+    while let Some(segment) = closed.recv().await {
+        seal(&state, &id, &segment, counts.dropped).await;
+    }
+    let detail = match encoder.await {
+        Ok(Ok(stats)) => stopped(stats, counts, discarded, None),
+        Ok(Err(err)) => stopped(
+            EncoderStats::default(),
+            counts,
+            discarded,
+            Some(err.to_string()),
+        ),
+        Err(err) => stopped(
+            EncoderStats::default(),
+            counts,
+            discarded,
+            Some(err.to_string()),
+        ),
+    };
+    if let Some(err) = detail.get("error") {
+        tracing::error!(workspace = id, %err, "the recording stopped with an error");
+    }
+    note(&state, &id, EventKind::RecordingStop, detail).await;
+}
+
+fn stopped(stats: EncoderStats, counts: Counts, discarded: bool, error: Option<String>) -> Value {
+    let mut detail = json!({
+        "frames": stats.frames,
+        "segments": stats.segments,
+        "bytes": stats.bytes,
+        "sampled": counts.sampled,
+        "dropped_frames": counts.dropped,
+        "discarded": discarded,
+    });
+    if let Some(error) = error {
+        detail["error"] = Value::String(error);
+    }
+    detail
+}
+
+/// When to take a frame: on change, at most `fps` a second (the tick), and
+/// once per keyframe interval when nothing changed.
+struct Sampler {
+    last: Option<tokio::time::Instant>,
+}
+
+impl Sampler {
+    fn due(&self, changed: bool) -> bool {
+        changed || self.last.is_none_or(|t| t.elapsed() >= KEYFRAME_EVERY)
+    }
+
+    /// Queues the current screen; false if the encoder is gone.
+    fn send(
+        &mut self,
+        feed: &SyncSender<Feed>,
+        screen: &ScreenSession,
+        counts: &mut Counts,
+    ) -> bool {
+        let fb = screen.snapshot();
+        if fb.width == 0 || fb.height == 0 {
+            return true;
+        }
+        counts.sampled += 1;
+        self.last = Some(tokio::time::Instant::now());
+        let frame = Frame {
+            width: fb.width,
+            height: fb.height,
+            rgba: fb.rgba,
+            at_ms: now_ms(),
+        };
+        match feed.try_send(Feed::Frame(frame)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                counts.dropped += 1;
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
