@@ -333,6 +333,7 @@ mod tests {
             token: token.clone(),
             request_id: "req-test".into(),
             client: None,
+            hold: Default::default(),
         }
     }
 

@@ -310,6 +310,18 @@ fn doors() -> Vec<Door> {
         door(Method::GET, "/v1/events?workspace={id}", "", P::EventsRead),
         door(
             Method::GET,
+            "/v1/workspaces/{id}/policy",
+            "",
+            P::WorkspacesView,
+        ),
+        door(
+            Method::PUT,
+            "/v1/workspaces/{id}/policy",
+            r#"{"policy":"strict"}"#,
+            P::PolicySwitch,
+        ),
+        door(
+            Method::GET,
             "/v1/workspaces/{id}/audit/export",
             "",
             P::AuditExport,

@@ -72,6 +72,11 @@ impl PolicySet {
         Ok(set)
     }
 
+    /// Adds (or replaces) a policy parsed elsewhere.
+    pub fn insert(&mut self, policy: Policy) {
+        self.policies.insert(policy.name.clone(), Arc::new(policy));
+    }
+
     /// Policy `name`, or an error listing the known ones.
     pub fn get(&self, name: &str) -> Result<Arc<Policy>, PolicyError> {
         self.policies

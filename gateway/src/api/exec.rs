@@ -106,7 +106,7 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
                 })?;
                 request.env.insert(name.to_owned(), val.to_owned());
             }
-            "access_token" => {}
+            "access_token" | "wait" | "approval" => {}
             other => {
                 return Err(ApiError::bad_request(format!(
                     "unknown query parameter {other:?}: allowed are arg, command, cwd, timeout_ms, env"

@@ -40,7 +40,9 @@ pub fn query_params(
 ) -> Result<HashMap<String, String>, ApiError> {
     let mut params = HashMap::new();
     for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
-        if key == "access_token" {
+        // The token, and how to wait when a policy holds the operation
+        // (read by the caller's context).
+        if matches!(key.as_ref(), "access_token" | "wait" | "approval") {
             continue;
         }
         if !allowed.contains(&key.as_ref()) {

@@ -1,6 +1,7 @@
 //! The HTTP routes.
 
 pub mod actions;
+pub mod approvals;
 pub mod control;
 pub mod events;
 pub mod exec;
@@ -78,6 +79,7 @@ pub fn router(state: AppState) -> Router {
             get(replay::segment),
         )
         .route("/v1/openapi.json", get(crate::openapi::serve))
+        .merge(approvals::routes())
         .merge(crate::cdp_proxy::routes())
         .merge(crate::mcp::routes(state.clone()))
         .merge(crate::web::routes(state.clone()))

@@ -34,6 +34,7 @@ pub async fn get(
     let usage = ops::workspaces::usage(&state, &ctx, &id).await?;
     let mut view = WorkspaceView::from(&record);
     view.usage = serde_json::to_value(usage).ok();
+    view.policy = Some(ops::approvals::policy_of(&state, &ctx, &id).await?);
     Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
 }
 
@@ -45,8 +46,11 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     ctx.require(ops::Permission::WorkspacesCreate)?;
     let (request, limits) = CreateWorkspace::parse(&body)?;
-    let ws = ops::workspaces::create(&state, &ctx, request, limits).await?;
-    Ok((StatusCode::CREATED, Json(view(&ws))))
+    let policy = CreateWorkspace::policy_in(&body);
+    let ws = ops::workspaces::create(&state, &ctx, request, limits, policy).await?;
+    let mut view = WorkspaceView::from(&ws);
+    view.policy = Some(state.gates.policy_name(&state.store, &ws.id).await?);
+    Ok((StatusCode::CREATED, Json(serde_json::to_value(view).unwrap_or(Value::Null))))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]

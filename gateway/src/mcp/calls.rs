@@ -107,7 +107,8 @@ async fn list_workspaces(state: &AppState, caller: &OpContext, args: Args) -> Ou
 
 async fn create_workspace(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
     let (request, limits) = CreateWorkspace::parse(&bytes_of(&args))?;
-    let record = ops::workspaces::create(state, caller, request, limits).await?;
+    let policy = CreateWorkspace::policy_in(&bytes_of(&args));
+    let record = ops::workspaces::create(state, caller, request, limits, policy).await?;
     Ok(json_result(view(&record)))
 }
 

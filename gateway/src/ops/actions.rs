@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::audit::{EventKind, digest};
-use super::{OpContext, Permission, access};
+use super::{OpContext, Permission, access, gates};
 use crate::actions::Action;
 use crate::actions::run;
 use crate::app::AppState;
@@ -75,8 +75,15 @@ pub async fn run_batch(
         let mut failed = None;
         for (index, action) in actions.iter().enumerate() {
             // Checked before each input action: an operator may take over mid-batch.
+            // ... and so is the policy, in the browser context of that moment.
             let allowed = match action.is_input() {
-                true => access::under_control(state, ctx, id),
+                true => match access::under_control(state, ctx, id) {
+                    Ok(()) => {
+                        let sent = sent.get(index).cloned().unwrap_or_default();
+                        gates::check(state, ctx, id, gates::action(&sent, action)).await
+                    }
+                    Err(held) => Err(held),
+                },
                 false => Ok(()),
             };
             let ran = match allowed {

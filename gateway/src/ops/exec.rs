@@ -8,7 +8,7 @@ use cubicle_runtime::guest_ops::{ExecEvents, ExecOutput, ExecStdin};
 use serde_json::{Value, json};
 
 use super::audit::{EventKind, digest};
-use super::{OpContext, Permission, access};
+use super::{OpContext, Permission, access, gates};
 use crate::app::AppState;
 use crate::error::ApiError;
 
@@ -24,6 +24,17 @@ fn describe(request: &ExecRequest) -> Value {
     })
 }
 
+/// What the policy sees of a command (its line), what an approval is bound
+/// to (the whole request) and what operators are shown ([`describe`]).
+fn gated(request: &ExecRequest) -> gates::Gated {
+    gates::Gated {
+        operation: "exec",
+        subject: cubicle_policy::Subject::exec(&request.argv, request.command.as_deref()),
+        params: serde_json::to_value(request).unwrap_or_default(),
+        shown: describe(request),
+    }
+}
+
 /// Runs a command to completion.
 pub async fn run(
     state: &AppState,
@@ -33,6 +44,7 @@ pub async fn run(
 ) -> Result<ExecOutput, ApiError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::under_control(state, ctx, id)?;
+    gates::check(state, ctx, id, gated(request)).await?;
     let run = async { channel.exec(request).await.map_err(ApiError::from) };
     let summary = |out: &ExecOutput| {
         json!({
@@ -59,6 +71,7 @@ pub async fn open_stream(
 ) -> Result<(ExecEvents, ExecStdin), ApiError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::under_control(state, ctx, id)?;
+    gates::check(state, ctx, id, gated(request)).await?;
     let run = async { channel.exec_stream(request).await.map_err(ApiError::from) };
     let kind = EventKind::ExecStream;
     state

@@ -7,7 +7,7 @@ use cubicle_runtime::guest_ops::FileChunk;
 use serde_json::json;
 
 use super::audit::{EventKind, digest};
-use super::{OpContext, Permission, access};
+use super::{OpContext, Permission, access, gates};
 use crate::app::AppState;
 use crate::error::ApiError;
 
@@ -77,6 +77,13 @@ pub async fn write(
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
     access::under_control(state, ctx, id)?;
     let detail = json!({ "path": path, "mode": mode, "content": digest(bytes) });
+    let gated = gates::Gated {
+        operation: "file.write",
+        subject: cubicle_policy::Subject::FileWrite { path: path.to_owned() },
+        params: detail.clone(),
+        shown: detail.clone(),
+    };
+    gates::check(state, ctx, id, gated).await?;
     let run = async { Ok(channel.write_file(path, bytes, mode).await?) };
     let kind = EventKind::FileWrite;
     state
@@ -102,6 +109,13 @@ pub async fn delete(
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
     access::under_control(state, ctx, id)?;
     let detail = json!({ "path": path, "recursive": recursive });
+    let gated = gates::Gated {
+        operation: "file.delete",
+        subject: cubicle_policy::Subject::FileDelete { path: path.to_owned() },
+        params: detail.clone(),
+        shown: detail.clone(),
+    };
+    gates::check(state, ctx, id, gated).await?;
     let run = async { Ok(channel.delete(path, recursive).await?) };
     let kind = EventKind::FileDelete;
     state

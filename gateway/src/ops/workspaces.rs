@@ -17,8 +17,10 @@ pub async fn create(
     ctx: &OpContext,
     mut request: CreateRequest,
     limits: Option<LimitsRequest>,
+    policy: Option<String>,
 ) -> Result<WorkspaceRecord, ApiError> {
     ctx.require(Permission::WorkspacesCreate)?;
+    let policy = state.gates.resolve(policy.as_deref())?;
     request.owner_token = Some(ctx.token.id.clone());
     let limits = state
         .manager
@@ -29,8 +31,10 @@ pub async fn create(
         "name": request.name,
         "geometry": request.geometry,
         "limits": LimitsBody::from(&limits),
+        "policy": policy,
     });
     let manager = state.manager.clone();
+    let (gates, store) = (state.gates.clone(), state.store.clone());
     state
         .audit
         .run(
@@ -38,7 +42,12 @@ pub async fn create(
             EventKind::WorkspaceCreate,
             None,
             detail,
-            async move { manager.create(request).await.map_err(created_error) },
+            async move {
+                let record = manager.create(request).await.map_err(created_error)?;
+                let owner = record.owner_token.as_deref();
+                gates.assign(&store, &record.id, &policy, owner).await?;
+                Ok(record)
+            },
             |ws: &WorkspaceRecord| json!({ "workspace": ws.id, "backend": ws.backend }),
         )
         .await

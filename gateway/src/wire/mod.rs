@@ -6,6 +6,7 @@
 //! Shapes not yet here (the computer-use action, whose parser resolves key
 //! names and coordinates) keep a description type in [`crate::openapi`].
 
+pub mod approval;
 pub mod exec;
 pub mod replay;
 pub mod token;

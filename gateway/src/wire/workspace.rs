@@ -26,6 +26,9 @@ pub struct CreateWorkspace {
     /// What it may use; each missing field takes the server's default.
     #[schema(inline)]
     pub limits: Option<LimitsBody>,
+    /// The policy it runs under (a name the server loaded, such as
+    /// `default`, `strict`, `open`); the server's default when left out.
+    pub policy: Option<String>,
 }
 
 /// A workspace's limits on the wire (create and view).
@@ -97,6 +100,13 @@ impl CreateWorkspace {
         super::parse::<Self>(body)?.into_request()
     }
 
+    /// The `policy` a create body names, if any (after [`Self::parse`]
+    /// accepted the body).
+    pub fn policy_in(body: &[u8]) -> Option<String> {
+        let value: Value = serde_json::from_slice(body).ok()?;
+        value.get("policy")?.as_str().map(str::to_owned)
+    }
+
     pub fn into_request(self) -> Result<(CreateRequest, Option<LimitsRequest>), ApiError> {
         let mut request = CreateRequest::default();
         if let Some(name) = self.name {
@@ -140,6 +150,9 @@ pub struct WorkspaceView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub usage: Option<Value>,
+    /// The policy it runs under (`GET /v1/workspaces/{id}` and create).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     /// `self`, `vnc`.
@@ -163,6 +176,7 @@ impl From<&WorkspaceRecord> for WorkspaceView {
             owner_token: record.owner_token.clone(),
             limits: LimitsBody::from(&record.limits),
             usage: None,
+            policy: None,
             created_at_ms: record.created_at,
             updated_at_ms: record.updated_at,
             links: json!({

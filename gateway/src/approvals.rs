@@ -1,0 +1,492 @@
+//! Pending approvals: operations a policy said `confirm` to, held until an
+//! operator decides. Each record carries the exact parameters in canonical
+//! form and their SHA-256 ([`binding_hash`]), who asked and when, and an
+//! expiry; it is used at most once, and only for parameters with the same
+//! hash, by the token that asked. An expired approval is a denied one.
+//!
+//! This is the store only: who may decide, and the events of every step,
+//! are the operations core's ([`crate::ops::gates`], [`crate::ops::approvals`]).
+//! Records live in memory: a held request does not outlive the daemon, and
+//! the event log is the lasting record. The store is bounded.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cubicle_policy::BrowserContext;
+use cubicle_runtime::events::Actor;
+use cubicle_runtime::state::now_ms;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::{broadcast, watch};
+
+/// The most approvals one token may have pending at once.
+pub const MAX_PENDING_PER_TOKEN: usize = 64;
+/// Decided records are forgotten after this long (the events keep them).
+const KEEP_DECIDED_MS: i64 = 3600 * 1000;
+/// Changes waiting for a slow stream reader before it misses some.
+const CHANGES_BUFFER: usize = 256;
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    Pending,
+    Approved,
+    Denied,
+    /// Nobody decided in time: the same as denied, with that reason.
+    Expired,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// One held operation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Approval {
+    pub id: String,
+    pub workspace: String,
+    /// The operation held (`exec`, `file.write`, `action`, `cdp`, ...).
+    pub operation: String,
+    /// The exact parameters, as they will run.
+    pub params: Value,
+    /// SHA-256 of the canonical `{workspace, operation, params}`.
+    pub sha256: String,
+    pub asked_by: Actor,
+    /// Unix milliseconds.
+    pub asked_at: i64,
+    pub expires_at: i64,
+    /// The rule that held it (`policy#rule`) and its reason.
+    pub rule: String,
+    pub reason: String,
+    /// The browser tab and focus a screen action was going to land in.
+    pub context: Option<BrowserContext>,
+    pub state: ApprovalState,
+    pub decided_by: Option<Actor>,
+    pub decided_at: Option<i64>,
+    /// The operator's reason (or why it expired).
+    pub decision_reason: Option<String>,
+    /// Whether the approved operation already ran.
+    pub used: bool,
+    /// Whether a screenshot was taken when it was asked.
+    pub has_screenshot: bool,
+}
+
+/// What went wrong with an approval.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalError {
+    #[error("no approval {0}")]
+    NotFound(String),
+    #[error("approval {id} is already {state}: it cannot be decided again")]
+    Decided { id: String, state: &'static str },
+    #[error(
+        "approval {id} was for different parameters (or another workspace or operation): it cannot run this one; ask again"
+    )]
+    Mismatch { id: String },
+    #[error("approval {id} was asked by another token: only the caller that asked may use it")]
+    NotAsker { id: String },
+    #[error("approval {id} was already used: an approval runs its operation once")]
+    Used { id: String },
+    #[error("approval {id} is {state}, not approved")]
+    NotApproved { id: String, state: &'static str },
+    #[error(
+        "too many pending approvals for this token (at most {MAX_PENDING_PER_TOKEN}): wait for operators to decide"
+    )]
+    TooMany,
+}
+
+/// What a new approval is made of.
+pub struct NewApproval {
+    pub workspace: String,
+    pub operation: String,
+    /// [`binding_hash`] of the exact parameters.
+    pub sha256: String,
+    /// The parameters as operators see them.
+    pub shown: Value,
+    pub asked_by: Actor,
+    pub ttl_ms: i64,
+    pub rule: String,
+    pub reason: String,
+    pub context: Option<BrowserContext>,
+}
+
+struct Entry {
+    record: Approval,
+    state: watch::Sender<ApprovalState>,
+    screenshot: Option<Arc<Vec<u8>>>,
+}
+
+/// The store.
+pub struct Approvals {
+    entries: Mutex<HashMap<String, Entry>>,
+    changes: broadcast::Sender<Approval>,
+}
+
+impl Default for Approvals {
+    fn default() -> Self {
+        Self {
+            entries: Mutex::default(),
+            changes: broadcast::channel(CHANGES_BUFFER).0,
+        }
+    }
+}
+
+/// JSON with object keys sorted and no spaces: one byte string per value.
+pub fn canonical(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// The hash an approval is bound to: SHA-256 of the canonical
+/// `{"operation", "params", "workspace"}`.
+pub fn binding_hash(workspace: &str, operation: &str, params: &Value) -> String {
+    let bound =
+        serde_json::json!({ "workspace": workspace, "operation": operation, "params": params });
+    hex::encode(Sha256::digest(canonical(&bound).as_bytes()))
+}
+
+fn new_id() -> String {
+    let bytes: [u8; 10] = rand::random();
+    format!("apr-{}", hex::encode(bytes))
+}
+
+impl Approvals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn publish(&self, record: &Approval) {
+        // Nobody listening is fine.
+        let _ = self.changes.send(record.clone());
+    }
+
+    /// A new pending approval (its id and timestamps are set here).
+    pub fn request(&self, asked: NewApproval) -> Result<Approval, ApprovalError> {
+        let NewApproval {
+            workspace,
+            operation,
+            sha256,
+            shown: params,
+            asked_by,
+            ttl_ms,
+            rule,
+            reason,
+            context,
+        } = asked;
+        let now = now_ms();
+        let mut entries = self.lock();
+        entries.retain(|_, e| {
+            e.record.state == ApprovalState::Pending
+                || e.record.decided_at.unwrap_or(now) + KEEP_DECIDED_MS > now
+        });
+        let pending = entries
+            .values()
+            .filter(|e| {
+                e.record.state == ApprovalState::Pending && e.record.asked_by.id == asked_by.id
+            })
+            .count();
+        if pending >= MAX_PENDING_PER_TOKEN {
+            return Err(ApprovalError::TooMany);
+        }
+        let record = Approval {
+            id: new_id(),
+            workspace,
+            operation,
+            sha256,
+            params,
+            asked_by,
+            asked_at: now,
+            expires_at: now + ttl_ms,
+            rule,
+            reason,
+            context,
+            state: ApprovalState::Pending,
+            decided_by: None,
+            decided_at: None,
+            decision_reason: None,
+            used: false,
+            has_screenshot: false,
+        };
+        let entry = Entry {
+            record: record.clone(),
+            state: watch::channel(ApprovalState::Pending).0,
+            screenshot: None,
+        };
+        entries.insert(record.id.clone(), entry);
+        drop(entries);
+        self.publish(&record);
+        Ok(record)
+    }
+
+    /// A pending, or approved and unused, approval that `token` asked for
+    /// exactly this `sha256`: asking again waits on it instead of making another.
+    pub fn reusable(&self, token: &str, sha256: &str) -> Option<Approval> {
+        let now = now_ms();
+        self.lock()
+            .values()
+            .map(|e| &e.record)
+            .filter(|r| r.asked_by.id == token && r.sha256 == sha256 && r.expires_at > now)
+            .find(|r| {
+                r.state == ApprovalState::Pending || (r.state == ApprovalState::Approved && !r.used)
+            })
+            .cloned()
+    }
+
+    pub fn get(&self, id: &str) -> Option<Approval> {
+        self.lock().get(id).map(|e| e.record.clone())
+    }
+
+    /// Follows approval `id`'s state.
+    pub fn watch(&self, id: &str) -> Option<watch::Receiver<ApprovalState>> {
+        self.lock().get(id).map(|e| e.state.subscribe())
+    }
+
+    pub fn screenshot(&self, id: &str) -> Option<Arc<Vec<u8>>> {
+        self.lock().get(id).and_then(|e| e.screenshot.clone())
+    }
+
+    pub fn set_screenshot(&self, id: &str, png: Vec<u8>) {
+        let record = {
+            let mut entries = self.lock();
+            let Some(entry) = entries.get_mut(id) else {
+                return;
+            };
+            entry.screenshot = Some(Arc::new(png));
+            entry.record.has_screenshot = true;
+            entry.record.clone()
+        };
+        self.publish(&record);
+    }
+
+    /// Sets a pending approval's outcome.
+    pub fn decide(
+        &self,
+        id: &str,
+        state: ApprovalState,
+        by: Option<Actor>,
+        reason: String,
+    ) -> Result<Approval, ApprovalError> {
+        let record = {
+            let mut entries = self.lock();
+            let entry = entries
+                .get_mut(id)
+                .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
+            if entry.record.state != ApprovalState::Pending {
+                return Err(ApprovalError::Decided {
+                    id: id.to_owned(),
+                    state: entry.record.state.as_str(),
+                });
+            }
+            entry.record.state = state;
+            entry.record.decided_by = by;
+            entry.record.decided_at = Some(now_ms());
+            entry.record.decision_reason = Some(reason);
+            entry.state.send_replace(state);
+            entry.record.clone()
+        };
+        self.publish(&record);
+        Ok(record)
+    }
+
+    /// Marks approval `id` used by `token` for parameters hashing to
+    /// `sha256`: the one way an approved operation gets to run.
+    pub fn consume(&self, id: &str, token: &str, sha256: &str) -> Result<Approval, ApprovalError> {
+        let record = {
+            let mut entries = self.lock();
+            let entry = entries
+                .get_mut(id)
+                .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
+            let r = &mut entry.record;
+            if r.sha256 != sha256 {
+                return Err(ApprovalError::Mismatch { id: id.to_owned() });
+            }
+            if r.asked_by.id != token {
+                return Err(ApprovalError::NotAsker { id: id.to_owned() });
+            }
+            if r.state != ApprovalState::Approved {
+                return Err(ApprovalError::NotApproved {
+                    id: id.to_owned(),
+                    state: r.state.as_str(),
+                });
+            }
+            if r.used {
+                return Err(ApprovalError::Used { id: id.to_owned() });
+            }
+            r.used = true;
+            r.clone()
+        };
+        self.publish(&record);
+        Ok(record)
+    }
+
+    /// Pending approvals whose time is up (to be expired by the caller,
+    /// which writes the event).
+    pub fn due(&self, now: i64) -> Vec<String> {
+        self.lock()
+            .values()
+            .filter(|e| e.record.state == ApprovalState::Pending && e.record.expires_at <= now)
+            .map(|e| e.record.id.clone())
+            .collect()
+    }
+
+    /// Every record, newest first.
+    pub fn list(&self) -> Vec<Approval> {
+        let mut all: Vec<Approval> = self.lock().values().map(|e| e.record.clone()).collect();
+        all.sort_by(|a, b| b.asked_at.cmp(&a.asked_at).then(b.id.cmp(&a.id)));
+        all
+    }
+
+    /// Every change from now on (new, decided, used, screenshot added).
+    pub fn subscribe(&self) -> broadcast::Receiver<Approval> {
+        self.changes.subscribe()
+    }
+
+    /// Forgets workspace `id`'s pending approvals (it was deleted): they
+    /// expire with that reason.
+    pub fn pending_of(&self, workspace: &str) -> Vec<String> {
+        self.lock()
+            .values()
+            .filter(|e| e.record.workspace == workspace && e.record.state == ApprovalState::Pending)
+            .map(|e| e.record.id.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn actor(id: &str) -> Actor {
+        Actor {
+            id: id.into(),
+            name: id.into(),
+            role: "agent".into(),
+        }
+    }
+
+    fn new(workspace: &str, params: Value, token: &str, ttl_ms: i64) -> NewApproval {
+        NewApproval {
+            workspace: workspace.into(),
+            operation: "exec".into(),
+            sha256: binding_hash(workspace, "exec", &params),
+            shown: params,
+            asked_by: actor(token),
+            ttl_ms,
+            rule: "p#r".into(),
+            reason: "why".into(),
+            context: None,
+        }
+    }
+
+    #[test]
+    fn canonical_form_ignores_key_order() {
+        let a = json!({"b": 1, "a": {"y": [1, {"d": 2, "c": 3}], "x": "é"}});
+        let b = json!({"a": {"x": "é", "y": [1, {"c": 3, "d": 2}]}, "b": 1});
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_eq!(
+            canonical(&a),
+            r#"{"a":{"x":"é","y":[1,{"c":3,"d":2}]},"b":1}"#
+        );
+        assert_ne!(
+            binding_hash("ws-1", "exec", &json!({"argv": ["ls"]})),
+            binding_hash("ws-2", "exec", &json!({"argv": ["ls"]}))
+        );
+    }
+
+    #[test]
+    fn approved_once_for_the_same_parameters_by_the_asker() {
+        let store = Approvals::default();
+        let params = json!({"argv": ["sudo", "true"]});
+        let asked = store
+            .request(new("ws-1", params.clone(), "tok-a", 60_000))
+            .unwrap();
+        let hash = asked.sha256.clone();
+        assert_eq!(store.reusable("tok-a", &hash).unwrap().id, asked.id);
+        assert!(matches!(
+            store.consume(&asked.id, "tok-a", &hash),
+            Err(ApprovalError::NotApproved { .. })
+        ));
+        store
+            .decide(
+                &asked.id,
+                ApprovalState::Approved,
+                Some(actor("tok-op")),
+                "ok".into(),
+            )
+            .unwrap();
+        assert!(matches!(
+            store.decide(&asked.id, ApprovalState::Denied, None, "late".into()),
+            Err(ApprovalError::Decided { .. })
+        ));
+        let other = binding_hash("ws-1", "exec", &json!({"argv": ["sudo", "rm", "-rf", "/"]}));
+        assert!(matches!(
+            store.consume(&asked.id, "tok-a", &other),
+            Err(ApprovalError::Mismatch { .. })
+        ));
+        assert!(matches!(
+            store.consume(&asked.id, "tok-b", &hash),
+            Err(ApprovalError::NotAsker { .. })
+        ));
+        store.consume(&asked.id, "tok-a", &hash).unwrap();
+        assert!(matches!(
+            store.consume(&asked.id, "tok-a", &hash),
+            Err(ApprovalError::Used { .. })
+        ));
+        assert!(store.reusable("tok-a", &hash).is_none());
+    }
+
+    #[test]
+    fn due_and_bounded() {
+        let store = Approvals::default();
+        let a = store.request(new("ws-1", json!(1), "t", 0)).unwrap();
+        assert_eq!(store.due(now_ms()), std::slice::from_ref(&a.id));
+        for i in 1..MAX_PENDING_PER_TOKEN {
+            store.request(new("ws-1", json!(i), "t", 60_000)).unwrap();
+        }
+        assert_eq!(
+            store
+                .request(new("ws-1", json!("x"), "t", 60_000))
+                .unwrap_err(),
+            ApprovalError::TooMany
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! Operators deciding held operations, out of the agent's band: list,
+//! wait on, approve and deny approvals, follow them as a stream, see the
+//! screenshot taken when one was asked; and each workspace's policy, shown
+//! and switched. Deciding takes [`Permission::ApprovalsDecide`] (operators
+//! and admins), never the token that asked; every decision is an event.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use cubicle_runtime::state::now_ms;
+use cubicle_runtime::tokens::Role;
+use serde_json::json;
+
+use super::audit::EventKind;
+use super::gates::{approval_error, expire};
+use super::{OpContext, Permission, access};
+use crate::app::AppState;
+use crate::approvals::{Approval, ApprovalError, ApprovalState};
+use crate::error::ApiError;
+
+/// The longest reason kept with a decision.
+pub const MAX_REASON: usize = 1000;
+
+/// Which approvals a listing shows.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    pub state: Option<ApprovalState>,
+    pub workspace: Option<String>,
+}
+
+/// Whether `ctx` may see `approval`: its own requests always; other
+/// roles than agents, those of the workspaces they see.
+async fn visible(
+    state: &AppState,
+    ctx: &OpContext,
+    approval: &Approval,
+    seen: &mut HashMap<String, bool>,
+) -> bool {
+    if approval.asked_by.id == ctx.token.id {
+        return true;
+    }
+    if ctx.token.role == Role::Agent {
+        return false;
+    }
+    if let Some(&known) = seen.get(&approval.workspace) {
+        return known;
+    }
+    let sees = match state.store.get(&approval.workspace).await {
+        Ok(Some(record)) => ctx.sees(&record),
+        _ => false,
+    };
+    seen.insert(approval.workspace.clone(), sees);
+    sees
+}
+
+/// Expires what is due before anyone reads it.
+async fn sweep_due(state: &AppState) {
+    for id in state.gates.approvals.due(now_ms()) {
+        expire(state, &id, "nobody decided before it expired").await;
+    }
+}
+
+pub async fn list(
+    state: &AppState,
+    ctx: &OpContext,
+    filter: &Filter,
+) -> Result<Vec<Approval>, ApiError> {
+    ctx.require(Permission::WorkspacesView)?;
+    sweep_due(state).await;
+    let mut seen = HashMap::new();
+    let mut out = Vec::new();
+    for approval in state.gates.approvals.list() {
+        let wanted = filter.state.is_none_or(|s| s == approval.state)
+            && filter
+                .workspace
+                .as_deref()
+                .is_none_or(|w| w == approval.workspace);
+        if wanted && visible(state, ctx, &approval, &mut seen).await {
+            out.push(approval);
+        }
+    }
+    Ok(out)
+}
+
+/// Approval `id`, once it is decided or `wait` has passed.
+pub async fn get(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    wait: Duration,
+) -> Result<Approval, ApiError> {
+    ctx.require(Permission::WorkspacesView)?;
+    sweep_due(state).await;
+    let approvals = &state.gates.approvals;
+    let not_found = || approval_error(ApprovalError::NotFound(id.to_owned()));
+    let approval = approvals.get(id).ok_or_else(not_found)?;
+    if !visible(state, ctx, &approval, &mut HashMap::new()).await {
+        return Err(not_found());
+    }
+    if approval.state == ApprovalState::Pending && !wait.is_zero() {
+        if let Some(mut decided) = approvals.watch(id) {
+            let expiry =
+                Duration::from_millis(u64::try_from(approval.expires_at - now_ms()).unwrap_or(0));
+            let _ = tokio::time::timeout(
+                wait.min(expiry),
+                decided.wait_for(|s| *s != ApprovalState::Pending),
+            )
+            .await;
+        }
+        sweep_due(state).await;
+    }
+    approvals.get(id).ok_or_else(not_found)
+}
+
+/// Approves or denies approval `id`.
+pub async fn decide(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    approve: bool,
+    reason: Option<String>,
+) -> Result<Approval, ApiError> {
+    ctx.require(Permission::ApprovalsDecide)?;
+    sweep_due(state).await;
+    let reason = reason.unwrap_or_default();
+    if reason.len() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\n') {
+        return Err(ApiError::bad_request(format!(
+            "reason: at most {MAX_REASON} bytes of text without control characters"
+        )));
+    }
+    let approvals = &state.gates.approvals;
+    let not_found = || approval_error(ApprovalError::NotFound(id.to_owned()));
+    let approval = approvals.get(id).ok_or_else(not_found)?;
+    if !visible(state, ctx, &approval, &mut HashMap::new()).await {
+        return Err(not_found());
+    }
+    if approval.asked_by.id == ctx.token.id {
+        return Err(ApiError::forbidden(
+            "the token that asked for an approval cannot decide it: another operator must",
+        ));
+    }
+    let (kind, decided) = match approve {
+        true => (EventKind::ApprovalApprove, ApprovalState::Approved),
+        false => (EventKind::ApprovalDeny, ApprovalState::Denied),
+    };
+    let detail = json!({
+        "approval": id,
+        "operation": approval.operation,
+        "sha256": approval.sha256,
+        "asked_by": approval.asked_by,
+        "reason": reason,
+    });
+    let run = async {
+        approvals
+            .decide(id, decided, Some(ctx.actor()), reason.clone())
+            .map_err(approval_error)
+    };
+    state
+        .audit
+        .run(ctx, kind, Some(&approval.workspace), detail, run, |_| {
+            json!({})
+        })
+        .await
+}
+
+/// The PNG taken when approval `id` was asked.
+pub async fn screenshot(state: &AppState, ctx: &OpContext, id: &str) -> Result<Vec<u8>, ApiError> {
+    let approval = get(state, ctx, id, Duration::ZERO).await?;
+    state
+        .gates
+        .approvals
+        .screenshot(&approval.id)
+        .map(|png| png.to_vec())
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("approval {id} has no screenshot (the screen could not be read when it was asked)")))
+}
+
+/// Whether `ctx` may see `approval` (for the stream).
+pub async fn may_see(
+    state: &AppState,
+    ctx: &OpContext,
+    approval: &Approval,
+    seen: &mut HashMap<String, bool>,
+) -> bool {
+    visible(state, ctx, approval, seen).await
+}
+
+/// The name of workspace `id`'s policy.
+pub async fn policy_of(state: &AppState, ctx: &OpContext, id: &str) -> Result<String, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
+    state.gates.policy_name(&state.store, id).await
+}
+
+/// Switches workspace `id` to policy `name`.
+pub async fn switch_policy(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    name: &str,
+) -> Result<String, ApiError> {
+    access::workspace(state, ctx, id, Permission::PolicySwitch).await?;
+    let name = state.gates.resolve(Some(name))?;
+    let from = state.gates.policy_name(&state.store, id).await?;
+    let detail = json!({ "from": from, "to": name });
+    let run = async {
+        state
+            .gates
+            .assign(&state.store, id, &name, Some(&ctx.token.id))
+            .await?;
+        Ok(name.clone())
+    };
+    state
+        .audit
+        .run(ctx, EventKind::PolicySwitch, Some(id), detail, run, |_| {
+            json!({})
+        })
+        .await
+}

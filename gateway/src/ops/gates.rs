@@ -1,0 +1,596 @@
+//! The policy gate of the operations core: every operation that changes a
+//! workspace asks [`check`] once, with its subject (what the policy sees)
+//! and its exact parameters (what an approval is bound to), after the
+//! permission, scope and control checks and before it runs.
+//!
+//! `allow` runs it. `deny` refuses it (403 `policy_denied` with the rule's
+//! reason). `confirm` holds it: a pending approval is recorded (an event,
+//! and a screenshot of the screen as it was), operators see it at once
+//! (`/v1/approvals`, its SSE stream, the page), and the caller waits up to
+//! its [`Hold::wait`]: approved → the operation runs, and the approval is
+//! used up; denied → 403 `denied` with the operator's reason; expired →
+//! 403 `expired`; still pending → 202 `held` with the approval's id and the
+//! URL to wait on. Asking again with the same parameters (or with
+//! `approval=<id>`) picks the same approval up; an approval never runs
+//! different parameters. Every step is an event.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use cubicle_policy::{BrowserState, Context, Decision, Outcome, Policy, PolicySet, Subject};
+use cubicle_runtime::backend::Backend;
+use cubicle_runtime::state::{Store, now_ms};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::OpContext;
+use super::audit::{EventKind, digest};
+use crate::app::AppState;
+use crate::approvals::{
+    Approval, ApprovalError, ApprovalState, Approvals, NewApproval, binding_hash,
+};
+use crate::browser_context::{Browsers, Lookup};
+use crate::error::ApiError;
+
+/// The longest a caller may ask to wait in one request.
+pub const MAX_WAIT: Duration = Duration::from_secs(300);
+/// How often a waiting MCP call is told it still waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How long taking the screenshot of a held action may take.
+const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How the caller of one operation waits when it is held.
+#[derive(Debug, Clone, Default)]
+pub struct Hold {
+    /// How long to wait for a decision before answering 202 (HTTP `?wait=`).
+    pub wait: Duration,
+    /// An approval the caller holds for this operation (`?approval=`).
+    pub approval: Option<String>,
+    /// Told every few seconds while the call waits (MCP progress).
+    pub progress: Option<mpsc::Sender<Progress>>,
+}
+
+impl Hold {
+    /// From a query's `wait` (seconds, capped at [`MAX_WAIT`]) and `approval`.
+    pub fn from_query(raw: Option<&str>) -> Result<Self, ApiError> {
+        let mut hold = Hold::default();
+        for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match key.as_ref() {
+                "wait" => {
+                    let secs: f64 = value
+                        .parse()
+                        .ok()
+                        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+                        .ok_or_else(|| {
+                            ApiError::bad_request(format!(
+                                "wait: {value:?} is not a number of seconds"
+                            ))
+                        })?;
+                    hold.wait = Duration::from_secs_f64(secs).min(MAX_WAIT);
+                }
+                "approval" => hold.approval = Some(value.into_owned()),
+                _ => {}
+            }
+        }
+        Ok(hold)
+    }
+}
+
+/// A note to a waiting caller.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub approval: String,
+    pub waited: Duration,
+    pub expires_at: i64,
+}
+
+/// The policies, each workspace's choice of one, the pending approvals and
+/// the browser contexts: what the gate needs, one per daemon.
+pub struct Gates {
+    pub policies: PolicySet,
+    pub default_policy: String,
+    /// Each workspace's policy, once read.
+    assigned: Mutex<HashMap<String, String>>,
+    pub approvals: Approvals,
+    pub browsers: Browsers,
+}
+
+impl Gates {
+    /// Over `policies`, with `default_policy` for workspaces that name none.
+    pub fn new(
+        policies: PolicySet,
+        default_policy: &str,
+    ) -> Result<Self, cubicle_policy::PolicyError> {
+        policies.get(default_policy)?;
+        Ok(Self {
+            policies,
+            default_policy: default_policy.to_owned(),
+            assigned: Mutex::default(),
+            approvals: Approvals::default(),
+            browsers: Browsers::default(),
+        })
+    }
+
+    /// The shipped policies with `default` as the default.
+    pub fn shipped() -> Self {
+        let policies =
+            PolicySet::shipped().expect("the shipped policies parse (a unit test checks them)");
+        Self::new(policies, "default").expect("the shipped policies include default")
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.assigned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The name of workspace `id`'s policy.
+    pub async fn policy_name(&self, store: &Store, id: &str) -> Result<String, ApiError> {
+        if let Some(name) = self.cache().get(id) {
+            return Ok(name.clone());
+        }
+        let stored = cubicle_runtime::workspace_policy::get(store, id)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let name = stored.unwrap_or_else(|| self.default_policy.clone());
+        self.cache().insert(id.to_owned(), name.clone());
+        Ok(name)
+    }
+
+    /// Workspace `id`'s policy. A name no longer loaded (the directory
+    /// changed between runs) falls back to the strictest shipped choice
+    /// there is: the default policy.
+    pub async fn policy_of(&self, store: &Store, id: &str) -> Result<Arc<Policy>, ApiError> {
+        let name = self.policy_name(store, id).await?;
+        match self.policies.get(&name) {
+            Ok(policy) => Ok(policy),
+            Err(_) => self
+                .policies
+                .get(&self.default_policy)
+                .map_err(|e| ApiError::internal(e.to_string())),
+        }
+    }
+
+    /// `name` if it is a loaded policy, else a 400 listing them.
+    pub fn resolve(&self, name: Option<&str>) -> Result<String, ApiError> {
+        let name = name.unwrap_or(&self.default_policy);
+        self.policies
+            .get(name)
+            .map(|_| name.to_owned())
+            .map_err(|e| ApiError::bad_request(format!("policy: {e}")))
+    }
+
+    /// Records `name` as workspace `id`'s policy.
+    pub async fn assign(
+        &self,
+        store: &Store,
+        id: &str,
+        name: &str,
+        by: Option<&str>,
+    ) -> Result<(), ApiError> {
+        cubicle_runtime::workspace_policy::set(store, id, name, by)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        self.cache().insert(id.to_owned(), name.to_owned());
+        Ok(())
+    }
+
+    /// Forgets what is kept for workspace `id` (it stopped or was deleted).
+    pub fn forget(&self, id: &str) {
+        self.browsers.close(id);
+    }
+}
+
+/// One operation as the gate sees it.
+pub struct Gated {
+    /// The operation's name, as in its event (`exec`, `file.write`, ...).
+    pub operation: &'static str,
+    pub subject: Subject,
+    /// The exact parameters an approval is bound to (hashed, never shown).
+    pub params: Value,
+    /// What operators are shown of them (secrets such as environment
+    /// values and file contents as their digest).
+    pub shown: Value,
+}
+
+/// What the gate said, before any waiting.
+pub enum Verdict {
+    Allow,
+    /// Held as this approval (pending, or approved and not yet used).
+    Held(Box<Approval>),
+}
+
+/// The gate, waiting as the caller's [`Hold`] says.
+pub async fn check(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: &str,
+    gated: Gated,
+) -> Result<(), ApiError> {
+    match decide(state, ctx, workspace, &gated).await? {
+        Verdict::Allow => Ok(()),
+        Verdict::Held(approval) => wait(state, ctx, &approval, ctx.hold.wait).await,
+    }
+}
+
+/// Asks the workspace's policy; a deny is an error, a confirm a held
+/// approval (made, or picked up). Does not wait.
+pub async fn decide(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: &str,
+    gated: &Gated,
+) -> Result<Verdict, ApiError> {
+    let gates = &state.gates;
+    let policy = gates.policy_of(&state.store, workspace).await?;
+    let lookup = match gated.subject {
+        Subject::Action { .. } if policy.needs_browser() => {
+            gates.browsers.context(state, workspace).await
+        }
+        _ => Lookup::Absent,
+    };
+    let browser = match &lookup {
+        Lookup::Absent => BrowserState::Absent,
+        Lookup::Unreadable(_) => BrowserState::Unreadable,
+        Lookup::Known(context) => BrowserState::Known(context),
+    };
+    let outcome = policy.evaluate(&gated.subject, &Context { browser });
+    match outcome.decision {
+        Decision::Allow => Ok(Verdict::Allow),
+        Decision::Deny => Err(refuse(state, ctx, workspace, gated, &outcome).await),
+        Decision::Confirm => held(state, ctx, workspace, gated, outcome, lookup)
+            .await
+            .map(|a| Verdict::Held(Box::new(a))),
+    }
+}
+
+/// The event and the 403 of a policy deny.
+async fn refuse(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: &str,
+    gated: &Gated,
+    outcome: &Outcome,
+) -> ApiError {
+    let detail = json!({
+        "operation": gated.operation,
+        "rule": outcome.rule,
+        "reason": outcome.reason,
+        "params": digest(crate::approvals::canonical(&gated.params).as_bytes()),
+    });
+    if let Err(err) = state
+        .audit
+        .note(
+            Some(ctx),
+            EventKind::PolicyDeny,
+            Some(workspace),
+            detail,
+            Some("denied"),
+        )
+        .await
+    {
+        return err;
+    }
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "policy_denied",
+        format!("denied by policy ({}): {}", outcome.rule, outcome.reason),
+    )
+}
+
+/// The approval this operation waits on: the one the caller named, one it
+/// already asked for with the same parameters, or a new one.
+async fn held(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: &str,
+    gated: &Gated,
+    outcome: Outcome,
+    lookup: Lookup,
+) -> Result<Approval, ApiError> {
+    let approvals = &state.gates.approvals;
+    let sha256 = binding_hash(workspace, gated.operation, &gated.params);
+    if let Some(id) = &ctx.hold.approval {
+        let named = approvals.get(id).filter(|a| a.asked_by.id == ctx.token.id);
+        let Some(named) = named else {
+            return Err(approval_error(ApprovalError::NotFound(id.clone())));
+        };
+        if named.sha256 != sha256 {
+            let err = ApprovalError::Mismatch { id: id.clone() };
+            let detail =
+                json!({ "approval": id, "operation": gated.operation, "why": err.to_string() });
+            state
+                .audit
+                .note(
+                    Some(ctx),
+                    EventKind::ApprovalRefuse,
+                    Some(workspace),
+                    detail,
+                    Some("denied"),
+                )
+                .await?;
+            return Err(approval_error(err));
+        }
+        return Ok(named);
+    }
+    if let Some(existing) = approvals.reusable(&ctx.token.id, &sha256) {
+        return Ok(existing);
+    }
+    let context = match lookup {
+        Lookup::Known(context) => Some(context),
+        _ => None,
+    };
+    let detail = json!({
+        "operation": gated.operation,
+        "rule": outcome.rule,
+        "reason": outcome.reason,
+        "sha256": sha256,
+        "context": context,
+        "expires_in_ms": outcome.timeout.as_millis() as u64,
+    });
+    // No event, no hold: the request is recorded before anyone can see it.
+    state
+        .audit
+        .note(
+            Some(ctx),
+            EventKind::ApprovalRequest,
+            Some(workspace),
+            detail,
+            Some("pending"),
+        )
+        .await?;
+    let ttl = i64::try_from(outcome.timeout.as_millis()).unwrap_or(i64::MAX);
+    let approval = approvals
+        .request(NewApproval {
+            workspace: workspace.to_owned(),
+            operation: gated.operation.to_owned(),
+            sha256: sha256.clone(),
+            shown: gated.shown.clone(),
+            asked_by: ctx.actor(),
+            ttl_ms: ttl,
+            rule: outcome.rule,
+            reason: outcome.reason,
+            context,
+        })
+        .map_err(approval_error)?;
+    screenshot(state, workspace, &approval.id).await;
+    Ok(approval)
+}
+
+/// Keeps a picture of the screen as it was when the action was asked.
+async fn screenshot(state: &AppState, workspace: &str, approval: &str) {
+    let taken = tokio::time::timeout(SCREENSHOT_TIMEOUT, async {
+        let record = state.manager.get(workspace).await.ok()?;
+        let channel = state
+            .manager
+            .backend()
+            .channel(&state.manager.spec(&record));
+        let session = state.screens.get(workspace, &channel).await.ok()?;
+        let frame = session.snapshot();
+        let encoded = tokio::task::spawn_blocking(move || {
+            crate::screen::image_out::encode(&frame, crate::screen::image_out::Format::Png, None)
+        });
+        encoded.await.ok()?.ok()
+    })
+    .await;
+    if let Ok(Some(encoded)) = taken {
+        state
+            .gates
+            .approvals
+            .set_screenshot(approval, encoded.bytes);
+    }
+}
+
+/// Waits up to `wait` for `approval` to be decided; on approval, uses it.
+pub async fn wait(
+    state: &AppState,
+    ctx: &OpContext,
+    approval: &Approval,
+    wait: Duration,
+) -> Result<(), ApiError> {
+    let approvals = &state.gates.approvals;
+    let id = approval.id.clone();
+    let Some(mut decided) = approvals.watch(&id) else {
+        return Err(approval_error(ApprovalError::NotFound(id)));
+    };
+    let started = tokio::time::Instant::now();
+    let deadline = started + wait;
+    let expiry =
+        started + Duration::from_millis(u64::try_from(approval.expires_at - now_ms()).unwrap_or(0));
+    loop {
+        let current = *decided.borrow_and_update();
+        match current {
+            ApprovalState::Approved => {
+                return use_approval(state, ctx, &id, &approval.sha256, &approval.workspace).await;
+            }
+            ApprovalState::Denied | ApprovalState::Expired => {
+                let record = approvals.get(&id).unwrap_or_else(|| approval.clone());
+                return Err(decided_error(&record));
+            }
+            ApprovalState::Pending => {}
+        }
+        let tick = tokio::time::sleep(PROGRESS_EVERY);
+        tokio::select! {
+            changed = decided.changed() => {
+                if changed.is_err() {
+                    return Err(approval_error(ApprovalError::NotFound(id)));
+                }
+            }
+            () = tokio::time::sleep_until(expiry) => expire(state, &id, "nobody decided before it expired").await,
+            () = tokio::time::sleep_until(deadline) => return Err(still_held(approval)),
+            () = tick => {
+                if let Some(progress) = &ctx.hold.progress {
+                    let note = Progress { approval: id.clone(), waited: started.elapsed(), expires_at: approval.expires_at };
+                    let _ = progress.try_send(note);
+                }
+            }
+        }
+    }
+}
+
+async fn use_approval(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    sha256: &str,
+    workspace: &str,
+) -> Result<(), ApiError> {
+    let used = state.gates.approvals.consume(id, &ctx.token.id, sha256);
+    let (outcome, why) = match &used {
+        Ok(_) => ("ok", None),
+        Err(err) => ("denied", Some(err.to_string())),
+    };
+    let detail = json!({ "approval": id, "sha256": sha256, "refused": why });
+    let kind = if used.is_ok() {
+        EventKind::ApprovalUse
+    } else {
+        EventKind::ApprovalRefuse
+    };
+    state
+        .audit
+        .note(Some(ctx), kind, Some(workspace), detail, Some(outcome))
+        .await?;
+    used.map(|_| ()).map_err(approval_error)
+}
+
+/// Marks `id` expired (denied, with `why`) and records it.
+pub async fn expire(state: &AppState, id: &str, why: &str) {
+    let Ok(record) = state
+        .gates
+        .approvals
+        .decide(id, ApprovalState::Expired, None, why.to_owned())
+    else {
+        return;
+    };
+    let detail = json!({ "approval": id, "operation": record.operation, "reason": why });
+    let noted = state
+        .audit
+        .note(
+            None,
+            EventKind::ApprovalExpire,
+            Some(&record.workspace),
+            detail,
+            Some("denied"),
+        )
+        .await;
+    if let Err(err) = noted {
+        tracing::error!(approval = id, err = %err.message, "cannot record an expiry");
+    }
+}
+
+/// Expires approvals whose time is up, every second, until `cancel`; the
+/// task it runs in is owned by the daemon's serve loop.
+pub async fn sweep(state: AppState, cancel: CancellationToken) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        for id in state.gates.approvals.due(now_ms()) {
+            expire(&state, &id, "nobody decided before it expired").await;
+        }
+    }
+}
+
+/// The wait URL of an approval.
+pub fn url_of(id: &str) -> String {
+    format!("/v1/approvals/{id}")
+}
+
+/// 202: still waiting for an operator.
+fn still_held(approval: &Approval) -> ApiError {
+    ApiError::new(
+        StatusCode::ACCEPTED,
+        "held",
+        format!(
+            "held for an operator's approval ({}): {}. Wait at GET {}?wait=SECONDS, then send the same request again (or with approval={})",
+            approval.rule,
+            approval.reason,
+            url_of(&approval.id),
+            approval.id
+        ),
+    )
+    .with_details(json!({ "approval": {
+        "id": approval.id,
+        "url": url_of(&approval.id),
+        "expires_at": approval.expires_at,
+        "reason": approval.reason,
+        "rule": approval.rule,
+    }}))
+}
+
+/// 403 for a denied or expired approval, with the operator's reason.
+fn decided_error(approval: &Approval) -> ApiError {
+    let reason = approval.decision_reason.clone().unwrap_or_default();
+    let (code, message) = match approval.state {
+        ApprovalState::Expired => (
+            "expired",
+            format!("approval {} expired: {reason}", approval.id),
+        ),
+        _ => {
+            let by = approval
+                .decided_by
+                .as_ref()
+                .map(|a| a.name.as_str())
+                .unwrap_or("an operator");
+            ("denied", format!("denied by {by}: {reason}"))
+        }
+    };
+    ApiError::new(StatusCode::FORBIDDEN, code, message)
+        .with_details(json!({ "approval": { "id": approval.id, "state": approval.state } }))
+}
+
+/// How an approval error reaches the caller.
+pub fn approval_error(err: ApprovalError) -> ApiError {
+    let message = err.to_string();
+    match err {
+        ApprovalError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
+        ApprovalError::Decided { .. } => ApiError::new(StatusCode::CONFLICT, "decided", message),
+        ApprovalError::Mismatch { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "approval_mismatch", message)
+        }
+        ApprovalError::NotAsker { .. }
+        | ApprovalError::Used { .. }
+        | ApprovalError::NotApproved { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "approval_refused", message)
+        }
+        ApprovalError::TooMany => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending", message)
+        }
+    }
+}
+
+/// The gate's view of a computer action: its name, where it lands (screen
+/// coordinates, after any scaling), the combination it presses and the
+/// text it types, from the action as sent and as parsed.
+pub fn action(sent: &Value, parsed: &crate::actions::Action) -> Gated {
+    use crate::actions::Action as A;
+    let name = sent["action"].as_str().unwrap_or_default().to_owned();
+    let point = match parsed {
+        A::MouseMove(p) => Some(p),
+        A::Click { at, .. } | A::Scroll { at, .. } => at.as_ref(),
+        A::Drag(points) => points.last(),
+        _ => None,
+    }
+    .map(|p| (p.x, p.y));
+    let text = sent["text"].as_str().map(str::to_owned);
+    let (keys, text) = match parsed {
+        A::Key(_) | A::HoldKey(..) => (text, None),
+        A::Type(_) => (None, text),
+        // Clicks and scrolls name held modifiers in `text`.
+        _ => (text, None),
+    };
+    Gated {
+        operation: "action",
+        subject: Subject::Action {
+            name,
+            point,
+            keys,
+            text,
+        },
+        params: sent.clone(),
+        shown: sent.clone(),
+    }
+}

@@ -1,0 +1,30 @@
+//! Approvals and workspace policies on the wire.
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+/// Body of `POST /v1/approvals/{id}/approve` and `.../deny` (may be empty).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Decide {
+    /// Why: shown to the agent (on a deny) and kept in the event log.
+    #[schema(max_length = 1000)]
+    pub reason: Option<String>,
+}
+
+impl Decide {
+    pub fn parse(body: &[u8]) -> Result<Self, crate::error::ApiError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self::default());
+        }
+        super::parse(body)
+    }
+}
+
+/// Body of `PUT /v1/workspaces/{id}/policy`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetPolicy {
+    /// A policy name the server loaded (see `GET .../policy`).
+    pub policy: String,
+}
