@@ -141,6 +141,9 @@ fn session_env() -> BTreeMap<&'static str, &'static str> {
         ("XDG_RUNTIME_DIR", crate::user::RUNTIME_DIR),
         ("PATH", "/usr/local/bin:/usr/bin:/bin"),
     ])
+    .into_iter()
+    .chain(crate::egress_relay::proxy_env())
+    .collect()
 }
 
 impl Running {

@@ -17,6 +17,7 @@ mod browser_net;
 mod caps;
 mod channel_server;
 mod control_server;
+mod egress_relay;
 mod endpoints;
 mod exec;
 mod exec_stream;
@@ -67,6 +68,9 @@ struct Args {
     /// The hostname to set (with `--vm`; the jail sets its own).
     #[arg(long, default_value = "cubicle")]
     hostname: String,
+    /// The host's egress proxy socket, which 127.0.0.1:3128 relays to.
+    #[arg(long, default_value = egress_relay::DEFAULT_SOCKET)]
+    egress_socket: PathBuf,
 }
 
 fn main() -> std::process::ExitCode {
@@ -158,6 +162,7 @@ async fn run(args: Args, endpoints: endpoints::Endpoints) -> Result<(), String> 
         let listener = channel_server::listen_on_fd(fd)?;
         tokio::spawn(channel_server::serve(listener, supervisor.clone()))
     };
+    let egress = tokio::spawn(egress_relay::serve(args.egress_socket.clone()));
     let started = tokio::spawn(session::start(plan, supervisor.clone()));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -168,6 +173,7 @@ async fn run(args: Args, endpoints: endpoints::Endpoints) -> Result<(), String> 
     }
     started.abort();
     server.abort();
+    egress.abort();
     relay.abort();
     supervisor.shutdown().await;
     Ok(())

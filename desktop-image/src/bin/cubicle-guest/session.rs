@@ -110,6 +110,7 @@ pub async fn start(plan: Plan, supervisor: Arc<Supervisor>) {
     if let Err(err) = prepare_profile(&plan.profile) {
         tracing::warn!(%err, "cannot prepare the browser profile; its window may be decorated by Chromium itself");
     }
+    crate::egress_relay::trust_for(&plan.chromium.env);
     supervisor.spawn(plan.chromium);
 }
 
@@ -156,6 +157,7 @@ fn session_env(home: &std::path::Path) -> Vec<(String, String)> {
         ("PATH", "/usr/local/bin:/usr/bin:/bin"),
     ]
     .into_iter()
+    .chain(crate::egress_relay::proxy_env())
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect()
 }
@@ -194,6 +196,7 @@ fn chromium_flags(profile: &std::path::Path, width: u32, height: u32) -> Vec<Str
         "--window-position=0,0".into(),
         format!("--window-size={width},{height}"),
         "--start-maximized".into(),
+        crate::egress_relay::chromium_flag(),
         "about:blank".into(),
     ]
 }

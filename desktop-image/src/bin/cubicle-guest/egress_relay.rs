@@ -1,0 +1,162 @@
+//! The workspace's way out: `127.0.0.1:3128`, an HTTP(S) proxy address for
+//! the shell (`http_proxy`, `https_proxy`) and Chromium (`--proxy-server`).
+//! Each connection is relayed byte for byte to the host's egress proxy over
+//! the reverse channel: a Unix socket the host made and shows the jail
+//! read-only (`/run/cubicle-egress/proxy.sock`), which checks who connects.
+//! Nothing here decides anything; the host proxy does. There is no other
+//! route: the workspace has only a loopback interface.
+//!
+//! Also here: trusting the host's interception CA in the browser, by
+//! copying the NSS database the host prepared into the browser's home.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::copy_bidirectional;
+use tokio::net::{TcpListener, UnixStream};
+use tokio::sync::Semaphore;
+
+/// The proxy port inside the workspace.
+pub const PORT: u16 = 3128;
+/// Where the host's socket appears in the jail.
+pub const DEFAULT_SOCKET: &str = "/run/cubicle-egress/proxy.sock";
+/// Where the host's trust files appear in the jail.
+pub const DEFAULT_TRUST_DIR: &str = "/run/cubicle-trust";
+/// Connections relayed at once, at most.
+const MAX_CONNECTIONS: usize = 512;
+
+/// The proxy settings every process of the session gets.
+pub fn proxy_env() -> [(&'static str, &'static str); 6] {
+    const URL: &str = "http://127.0.0.1:3128";
+    const LOCAL: &str = "localhost,127.0.0.1,::1";
+    [
+        ("http_proxy", URL),
+        ("https_proxy", URL),
+        ("HTTP_PROXY", URL),
+        ("HTTPS_PROXY", URL),
+        ("no_proxy", LOCAL),
+        ("NO_PROXY", LOCAL),
+    ]
+}
+
+/// Chromium's flag for it.
+pub fn chromium_flag() -> String {
+    format!("--proxy-server=http://127.0.0.1:{PORT}")
+}
+
+/// Listens on `127.0.0.1:3128` and relays each connection to `socket`
+/// until the task is dropped.
+pub async fn serve(socket: PathBuf) {
+    let listener = match TcpListener::bind((Ipv4Addr::LOCALHOST, PORT)).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            tracing::error!(%err, "cannot listen on 127.0.0.1:{PORT}: the workspace has no egress");
+            return;
+        }
+    };
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let (mut client, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                tracing::warn!(%err, "egress accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!("too many egress connections; closing a new one");
+            continue;
+        };
+        let socket = socket.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            match UnixStream::connect(&socket).await {
+                Ok(mut host) => {
+                    let _ = copy_bidirectional(&mut client, &mut host).await;
+                }
+                Err(err) => {
+                    tracing::warn!(%err, socket = %socket.display(), "the host's egress proxy is not reachable");
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+/// Copies the host's NSS database (trusting its interception CA) into
+/// `home/.pki/nssdb`, where Chromium reads locally trusted roots. Replaced
+/// at every start, so a workspace that broke it gets it back.
+pub fn install_browser_trust(trust_dir: &Path, home: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::PermissionsExt;
+    let source = trust_dir.join("nssdb");
+    if !source.join("cert9.db").exists() {
+        return Ok(false);
+    }
+    let target = home.join(".pki").join("nssdb");
+    std::fs::create_dir_all(&target)?;
+    std::fs::set_permissions(home.join(".pki"), std::fs::Permissions::from_mode(0o700))?;
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700))?;
+    for entry in std::fs::read_dir(&source)?.flatten() {
+        let name = entry.file_name();
+        let to = target.join(&name);
+        // A symlink planted there is replaced, never followed.
+        let _ = std::fs::remove_file(&to);
+        std::fs::copy(entry.path(), &to)?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(true)
+}
+
+/// Trusts the interception CA for the browser whose environment is
+/// `env` (in its `HOME`); logs what it could not do.
+pub fn trust_for(env: &[(String, String)]) {
+    let Some((_, home)) = env.iter().find(|(k, _)| k == "HOME") else {
+        return;
+    };
+    match install_browser_trust(Path::new(DEFAULT_TRUST_DIR), Path::new(home)) {
+        Ok(true) => tracing::info!(home, "the browser trusts the egress CA"),
+        Ok(false) => tracing::warn!(
+            "no NSS database from the host: the browser will refuse intercepted sites"
+        ),
+        Err(err) => tracing::warn!(%err, home, "cannot install the egress CA for the browser"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_is_copied_private_and_a_planted_symlink_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let trust = dir.path().join("trust");
+        std::fs::create_dir_all(trust.join("nssdb")).unwrap();
+        std::fs::write(trust.join("nssdb/cert9.db"), "db").unwrap();
+        std::fs::write(trust.join("nssdb/key4.db"), "keys").unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".pki/nssdb")).unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, home.join(".pki/nssdb/cert9.db")).unwrap();
+        assert!(install_browser_trust(&trust, &home).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(home.join(".pki/nssdb/cert9.db")).unwrap(),
+            "db"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        let empty = dir.path().join("none");
+        assert!(!install_browser_trust(&empty, &home).unwrap());
+    }
+
+    #[test]
+    fn the_session_is_told_about_the_proxy() {
+        let env: std::collections::HashMap<_, _> = proxy_env().into_iter().collect();
+        assert_eq!(env["https_proxy"], "http://127.0.0.1:3128");
+        assert!(env["no_proxy"].contains("127.0.0.1"));
+        assert_eq!(chromium_flag(), "--proxy-server=http://127.0.0.1:3128");
+    }
+}
