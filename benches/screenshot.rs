@@ -24,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|n| n.parse().ok())
         .unwrap_or(30);
     let data = tempfile::tempdir()?;
-    let daemon = Daemon::start(data.path(), None, &["--uid-base", "1695000"])?;
+    let daemon = Daemon::start(data.path(), None, &[])?;
     let (status, ws) = daemon
         .call(Method::POST, "/v1/workspaces", Some("{}"))
         .await?;

@@ -412,7 +412,7 @@ async fn cdp_refuses_wrong_callers_and_targets() {
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("use the browser"),
+            .contains("use a workspace's browser"),
         "{body}"
     );
     let err = open(&daemon, &format!("/v1/workspaces/{id}/cdp"), Some(&auditor))

@@ -662,7 +662,7 @@ async fn every_operation_is_in_the_event_log_with_its_request_id() {
         .filter(|e| e["kind"] == "workspace.create" && e["outcome"] == "ok")
         .collect();
     assert_eq!(creates.len(), 2, "REST and MCP create: {creates:?}");
-    assert_eq!(creates[1]["detail"]["workspace"], second.as_str());
+    assert_eq!(creates[1]["workspace_id"], second.as_str());
     assert_eq!(creates[0]["actor"], creates[1]["actor"]);
     let method = events
         .iter()
@@ -694,10 +694,13 @@ async fn a_desktop_that_dies_is_recorded_as_crashed() {
         )
         .await
         .unwrap();
-    let uid = ws["host_uid"].as_u64().unwrap().to_string();
-    // Everything of the workspace dies at once, as an OOM kill or a bug would do it.
+    let [user, services] = cubicle_tests::procs::workspace_uids(
+        u32::try_from(ws["host_uid"].as_u64().unwrap()).unwrap(),
+    );
+    // Everything of the workspace (its user's and its services' uids) dies
+    // at once, as an OOM kill or a bug would do it.
     let killed = Command::new("pkill")
-        .args(["-KILL", "-U", &uid])
+        .args(["-KILL", "-U", &format!("{user},{services}")])
         .status()
         .unwrap();
     assert!(killed.success());

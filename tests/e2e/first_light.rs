@@ -15,11 +15,12 @@ fn host_uid(ws: &Value) -> u32 {
     ws["host_uid"].as_u64().expect("workspace has host_uid") as u32
 }
 
-/// Waits until no process of `uid` is left, up to `limit`.
+/// Waits until no process of the workspace of `uid` (its user's and its
+/// services' uids) is left, up to `limit`.
 async fn no_processes_of(uid: u32, limit: Duration) -> Vec<i32> {
     let deadline = Instant::now() + limit;
     loop {
-        let left = procs::of_uid(uid);
+        let left = procs::of_workspace(uid);
         if left.is_empty() || Instant::now() > deadline {
             return left;
         }
@@ -111,9 +112,9 @@ async fn desktop_reaches_an_rfb_client_and_deletes_cleanly() {
     assert!(err.to_string().contains("not a guest service"), "{err}");
     assert!(guest::connect(&socket, 9222).await.is_ok());
 
-    // Idle memory of the workspace: PSS of every process of its uid.
+    // Idle memory of the workspace: PSS of every process of its two uids.
     let uid = host_uid(&ws);
-    let pids = procs::of_uid(uid);
+    let pids = procs::of_workspace(uid);
     println!(
         "measure: idle workspace PSS {:.0} MiB over {} processes",
         procs::pss_kib(&pids) as f64 / 1024.0,
@@ -154,14 +155,37 @@ async fn desktop_reaches_an_rfb_client_and_deletes_cleanly() {
         .await
         .unwrap();
     assert_eq!(status, 200, "{log}");
-    let kinds: Vec<&str> = log["events"]
+    let rows: Vec<(String, String)> = log["events"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["kind"].as_str().unwrap())
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().to_owned(),
+                e["outcome"].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect();
-    assert_eq!(kinds, ["workspace.create", "workspace.delete"]);
-    assert_eq!(log["events"][0]["actor"]["role"], "admin");
+    let created = rows
+        .iter()
+        .position(|(kind, outcome)| kind == "workspace.create" && outcome == "ok");
+    assert!(created.is_some(), "{rows:?}");
+    let last = rows.last().unwrap();
+    assert_eq!(
+        (last.0.as_str(), last.1.as_str()),
+        ("workspace.delete", "ok"),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().any(|(kind, _)| kind == "workspace.running"),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().any(|(kind, _)| kind == "live_view.open"),
+        "{rows:?}"
+    );
+    let create = &log["events"][created.unwrap_or_default()];
+    assert_eq!(create["actor"]["role"], "admin");
     let (status, _) = daemon
         .call(Method::GET, "/v1/events?limit=0", None)
         .await
@@ -278,8 +302,11 @@ async fn xvnc_that_cannot_start_fails_create_and_leaves_nothing() {
         "reason lacks the exit: {message}"
     );
     let (_, log) = daemon.call(Method::GET, "/v1/events", None).await.unwrap();
-    let failed = &log["events"][0];
-    assert_eq!(failed["kind"], "workspace.create_failed", "{log}");
+    // The create's outcome row names the workspace it made and removed.
+    let failed = &log["events"][1];
+    assert_eq!(failed["kind"], "workspace.create", "{log}");
+    assert_eq!(failed["outcome"], "error:start_failed", "{log}");
+    assert!(failed["workspace_id"].as_str().unwrap().starts_with("ws-"));
     assert!(
         failed["detail"]["reason"]
             .as_str()
@@ -315,7 +342,7 @@ async fn state_is_true_after_the_daemon_is_killed() {
     assert_eq!(status, 201, "{ws}");
     let id = ws["id"].as_str().unwrap().to_owned();
     let uid = host_uid(&ws);
-    assert!(!procs::of_uid(uid).is_empty());
+    assert!(!procs::of_workspace(uid).is_empty());
 
     daemon.kill9();
     let daemon = Daemon::start(data.path(), Some(&token), &[]).unwrap();
@@ -324,7 +351,7 @@ async fn state_is_true_after_the_daemon_is_killed() {
         .await
         .unwrap();
     assert_eq!(status, 200, "{ws}");
-    let running = !procs::of_uid(uid).is_empty();
+    let running = !procs::of_workspace(uid).is_empty();
     match ws["state"].as_str().unwrap() {
         // Re-attached: it must really answer.
         "running" => {

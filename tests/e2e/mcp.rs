@@ -295,7 +295,16 @@ async fn refusals_and_bad_arguments_are_clear() {
 
     let (status, body) = rpc(&daemon, None, list.clone()).await;
     assert_eq!(status, 401, "{body}");
-    assert_eq!(body["error"]["code"], "unauthorized", "{body}");
+    // A JSON-RPC error an MCP client can show, saying what to send.
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert_eq!(body["error"]["data"]["code"], "unauthorized", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer"),
+        "{body}"
+    );
     let auditor = create_token(data.path(), "auditor");
     let (status, body) = rpc(&daemon, Some(&auditor), list.clone()).await;
     assert_eq!(status, 403, "{body}");

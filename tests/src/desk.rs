@@ -52,8 +52,15 @@ pub async fn token(daemon: &Daemon, name: &str, role: &str) -> Tok {
 pub async fn desk() -> Desk {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    // The agent makes the workspace: agents reach only their own.
+    let agent = token(&daemon, "bot", "agent").await;
     let (status, ws) = daemon
-        .call(Method::POST, "/v1/workspaces", Some(r#"{"name":"desk"}"#))
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some(r#"{"name":"desk"}"#),
+        )
         .await
         .unwrap();
     assert_eq!(status, 201, "{ws}");
@@ -61,7 +68,7 @@ pub async fn desk() -> Desk {
     Desk {
         operator: token(&daemon, "alice", "operator").await,
         auditor: token(&daemon, "carol", "auditor").await,
-        agent: token(&daemon, "bot", "agent").await,
+        agent,
         daemon,
         id,
         _data: data,

@@ -47,7 +47,8 @@ pub async fn list(
         )));
     }
     if let Some(id) = &query.workspace {
-        access::workspace(&state, &ctx, id, Permission::EventsRead).await?;
+        // Deleted workspaces too: their history is what auditors read.
+        access::any_workspace(&state, &ctx, id, Permission::EventsRead).await?;
     }
     let mut events = events::list(&state.store, query.workspace.as_deref(), query.after, limit)
         .await

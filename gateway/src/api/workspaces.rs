@@ -46,11 +46,18 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     ctx.require(ops::Permission::WorkspacesCreate)?;
     let (request, limits) = CreateWorkspace::parse(&body)?;
+    let egress = crate::api::downloads::egress_in_create(&body)?;
     let policy = CreateWorkspace::policy_in(&body);
     let ws = ops::workspaces::create(&state, &ctx, request, limits, policy).await?;
+    if let Some(egress) = egress {
+        ops::egress::set_at_create(&state, &ctx, &ws.id, egress).await?;
+    }
     let mut view = WorkspaceView::from(&ws);
     view.policy = Some(state.gates.policy_name(&state.store, &ws.id).await?);
-    Ok((StatusCode::CREATED, Json(serde_json::to_value(view).unwrap_or(Value::Null))))
+    Ok((
+        StatusCode::CREATED,
+        Json(serde_json::to_value(view).unwrap_or(Value::Null)),
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]

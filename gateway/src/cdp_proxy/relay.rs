@@ -100,7 +100,7 @@ impl Gate {
     /// Why the call may not go to the browser now, if it may not.
     async fn refuse(&self, method: &str) -> Option<String> {
         let held = inspect::changes_page(method)
-            .then(|| access::under_control(&self.state, &self.ctx, &self.workspace).err())
+            .then(|| access::agent_held_off(&self.state, &self.ctx, &self.workspace).err())
             .flatten();
         let outcome = if held.is_some() { "denied" } else { "ok" };
         let noted = self

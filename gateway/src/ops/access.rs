@@ -10,7 +10,7 @@ use cubicle_runtime::channel::GuestChannel;
 use cubicle_runtime::manager::ManagerError;
 use cubicle_runtime::state::{WorkspaceRecord, WorkspaceState};
 
-use super::{OpContext, Permission};
+use super::{OpContext, Permission, permission};
 use crate::app::AppState;
 use crate::error::ApiError;
 
@@ -27,6 +27,26 @@ pub async fn workspace(
         // The same answer as for an id that never existed.
         Ok(_) => Err(ManagerError::NotFound(id.to_owned()).into()),
         Err(err) => Err(err.into()),
+    }
+}
+
+/// Workspace `id` in any state, deleted included (its history stays
+/// readable), if the caller has `permission` and may see it.
+pub async fn any_workspace(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    permission: Permission,
+) -> Result<WorkspaceRecord, ApiError> {
+    ctx.require(permission)?;
+    let record = state
+        .store
+        .get(id)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    match record {
+        Some(record) if ctx.sees(&record) => Ok(record),
+        _ => Err(ManagerError::NotFound(id.to_owned()).into()),
     }
 }
 
@@ -63,13 +83,26 @@ pub async fn guest(
         .channel(&state.manager.spec(&record)))
 }
 
-/// Refuses an operation that changes workspace `id` while an operator other
-/// than the caller holds its controls (409 `control_held`).
+/// Refuses screen input (pointer, keys, typing) to workspace `id` while an
+/// operator other than the caller holds its controls (409 `control_held`).
+/// Only the holder's input reaches the desktop then.
 pub fn under_control(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     state
         .control
         .check_input(id, &ctx.token)
         .map_err(ApiError::from)
+}
+
+/// Refuses any other change to workspace `id` (exec, file writes and
+/// deletes, CDP calls that change the page) from the agent while an operator
+/// holds its controls. People who may hold control themselves (operators,
+/// admins) may still look and fix things during a take-over: the lock is
+/// there to stop the agent, and their actions are in the event log.
+pub fn agent_held_off(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+    if permission::granted(ctx.token.role, Permission::ControlHold) {
+        return Ok(());
+    }
+    under_control(state, ctx, id)
 }
 
 /// The 502 for a workspace whose display cannot be reached.

@@ -47,13 +47,6 @@ pub enum EventKind {
     TokenCreate,
     TokenRevoke,
     EventsRead,
-    /// A closed video segment, sealed with its SHA-256 (by the daemon).
-    RecordingSegment,
-    /// A recording began or ended (by the daemon).
-    RecordingStart,
-    RecordingStop,
-    /// A workspace's audit record left the daemon as a bundle.
-    AuditExport,
     /// A policy refused an operation.
     PolicyDeny,
     /// An operator or admin switched a workspace's policy.
@@ -69,6 +62,32 @@ pub enum EventKind {
     /// An approval was presented for other parameters, by another token,
     /// or again.
     ApprovalRefuse,
+    /// A closed video segment, sealed with its SHA-256 (by the daemon).
+    RecordingSegment,
+    /// A recording began or ended (by the daemon).
+    RecordingStart,
+    RecordingStop,
+    /// A workspace's audit record left the daemon as a bundle.
+    AuditExport,
+    /// The egress proxy allowed or refused a destination (by the daemon).
+    EgressDecision,
+    /// One HTTP request the egress proxy saw, with its status.
+    EgressRequest,
+    /// An upstream's TLS certificate was refused.
+    EgressUpstreamRefused,
+    /// An egress connection ended: bytes each way, duration.
+    EgressClose,
+    /// A workspace's egress policy was set (at create) or changed.
+    EgressPolicy,
+    /// A download went to quarantine (by the daemon).
+    DownloadHeld,
+    /// A download was refused (over the cap, disk full); nothing kept.
+    DownloadRefused,
+    DownloadList,
+    /// A held download's content was fetched.
+    DownloadContent,
+    DownloadRelease,
+    DownloadReject,
 }
 
 impl EventKind {
@@ -98,10 +117,6 @@ impl EventKind {
             Self::TokenCreate => "token.create",
             Self::TokenRevoke => "token.revoke",
             Self::EventsRead => "events.read",
-            Self::RecordingSegment => cubicle_recorder::audit_chain::SEGMENT_KIND,
-            Self::RecordingStart => "recording.start",
-            Self::RecordingStop => "recording.stop",
-            Self::AuditExport => "audit.export",
             Self::PolicyDeny => "policy.deny",
             Self::PolicySwitch => "policy.switch",
             Self::ApprovalRequest => "approval.request",
@@ -110,6 +125,21 @@ impl EventKind {
             Self::ApprovalExpire => "approval.expire",
             Self::ApprovalUse => "approval.use",
             Self::ApprovalRefuse => "approval.refuse",
+            Self::RecordingSegment => cubicle_recorder::audit_chain::SEGMENT_KIND,
+            Self::RecordingStart => "recording.start",
+            Self::RecordingStop => "recording.stop",
+            Self::AuditExport => "audit.export",
+            Self::EgressDecision => "egress.decision",
+            Self::EgressRequest => "egress.request",
+            Self::EgressUpstreamRefused => "egress.upstream_refused",
+            Self::EgressClose => "egress.close",
+            Self::EgressPolicy => "egress.policy",
+            Self::DownloadHeld => "download.held",
+            Self::DownloadRefused => "download.refused",
+            Self::DownloadList => "download.list",
+            Self::DownloadContent => "download.content",
+            Self::DownloadRelease => "download.release",
+            Self::DownloadReject => "download.reject",
         }
     }
 }
@@ -220,6 +250,18 @@ impl Started<'_> {
     /// Appends the outcome. The operation already ran, so a failure here
     /// cannot undo it: it is logged loudly and the `started` row stands.
     pub async fn finish<T>(self, result: &Result<T, ApiError>, detail: Value) {
+        let workspace = self.workspace;
+        self.finish_on(workspace, result, detail).await;
+    }
+
+    /// Like [`Started::finish`], naming the workspace the operation turned
+    /// out to be about (a create learns its id only as it runs).
+    pub async fn finish_on<T>(
+        self,
+        workspace: Option<&str>,
+        result: &Result<T, ApiError>,
+        detail: Value,
+    ) {
         let outcome = match result {
             Ok(_) => "ok".to_owned(),
             Err(err) if err.status == StatusCode::CONFLICT && err.code == "control_held" => {
@@ -229,13 +271,7 @@ impl Started<'_> {
         };
         let noted = self
             .audit
-            .note(
-                Some(self.ctx),
-                self.kind,
-                self.workspace,
-                detail,
-                Some(&outcome),
-            )
+            .note(Some(self.ctx), self.kind, workspace, detail, Some(&outcome))
             .await;
         if let Err(err) = noted {
             tracing::error!(kind = self.kind.as_str(), err = %err.message, "cannot record an outcome");

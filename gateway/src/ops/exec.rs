@@ -43,7 +43,7 @@ pub async fn run(
     request: &ExecRequest,
 ) -> Result<ExecOutput, ApiError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
-    access::under_control(state, ctx, id)?;
+    access::agent_held_off(state, ctx, id)?;
     gates::check(state, ctx, id, gated(request)).await?;
     let run = async { channel.exec(request).await.map_err(ApiError::from) };
     let summary = |out: &ExecOutput| {
@@ -70,7 +70,7 @@ pub async fn open_stream(
     request: &ExecRequest,
 ) -> Result<(ExecEvents, ExecStdin), ApiError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
-    access::under_control(state, ctx, id)?;
+    access::agent_held_off(state, ctx, id)?;
     gates::check(state, ctx, id, gated(request)).await?;
     let run = async { channel.exec_stream(request).await.map_err(ApiError::from) };
     let kind = EventKind::ExecStream;

@@ -75,11 +75,13 @@ pub async fn write(
     mode: Option<u32>,
 ) -> Result<FileInfo, ApiError> {
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
-    access::under_control(state, ctx, id)?;
+    access::agent_held_off(state, ctx, id)?;
     let detail = json!({ "path": path, "mode": mode, "content": digest(bytes) });
     let gated = gates::Gated {
         operation: "file.write",
-        subject: cubicle_policy::Subject::FileWrite { path: path.to_owned() },
+        subject: cubicle_policy::Subject::FileWrite {
+            path: path.to_owned(),
+        },
         params: detail.clone(),
         shown: detail.clone(),
     };
@@ -107,11 +109,13 @@ pub async fn delete(
     recursive: bool,
 ) -> Result<FileInfo, ApiError> {
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
-    access::under_control(state, ctx, id)?;
+    access::agent_held_off(state, ctx, id)?;
     let detail = json!({ "path": path, "recursive": recursive });
     let gated = gates::Gated {
         operation: "file.delete",
-        subject: cubicle_policy::Subject::FileDelete { path: path.to_owned() },
+        subject: cubicle_policy::Subject::FileDelete {
+            path: path.to_owned(),
+        },
         params: detail.clone(),
         shown: detail.clone(),
     };

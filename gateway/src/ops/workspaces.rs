@@ -33,37 +33,30 @@ pub async fn create(
         "limits": LimitsBody::from(&limits),
         "policy": policy,
     });
-    let manager = state.manager.clone();
-    let (gates, store) = (state.gates.clone(), state.store.clone());
-    state
-        .audit
-        .run(
-            ctx,
-            EventKind::WorkspaceCreate,
-            None,
-            detail,
-            async move {
-                let record = manager.create(request).await.map_err(created_error)?;
-                let owner = record.owner_token.as_deref();
-                gates.assign(&store, &record.id, &policy, owner).await?;
-                Ok(record)
-            },
-            |ws: &WorkspaceRecord| json!({ "workspace": ws.id, "backend": ws.backend }),
-        )
-        .await
-}
-
-/// A failed create still names the workspace it made (and removed).
-fn created_error(err: ManagerError) -> ApiError {
-    let id = match &err {
-        ManagerError::StartFailed { id, .. } => Some(id.clone()),
-        _ => None,
+    let kind = EventKind::WorkspaceCreate;
+    let started = state.audit.begin(ctx, kind, None, detail).await?;
+    let created = state.manager.create(request).await;
+    // The outcome row is the workspace's: made and running, or made and
+    // removed again with the reason.
+    let (workspace, detail) = match &created {
+        Ok(ws) => (Some(ws.id.clone()), json!({ "backend": ws.backend })),
+        Err(ManagerError::StartFailed { id, reason }) => {
+            (Some(id.clone()), json!({ "reason": reason }))
+        }
+        Err(err) => (None, json!({ "reason": err.to_string() })),
     };
-    let mut api = ApiError::from(err);
-    if let Some(id) = id {
-        api.message = format!("{} (workspace {id})", api.message);
-    }
-    api
+    let created = match created.map_err(ApiError::from) {
+        Ok(ws) => state
+            .gates
+            .assign(&state.store, &ws.id, &policy, Some(&ctx.token.id))
+            .await
+            .map(|()| ws),
+        Err(err) => Err(err),
+    };
+    started
+        .finish_on(workspace.as_deref(), &created, detail)
+        .await;
+    created
 }
 
 /// The workspaces the caller may see.

@@ -20,12 +20,16 @@ pub struct CreateWorkspace {
     /// 1..=128 bytes without control characters; the id by default.
     #[schema(max_length = 128)]
     pub name: Option<String>,
-    /// Screen size; 1280x800 by default.
-    #[schema(inline)]
-    pub geometry: Option<GeometryBody>,
+    /// Screen size; 1280x800 by default. Read as a [`GeometryBody`] by
+    /// hand so that an error names `geometry.width` or `geometry.height`.
+    #[schema(inline, value_type = Option<GeometryBody>)]
+    pub geometry: Option<Value>,
     /// What it may use; each missing field takes the server's default.
     #[schema(inline)]
     pub limits: Option<LimitsBody>,
+    /// What it may reach through the egress proxy; the server's
+    /// `--egress-default` (deny) when left out.
+    pub egress: Option<super::egress::EgressBody>,
     /// The policy it runs under (a name the server loaded, such as
     /// `default`, `strict`, `open`); the server's default when left out.
     pub policy: Option<String>,
@@ -81,10 +85,30 @@ pub enum GeometryBody {
 }
 
 impl GeometryBody {
-    fn validated(&self) -> Result<Geometry, ApiError> {
-        let geometry = match self {
-            Self::Size { width, height } => Geometry::validated(*width, *height),
-            Self::Text(text) => Geometry::parse(text),
+    /// Reads and checks a `geometry` value; errors name the side.
+    fn validated(value: &Value) -> Result<Geometry, ApiError> {
+        let geometry = match value {
+            Value::String(text) => Geometry::parse(text),
+            Value::Object(fields) => {
+                if let Some(other) = fields.keys().find(|k| *k != "width" && *k != "height") {
+                    return Err(ApiError::bad_request(format!(
+                        "geometry.{other}: unknown field, expected width and height"
+                    )));
+                }
+                let side = |name: &str| {
+                    fields.get(name).and_then(Value::as_u64).ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "geometry.{name}: must be a positive integer number of pixels"
+                        ))
+                    })
+                };
+                Geometry::validated(side("width")?, side("height")?)
+            }
+            _ => {
+                return Err(ApiError::bad_request(
+                    "geometry: must be {\"width\": W, \"height\": H} or \"WxH\"",
+                ));
+            }
         };
         geometry.map_err(|e| ApiError::bad_request(e.to_string()))
     }
@@ -117,8 +141,8 @@ impl CreateWorkspace {
             }
             request.name = Some(name);
         }
-        if let Some(geometry) = self.geometry {
-            request.geometry = geometry.validated()?;
+        if let Some(geometry) = &self.geometry {
+            request.geometry = GeometryBody::validated(geometry)?;
         }
         Ok((request, self.limits.map(LimitsRequest::from)))
     }
@@ -207,7 +231,10 @@ mod tests {
         assert!(
             message(r#"{"geometry":{"width":1280,"height":100000}}"#).contains("geometry.height")
         );
-        assert!(message(r#"{"geometry":{"width":"wide","height":800}}"#).contains("geometry"));
+        assert!(
+            message(r#"{"geometry":{"width":"wide","height":800}}"#).contains("geometry.width")
+        );
+        assert!(message(r#"{"geometry":{"width":800}}"#).contains("geometry.height"));
         assert!(message(r#"{"geometry":"huge"}"#).contains("geometry"));
         assert!(message(r#"{"colour":1}"#).contains("colour"));
         assert!(message(r#"{"limits":{"memory_mb":"lots"}}"#).contains("limits.memory_mb"));

@@ -1,0 +1,106 @@
+//! What the operations core costs an action: each action goes through the
+//! permission table, the owner/scope check, the control lock and two event
+//! rows (`started`, outcome) in SQLite before and after it runs. In one run,
+//! interleaved, against the same daemon and workspace:
+//!
+//! - `POST /actions {"action":"cursor_position"}`: the whole core path with
+//!   an action that needs no round trip to the desktop;
+//! - `GET /v1/me`: the same HTTP, token check and JSON, no operation and no
+//!   event (the peer);
+//! - `POST /actions {"action":"mouse_move"}`: a real input round trip, for
+//!   scale;
+//! - the event write alone: one `started` + one outcome row appended to a
+//!   SQLite file of the same settings, in this process.
+//!
+//! Prints p50/p95 and the ratios; asserts nothing about time.
+//!
+//!     cargo run -p cubicle-tests --bin bench-core [-- RUNS]
+
+use std::time::{Duration, Instant};
+
+use cubicle_runtime::events::{self, NewEvent};
+use cubicle_runtime::state::Store;
+use cubicle_tests::Daemon;
+use reqwest::Method;
+use serde_json::json;
+
+fn ms(samples: &mut [Duration], p: usize) -> f64 {
+    samples.sort();
+    let i = (samples.len() * p / 100).min(samples.len() - 1);
+    samples[i].as_secs_f64() * 1000.0
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let data = tempfile::tempdir()?;
+    let daemon = Daemon::start(data.path(), None, &[])?;
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .await?;
+    anyhow::ensure!(status == 201, "create failed: {ws}");
+    let id = ws["id"].as_str().unwrap_or_default().to_owned();
+    let actions = format!("/v1/workspaces/{id}/actions");
+    let cursor = json!({"action": "cursor_position"}).to_string();
+    let store = Store::open(&data.path().join("bench-events.db")).await?;
+
+    let (mut core, mut me, mut moved, mut written) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..runs {
+        let started = Instant::now();
+        let (status, _) = daemon.call(Method::POST, &actions, Some(&cursor)).await?;
+        anyhow::ensure!(status == 200, "cursor_position: {status}");
+        core.push(started.elapsed());
+
+        let started = Instant::now();
+        let (status, _) = daemon.call(Method::GET, "/v1/me", None).await?;
+        anyhow::ensure!(status == 200, "me: {status}");
+        me.push(started.elapsed());
+
+        let x = 100 + (i % 400) as u32;
+        let body = json!({"action": "mouse_move", "coordinate": [x, 300]}).to_string();
+        let started = Instant::now();
+        let (status, _) = daemon.call(Method::POST, &actions, Some(&body)).await?;
+        anyhow::ensure!(status == 200, "mouse_move: {status}");
+        moved.push(started.elapsed());
+
+        let started = Instant::now();
+        for outcome in ["started", "ok"] {
+            let event = NewEvent {
+                kind: "action",
+                workspace_id: Some(&id),
+                detail: json!({"actions": [{"action": "cursor_position"}]}),
+                request_id: Some("bench"),
+                outcome: Some(outcome),
+                ..NewEvent::default()
+            };
+            events::append(&store, &event).await?;
+        }
+        written.push(started.elapsed());
+    }
+    let (core50, core95) = (ms(&mut core, 50), ms(&mut core, 95));
+    let (me50, me95) = (ms(&mut me, 50), ms(&mut me, 95));
+    let (move50, move95) = (ms(&mut moved, 50), ms(&mut moved, 95));
+    let (write50, write95) = (ms(&mut written, 50), ms(&mut written, 95));
+    println!("runs: {runs} each, interleaved");
+    println!(
+        "POST /actions cursor_position (core + 2 events): p50 {core50:.2} ms  p95 {core95:.2} ms"
+    );
+    println!("GET /v1/me (same HTTP and auth, no core):        p50 {me50:.2} ms  p95 {me95:.2} ms");
+    println!(
+        "POST /actions mouse_move (input round trip):     p50 {move50:.2} ms  p95 {move95:.2} ms"
+    );
+    println!(
+        "two event rows appended, in process:             p50 {write50:.3} ms  p95 {write95:.3} ms"
+    );
+    println!(
+        "core overhead on an action ≈ {:.2} ms ({:.2}x the peer request); {:.1}% of a mouse_move round trip",
+        core50 - me50,
+        core50 / me50,
+        100.0 * (core50 - me50) / move50
+    );
+    Ok(())
+}
