@@ -19,4 +19,5 @@ mod limits;
 mod mcp;
 mod microvm;
 mod operator;
+mod replay;
 mod walls;
