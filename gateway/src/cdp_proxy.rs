@@ -17,9 +17,23 @@
 //! Read [`relay`] for the WebSocket side, [`inspect`] for what is allowed.
 
 mod discovery;
+mod hold;
 pub mod inspect;
 mod relay;
 mod rewrite;
+
+/// A WebSocket to the workspace's browser endpoint.
+pub type BrowserSocket = relay::Browser;
+
+/// Opens the browser endpoint of the workspace behind `channel` (for the
+/// gateway's own CDP session: [`crate::browser_context`]).
+pub(crate) async fn open_browser_endpoint(
+    channel: &GuestChannel,
+) -> Result<BrowserSocket, CdpProxyError> {
+    let version = discovery::get_json(channel, "/json/version").await?;
+    let path = rewrite::browser_path(&version)?;
+    relay::open_browser(channel, &path).await
+}
 
 use axum::Json;
 use axum::Router;
