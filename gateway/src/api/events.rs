@@ -7,7 +7,6 @@ use axum::extract::{Query, State};
 use std::collections::HashSet;
 
 use cubicle_runtime::events;
-use cubicle_runtime::tokens::{Role, Scope};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -53,7 +52,7 @@ pub async fn list(
     let mut events = events::list(&state.store, query.workspace.as_deref(), query.after, limit)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    if !sees_everything(&ctx) {
+    if !ctx.sees_all() {
         // A scoped caller sees only the events of workspaces it may see.
         let visible: HashSet<String> = state
             .manager
@@ -72,13 +71,4 @@ pub async fn list(
         });
     }
     Ok(Json(json!({ "events": events })))
-}
-
-/// Whether the caller's scope covers every workspace (and so every event).
-fn sees_everything(ctx: &OpContext) -> bool {
-    match ctx.token.scope {
-        Scope::All => true,
-        Scope::Default => ctx.token.role != Role::Agent,
-        Scope::Only(_) => false,
-    }
 }

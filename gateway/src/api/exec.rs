@@ -50,7 +50,6 @@ pub async fn run(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    ctx.require(Permission::Exec)?;
     let request = ExecBody::parse(&body.map_err(body_error)?)?;
     let output = ops::exec::run(&state, &ctx, &id, &request).await?;
     Ok(Json(view(output)))

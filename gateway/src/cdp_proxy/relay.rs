@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::extract::ws::{self, CloseFrame, Message, WebSocket};
 use cubicle_guest::ports;
 use cubicle_runtime::channel::GuestChannel;
-use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::stream::{FuturesUnordered, SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::net::UnixStream;
@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{self, protocol::WebSocketConfig};
 
+use super::hold;
 use super::inspect::{self, Direction, Verdict};
 use super::{CdpProxyError, MAX_MESSAGE};
 use crate::app::AppState;
@@ -155,7 +156,28 @@ async fn to_browser(
     answers: mpsc::Sender<String>,
     gate: &Gate,
 ) -> End {
-    while let Some(next) = client.next().await {
+    // Calls the policy holds, waiting for an operator off this loop.
+    let mut parked: FuturesUnordered<hold::Parked> = FuturesUnordered::new();
+    loop {
+        let next = tokio::select! {
+            next = client.next() => next,
+            Some(decided) = parked.next(), if !parked.is_empty() => {
+                let delivered = match &decided.result {
+                    Ok(()) => match tungstenite::Utf8Bytes::try_from(axum::body::Bytes::from(decided.text.clone())) {
+                        Ok(text) => browser.send(tungstenite::Message::Text(text)).await.is_ok(),
+                        Err(_) => false,
+                    },
+                    Err(reason) => answers.send(hold::error_answer(&decided, reason)).await.is_ok(),
+                };
+                if !delivered {
+                    return End::BrowserLeft;
+                }
+                continue;
+            }
+        };
+        let Some(next) = next else {
+            return End::ClientLeft;
+        };
         let text = match next {
             Ok(Message::Text(text)) => text,
             Ok(Message::Binary(_)) => {
@@ -173,6 +195,22 @@ async fn to_browser(
                     let method = message.method.as_deref().unwrap_or_default();
                     if let Some(reason) = gate.refuse(method).await {
                         verdict = Verdict::Deny(reason);
+                    }
+                }
+                if verdict == Verdict::Allow {
+                    match hold::policy(gate, &message).await {
+                        Ok(None) => {}
+                        Ok(Some(_)) if parked.len() >= hold::MAX_PARKED => {
+                            verdict = Verdict::Deny(format!(
+                                "{} calls already wait for an operator on this connection",
+                                hold::MAX_PARKED
+                            ));
+                        }
+                        Ok(Some(approval)) => {
+                            parked.push(hold::park(gate, approval, &message, text.to_string()));
+                            continue;
+                        }
+                        Err(reason) => verdict = Verdict::Deny(reason),
                     }
                 }
                 inspect::answer(&message, &verdict)
@@ -193,7 +231,6 @@ async fn to_browser(
             return End::BrowserLeft;
         }
     }
-    End::ClientLeft
 }
 
 /// Browser → client: replies and events, each inspected, interleaved with

@@ -43,9 +43,18 @@ impl OpContext {
             return true;
         }
         match &self.token.scope {
-            Scope::All => true,
             Scope::Only(ids) => ids.contains(&record.id),
+            _ => self.sees_all(),
+        }
+    }
+
+    /// Whether the caller's scope covers every workspace (and so every
+    /// event, including those of no workspace).
+    pub fn sees_all(&self) -> bool {
+        match self.token.scope {
+            Scope::All => true,
             Scope::Default => self.token.role != Role::Agent,
+            Scope::Only(_) => false,
         }
     }
 

@@ -46,6 +46,7 @@ async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
         // Its last video segment is sealed before the session goes.
         state.replay.stop_recording(&workspace, false).await;
         state.screens.close(&workspace);
+        state.gates.forget(&workspace);
     }
     if change == Change::Deleted {
         state.control.forget(&workspace);
