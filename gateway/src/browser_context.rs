@@ -1,30 +1,351 @@
-//! The browser context of screen actions: the gateway's own CDP session per
-//! workspace, read just before a gated action.
+//! The browser context of screen actions: where a click or a keystroke is
+//! about to land, read through the gateway's own CDP session with the
+//! workspace's Chromium (one per workspace, opened on first use, dropped
+//! when the workspace stops), just before each gated action.
+//!
+//! What it sees: the active tab (the visible page of the focused window,
+//! else the visible one) — its URL, origin and host — and the kind of the
+//! focused element: a password field, a payment-card field (`autocomplete`
+//! `cc-*`), a file input, a text field (input, textarea, contenteditable),
+//! an iframe whose inside it cannot read, something else, or nothing. It
+//! descends into open shadow roots and same-origin iframes. It reads the
+//! page from an isolated world, so page scripts cannot redefine what it
+//! calls.
+//!
+//! What it cannot see: inside cross-origin iframes (reported as `frame`),
+//! closed shadow roots, anything outside Chromium (a terminal, another
+//! program: keystrokes there are judged without a browser context), the
+//! omnibox and browser UI (typing a URL there is not a navigation it can
+//! judge; CDP navigation is judged separately), and where a click lands
+//! inside the page (the rule sees the page and focus, not the element under
+//! the pointer). A page can change between the read and the action. When
+//! the browser does not answer in time the context is "unreadable", and the
+//! policy treats every browser rule that would hold or deny as matching.
+//!
+//! chromiumoxide was the planned client; it is not used because it only
+//! connects by URL over TCP, and the workspace's DevTools endpoint is
+//! reachable only through the guest channel (a Unix socket and a CONNECT
+//! handshake). A listener on the host to bridge it would be a way around
+//! the CDP proxy for any local process. The handful of calls needed here
+//! (four methods) do not need its generated protocol types either.
 
-use cubicle_policy::BrowserContext;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cubicle_policy::{BrowserContext, Focus};
+use cubicle_runtime::backend::Backend;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::app::AppState;
+use crate::cdp_proxy::BrowserSocket;
+
+/// How long one lookup may take before the context is unreadable.
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_millis(1500);
+/// Tabs looked at, at most.
+const MAX_PAGES: usize = 16;
+/// The isolated world's name (shows in DevTools).
+const WORLD: &str = "cubicle-policy";
+
+/// Runs in the page's isolated world: what is focused, and whether the
+/// page is the one on screen.
+const PROBE: &str = r#"(() => {
+  let doc = document, e = doc.activeElement;
+  for (let depth = 0; depth < 8 && e; depth++) {
+    if (e.shadowRoot && e.shadowRoot.activeElement) { e = e.shadowRoot.activeElement; continue; }
+    const tag = e.localName;
+    if ((tag === 'iframe' || tag === 'frame') && e.contentDocument && e.contentDocument.activeElement) {
+      doc = e.contentDocument; e = doc.activeElement; continue;
+    }
+    break;
+  }
+  let kind = 'none';
+  if (e && e !== doc.body && e !== doc.documentElement) {
+    const tag = e.localName;
+    const type = tag === 'input' ? String(e.type).toLowerCase() : '';
+    const ac = String(e.getAttribute('autocomplete') || '').toLowerCase();
+    if (tag === 'iframe' || tag === 'frame') kind = 'frame';
+    else if (type === 'password') kind = 'password';
+    else if ((tag === 'input' || tag === 'select') && /(^|\s)cc-/.test(ac)) kind = 'credit_card';
+    else if (type === 'file') kind = 'file_input';
+    else if (tag === 'input' || tag === 'textarea' || e.isContentEditable) kind = 'text';
+    else kind = 'other';
+  }
+  return { visible: document.visibilityState === 'visible', focused: document.hasFocus(), url: location.href, kind };
+})()"#;
 
 /// What the browser looked like.
 #[derive(Debug, Clone)]
 pub enum Lookup {
-    /// No browser page (not running, no tab).
+    /// No browser page on screen (not running, no tab, none visible).
     Absent,
     /// The browser did not answer in time, or answered nonsense (why).
     Unreadable(String),
     Known(BrowserContext),
 }
 
-/// One CDP session per workspace, opened on first use.
+/// One workspace's CDP session.
+struct Session {
+    socket: BrowserSocket,
+    next_id: u64,
+    /// targetId → sessionId (flat sessions).
+    attached: HashMap<String, String>,
+    /// sessionId → the isolated world's execution context.
+    worlds: HashMap<String, i64>,
+}
+
+/// Every workspace's session, made on first use.
 #[derive(Default)]
-pub struct Browsers {}
+pub struct Browsers {
+    sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Session>>>>>,
+}
 
 impl Browsers {
-    /// The active tab and focused element of workspace `id`'s browser.
-    pub async fn context(&self, _state: &AppState, _id: &str) -> Lookup {
-        Lookup::Absent
+    fn slot(&self, id: &str) -> Arc<tokio::sync::Mutex<Option<Session>>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.entry(id.to_owned()).or_default().clone()
     }
 
-    /// Ends workspace `id`'s session.
-    pub fn close(&self, _id: &str) {}
+    /// The active tab and focused element of workspace `id`'s browser.
+    pub async fn context(&self, state: &AppState, id: &str) -> Lookup {
+        let slot = self.slot(id);
+        let mut session = slot.lock().await;
+        let looked = tokio::time::timeout(LOOKUP_TIMEOUT, lookup(state, id, &mut session)).await;
+        match looked {
+            Ok(Ok(lookup)) => lookup,
+            Ok(Err(LookupError::NoBrowser)) => {
+                *session = None;
+                Lookup::Absent
+            }
+            Ok(Err(LookupError::Broken(why))) => {
+                *session = None;
+                Lookup::Unreadable(why)
+            }
+            Err(_) => {
+                // A half-read answer would confuse the next lookup.
+                *session = None;
+                Lookup::Unreadable(format!(
+                    "the browser did not answer within {LOOKUP_TIMEOUT:?}"
+                ))
+            }
+        }
+    }
+
+    /// Ends workspace `id`'s session (it stopped or was deleted).
+    pub fn close(&self, id: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+}
+
+enum LookupError {
+    /// Nothing listens: no browser running.
+    NoBrowser,
+    /// It answered, but not as CDP should.
+    Broken(String),
+}
+
+async fn lookup(
+    state: &AppState,
+    id: &str,
+    slot: &mut Option<Session>,
+) -> Result<Lookup, LookupError> {
+    if slot.is_none() {
+        let record = state
+            .manager
+            .get(id)
+            .await
+            .map_err(|_| LookupError::NoBrowser)?;
+        let channel = state
+            .manager
+            .backend()
+            .channel(&state.manager.spec(&record));
+        let socket = crate::cdp_proxy::open_browser_endpoint(&channel)
+            .await
+            .map_err(|_| LookupError::NoBrowser)?;
+        *slot = Some(Session {
+            socket,
+            next_id: 0,
+            attached: HashMap::new(),
+            worlds: HashMap::new(),
+        });
+    }
+    let Some(session) = slot.as_mut() else {
+        return Err(LookupError::Broken("no session".into()));
+    };
+    session.read().await
+}
+
+impl Session {
+    async fn send(
+        &mut self,
+        method: &str,
+        params: Value,
+        session: Option<&str>,
+    ) -> Result<u64, LookupError> {
+        self.next_id += 1;
+        let mut call = json!({ "id": self.next_id, "method": method, "params": params });
+        if let Some(session) = session {
+            call["sessionId"] = json!(session);
+        }
+        self.socket
+            .send(Message::text(call.to_string()))
+            .await
+            .map_err(|e| LookupError::Broken(format!("sending {method}: {e}")))?;
+        Ok(self.next_id)
+    }
+
+    /// The replies to `ids`, in that order (events in between are skipped).
+    async fn replies(&mut self, ids: &[u64]) -> Result<Vec<Value>, LookupError> {
+        let mut got: HashMap<u64, Value> = HashMap::new();
+        while got.len() < ids.len() {
+            let message = self
+                .socket
+                .next()
+                .await
+                .ok_or_else(|| LookupError::Broken("the browser closed the session".into()))?
+                .map_err(|e| LookupError::Broken(e.to_string()))?;
+            let Message::Text(text) = message else {
+                continue;
+            };
+            let value: Value =
+                serde_json::from_str(&text).map_err(|e| LookupError::Broken(e.to_string()))?;
+            if let Some(id) = value["id"].as_u64()
+                && ids.contains(&id)
+            {
+                got.insert(id, value);
+            }
+        }
+        Ok(ids.iter().filter_map(|id| got.remove(id)).collect())
+    }
+
+    async fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        session: Option<&str>,
+    ) -> Result<Value, LookupError> {
+        let id = self.send(method, params, session).await?;
+        let mut reply = self.replies(&[id]).await?;
+        let reply = reply.pop().unwrap_or_default();
+        match reply.get("error") {
+            Some(error) => Err(LookupError::Broken(format!("{method}: {error}"))),
+            None => Ok(reply["result"].clone()),
+        }
+    }
+
+    /// The flat session of page `target`, attaching once.
+    async fn attach(&mut self, target: &str) -> Result<String, LookupError> {
+        if let Some(session) = self.attached.get(target) {
+            return Ok(session.clone());
+        }
+        let result = self
+            .call(
+                "Target.attachToTarget",
+                json!({ "targetId": target, "flatten": true }),
+                None,
+            )
+            .await?;
+        let session = result["sessionId"]
+            .as_str()
+            .ok_or_else(|| LookupError::Broken("Target.attachToTarget gave no sessionId".into()))?
+            .to_owned();
+        self.attached.insert(target.to_owned(), session.clone());
+        Ok(session)
+    }
+
+    /// The isolated world of the page on `session` (its main frame is the target).
+    async fn world(&mut self, target: &str, session: &str) -> Result<i64, LookupError> {
+        if let Some(&context) = self.worlds.get(session) {
+            return Ok(context);
+        }
+        let result = self
+            .call(
+                "Page.createIsolatedWorld",
+                json!({ "frameId": target, "worldName": WORLD, "grantUniveralAccess": false }),
+                Some(session),
+            )
+            .await?;
+        let context = result["executionContextId"].as_i64().ok_or_else(|| {
+            LookupError::Broken("Page.createIsolatedWorld gave no context".into())
+        })?;
+        self.worlds.insert(session.to_owned(), context);
+        Ok(context)
+    }
+
+    /// Probes each page; the one on screen (focused first) wins.
+    async fn read(&mut self) -> Result<Lookup, LookupError> {
+        let targets = self.call("Target.getTargets", json!({}), None).await?;
+        let pages: Vec<String> = targets["targetInfos"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["type"] == "page")
+            .filter_map(|t| t["targetId"].as_str().map(str::to_owned))
+            .take(MAX_PAGES)
+            .collect();
+        self.attached.retain(|target, _| pages.contains(target));
+        let live: Vec<String> = self.attached.values().cloned().collect();
+        self.worlds.retain(|session, _| live.contains(session));
+        let mut probes = Vec::new();
+        for target in &pages {
+            let session = self.attach(target).await?;
+            probes.push((target.clone(), session));
+        }
+        // Every probe sent before any answer is read: one round trip for all tabs.
+        let mut sent = Vec::new();
+        for (target, session) in &probes {
+            let context = self.world(target, session).await?;
+            let params =
+                json!({ "expression": PROBE, "contextId": context, "returnByValue": true });
+            sent.push(self.send("Runtime.evaluate", params, Some(session)).await?);
+        }
+        let replies = self.replies(&sent).await?;
+        let mut best: Option<(bool, BrowserContext)> = None;
+        let mut failed = 0;
+        for (reply, (_, session)) in replies.iter().zip(&probes) {
+            let value = &reply["result"]["result"]["value"];
+            if reply.get("error").is_some() || !value.is_object() {
+                // The world went with a navigation: made again next time.
+                self.worlds.remove(session);
+                failed += 1;
+                continue;
+            }
+            if value["visible"] != true {
+                continue;
+            }
+            let focused = value["focused"] == true;
+            let url = value["url"].as_str().unwrap_or_default();
+            let context =
+                BrowserContext::at(url, focus_of(value["kind"].as_str().unwrap_or_default()));
+            if best
+                .as_ref()
+                .is_none_or(|(was_focused, _)| focused && !was_focused)
+            {
+                best = Some((focused, context));
+            }
+        }
+        if best.is_none() && failed > 0 {
+            return Ok(Lookup::Unreadable(format!(
+                "{failed} tab(s) changed while they were read"
+            )));
+        }
+        Ok(best.map_or(Lookup::Absent, |(_, context)| Lookup::Known(context)))
+    }
+}
+
+fn focus_of(kind: &str) -> Focus {
+    match kind {
+        "password" => Focus::Password,
+        "credit_card" => Focus::CreditCard,
+        "file_input" => Focus::FileInput,
+        "text" => Focus::Text,
+        "frame" => Focus::Frame,
+        "none" => Focus::None,
+        _ => Focus::Other,
+    }
 }

@@ -222,6 +222,19 @@ pub async fn decide(
     workspace: &str,
     gated: &Gated,
 ) -> Result<Verdict, ApiError> {
+    decide_all(state, ctx, workspace, gated, &[]).await
+}
+
+/// Like [`decide`], for an operation that is several subjects at once (a
+/// CDP `Page.navigate` is a CDP call and a navigation): the strictest
+/// outcome counts.
+pub async fn decide_all(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: &str,
+    gated: &Gated,
+    more: &[Subject],
+) -> Result<Verdict, ApiError> {
     let gates = &state.gates;
     let policy = gates.policy_of(&state.store, workspace).await?;
     let lookup = match gated.subject {
@@ -235,7 +248,11 @@ pub async fn decide(
         Lookup::Unreadable(_) => BrowserState::Unreadable,
         Lookup::Known(context) => BrowserState::Known(context),
     };
-    let outcome = policy.evaluate(&gated.subject, &Context { browser });
+    let context = Context { browser };
+    let mut outcome = policy.evaluate(&gated.subject, &context);
+    for subject in more {
+        outcome = outcome.stricter(policy.evaluate(subject, &context));
+    }
     match outcome.decision {
         Decision::Allow => Ok(Verdict::Allow),
         Decision::Deny => Err(refuse(state, ctx, workspace, gated, &outcome).await),
