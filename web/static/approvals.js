@@ -1,0 +1,150 @@
+// The approvals panel of the operator page: operations a policy held for a
+// person, live from the gateway's Server-Sent Events stream. Each card shows
+// the workspace, the exact action and its context (browser tab and focused
+// field), who asked and why it was held, the screenshot taken when it was
+// asked, and Approve / Deny with a reason. A notice comes with each new one:
+// the count in the tab title and a badge in the header.
+//
+// Deciding is the gateway's rule, not the page's: operators and admins only,
+// never the token that asked. The page only hides buttons that would be refused.
+
+const $ = (selector) => document.querySelector(selector);
+const pending = new Map(); // id → approval
+let me = null;
+const baseTitle = document.title;
+
+async function api(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: body ? { 'Content-Type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
+  return data;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === 'class') node.className = value;
+    else if (key.startsWith('data-')) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+function mayDecide(approval) {
+  return Boolean(me && me.permissions && me.permissions.includes('approvals_decide')
+    && approval.asked_by.id !== me.id);
+}
+
+function secondsLeft(approval) {
+  return Math.max(0, Math.round((approval.expires_at - Date.now()) / 1000));
+}
+
+/// What the action is, in a line a person reads first.
+function headline(a) {
+  const p = a.params || {};
+  switch (a.operation) {
+    case 'exec': return `run: ${p.command ?? (p.argv || []).join(' ')}`;
+    case 'file.write': return `write file ${p.path}`;
+    case 'file.delete': return `delete ${p.path}`;
+    case 'action': return p.action === 'type' ? `type ${JSON.stringify(p.text)}` : `${p.action} ${p.text ?? ''} ${p.coordinate ? `at ${p.coordinate.join(',')}` : ''}`.trim();
+    case 'cdp': return p.method === 'Page.navigate' ? `navigate to ${p.params && p.params.url}` : `browser: ${p.method}`;
+    default: return a.operation;
+  }
+}
+
+function card(a) {
+  const context = a.context
+    ? el('p', { class: 'context' }, 'in ', el('code', {}, a.context.url || '(no URL)'),
+      ' — focus: ', el('strong', { 'data-focus': a.context.focus }, a.context.focus.replace('_', ' ')))
+    : null;
+  const shot = a.has_screenshot
+    ? el('img', { class: 'shot', alt: `the screen when it was asked`, src: `/v1/approvals/${a.id}/screenshot`, loading: 'lazy' })
+    : el('p', { class: 'no-shot' }, 'no screenshot');
+  const reason = el('input', { class: 'reason', placeholder: 'reason (shown to the agent)', maxLength: 1000 });
+  const decide = (verb) => async () => {
+    for (const b of node.querySelectorAll('button')) b.disabled = true;
+    try {
+      await api('POST', `/v1/approvals/${a.id}/${verb}`, { reason: reason.value });
+    } catch (err) {
+      node.querySelector('.error').textContent = err.message;
+      for (const b of node.querySelectorAll('button')) b.disabled = false;
+    }
+  };
+  const buttons = mayDecide(a)
+    ? el('div', { class: 'decide' }, reason,
+      el('button', { type: 'button', class: 'approve', onclick: decide('approve') }, 'Approve'),
+      el('button', { type: 'button', class: 'deny', onclick: decide('deny') }, 'Deny'))
+    : el('p', { class: 'wait' }, a.asked_by.id === (me && me.id) ? 'asked by you: another operator decides' : 'waiting for an operator');
+  const node = el('li', { class: 'approval', 'data-id': a.id, 'data-operation': a.operation },
+    el('div', { class: 'what' }, el('strong', {}, headline(a))),
+    el('p', { class: 'who' }, `${a.workspace} · asked by ${a.asked_by.name} (${a.asked_by.role}) · `,
+      el('span', { class: 'left', 'data-expires': a.expires_at }, `${secondsLeft(a)} s left`)),
+    el('p', { class: 'why' }, `${a.reason} `, el('code', {}, a.rule)),
+    context,
+    el('details', {}, el('summary', {}, 'exact parameters'), el('pre', {}, JSON.stringify(a.params, null, 2))),
+    shot,
+    buttons,
+    el('p', { class: 'error', role: 'alert' }));
+  return node;
+}
+
+function render() {
+  const list = $('#approvals-list');
+  const items = [...pending.values()].sort((x, y) => x.asked_at - y.asked_at);
+  list.replaceChildren(...items.map(card));
+  const count = pending.size;
+  $('#approvals-pane').hidden = count === 0;
+  const badge = $('#approvals-badge');
+  badge.textContent = count ? `${count} to approve` : '';
+  badge.hidden = count === 0;
+  document.title = count ? `(${count}) ${baseTitle}` : baseTitle;
+}
+
+function apply(approval) {
+  const known = pending.get(approval.id);
+  if (approval.state === 'pending') {
+    pending.set(approval.id, approval);
+    // A new screenshot or a new request: redraw; otherwise keep what is typed.
+    if (!known || known.has_screenshot !== approval.has_screenshot) render();
+  } else if (known) {
+    pending.delete(approval.id);
+    render();
+  }
+}
+
+function tick() {
+  for (const left of document.querySelectorAll('#approvals-list .left')) {
+    const seconds = Math.max(0, Math.round((Number(left.dataset.expires) - Date.now()) / 1000));
+    left.textContent = `${seconds} s left`;
+  }
+}
+
+function follow() {
+  const stream = new EventSource('/v1/approvals/events');
+  stream.addEventListener('approval', (event) => apply(JSON.parse(event.data)));
+  stream.addEventListener('resync', async () => {
+    const { approvals } = await api('GET', '/v1/approvals?state=pending');
+    pending.clear();
+    for (const a of approvals) pending.set(a.id, a);
+    render();
+  });
+  // EventSource reconnects by itself; the stream sends every pending one again.
+  stream.addEventListener('open', () => { pending.clear(); render(); });
+}
+
+async function start() {
+  try {
+    me = await api('GET', '/v1/me');
+  } catch {
+    return;
+  }
+  follow();
+  setInterval(tick, 1000);
+}
+
+start();
