@@ -1,0 +1,95 @@
+//! A noisy neighbour: workspace B's action round trip while workspace A
+//! burns every core it can, against B alone, in the same run. A is made
+//! with a CPU quota of one CPU (`"limits": {"cpus": 1.0}`), so its cgroup
+//! caps it whatever it runs; B has the defaults. Prints p50/p95 and the
+//! ratio; asserts nothing about time.
+//!
+//!     cargo run -p cubicle-tests --bin bench-neighbour [-- RUNS]
+
+use std::time::{Duration, Instant};
+
+use cubicle_tests::Daemon;
+use reqwest::Method;
+use serde_json::json;
+
+fn ms(samples: &mut [Duration], p: usize) -> f64 {
+    samples.sort();
+    let i = (samples.len() * p / 100).min(samples.len() - 1);
+    samples[i].as_secs_f64() * 1000.0
+}
+
+async fn round_trips(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Duration>> {
+    let path = format!("/v1/workspaces/{id}/actions");
+    let mut samples = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let x = 100 + (i % 400) as u32;
+        let body = json!({"action": "mouse_move", "coordinate": [x, 300]}).to_string();
+        let started = Instant::now();
+        let (status, answer) = daemon.call(Method::POST, &path, Some(&body)).await?;
+        anyhow::ensure!(status == 200, "mouse_move: {status} {answer}");
+        samples.push(started.elapsed());
+    }
+    Ok(samples)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100);
+    let data = tempfile::tempdir()?;
+    let daemon = Daemon::start(data.path(), None, &[])?;
+    let a = daemon
+        .create_workspace(r#"{"name":"hog","limits":{"cpus":1.0}}"#)
+        .await;
+    let b = daemon.create_workspace(r#"{"name":"quiet"}"#).await;
+    let (a, b) = (
+        a["id"].as_str().unwrap_or_default(),
+        b["id"].as_str().unwrap_or_default(),
+    );
+
+    round_trips(&daemon, b, 10).await?; // warm
+    let mut alone = round_trips(&daemon, b, runs).await?;
+    let hog = json!({"command": "for i in 1 2 3 4; do (while :; do :; done) & done; sleep 1"})
+        .to_string();
+    let (status, answer) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{a}/exec"),
+            Some(&hog),
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "hog: {status} {answer}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut noisy = round_trips(&daemon, b, runs).await?;
+    let (_, usage) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{a}"), None)
+        .await?;
+    let kill = json!({"command": "pkill -f 'while :' || true"}).to_string();
+    daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{a}/exec"),
+            Some(&kill),
+        )
+        .await?;
+
+    let (alone50, alone95) = (ms(&mut alone, 50), ms(&mut alone, 95));
+    let (noisy50, noisy95) = (ms(&mut noisy, 50), ms(&mut noisy, 95));
+    println!("runs: {runs} each");
+    println!("B alone:                 p50 {alone50:.2} ms  p95 {alone95:.2} ms");
+    println!(
+        "B while A runs 4 spinners (A capped at 1 CPU): p50 {noisy50:.2} ms  p95 {noisy95:.2} ms"
+    );
+    println!(
+        "ratio (noisy / alone): p50 {:.2}x  p95 {:.2}x",
+        noisy50 / alone50,
+        noisy95 / alone95
+    );
+    println!(
+        "A's CPU time so far: {} µs (cgroup cpuacct)",
+        usage["usage"]["cpu_usage_usec"]
+    );
+    Ok(())
+}
