@@ -454,7 +454,7 @@ async fn bad_actions_get_4xx_and_the_workspace_keeps_working() {
     .await;
     assert_eq!(status, 409, "{body}");
     let uid = ws["host_uid"].as_u64().unwrap() as u32;
-    let left = procs::wait_gone(uid, Duration::from_secs(5)).await;
+    let left = procs::wait_workspace_gone(uid, Duration::from_secs(5)).await;
     assert!(left.is_empty(), "stopped workspace has processes {left:?}");
 }
 

@@ -1,5 +1,29 @@
 //! Looking at host processes from a test.
 
+/// The host uids of a jail workspace whose record says `host_uid`: its
+/// user's (the record's) and its services' (the next one; see
+/// `cubicle_runtime::backend::services_uid_of`).
+pub fn workspace_uids(host_uid: u32) -> [u32; 2] {
+    [host_uid, host_uid + 1]
+}
+
+/// Pids of every process of the workspace whose record says `host_uid`
+/// (user and services).
+pub fn of_workspace(host_uid: u32) -> Vec<i32> {
+    workspace_uids(host_uid)
+        .into_iter()
+        .flat_map(of_uid)
+        .collect()
+}
+
+/// Waits until no process of the workspace is left; what is still there.
+pub async fn wait_workspace_gone(host_uid: u32, limit: std::time::Duration) -> Vec<i32> {
+    let [user, services] = workspace_uids(host_uid);
+    let mut left = wait_gone(user, limit).await;
+    left.extend(wait_gone(services, limit).await);
+    left
+}
+
 /// Pids of processes whose real uid is `uid`.
 pub fn of_uid(uid: u32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
