@@ -15,6 +15,7 @@ mod control_attacks;
 mod doors;
 mod exec_files;
 mod first_light;
+mod gates;
 mod limits;
 mod mcp;
 mod microvm;

@@ -189,4 +189,139 @@ mod tests {
             assert!(!filter(kind).expect("filter builds").is_empty());
         }
     }
+
+    /// How a forked child ended after installing `kind`'s filter and making
+    /// `call`: `Ok(())` when the call returned (whatever the kernel said)
+    /// and the child exited, `Err(signal)` when it was killed.
+    fn in_child(kind: Option<ThreadKind>, call: fn()) -> Result<(), i32> {
+        // Built before the fork: the child only makes raw syscalls.
+        let program = kind.map(|kind| filter(kind).expect("filter builds"));
+        // SAFETY: the child makes only prctl/seccomp, the call under test
+        // and _exit (async-signal-safe), on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            if let Some(program) = &program
+                && (set_no_new_privs().is_err() || seccompiler::apply_filter(program).is_err())
+            {
+                // SAFETY: ends the child at once.
+                unsafe { libc::_exit(200) };
+            }
+            call();
+            // SAFETY: as above.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid out pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        if libc::WIFSIGNALED(status) {
+            return Err(libc::WTERMSIG(status));
+        }
+        assert!(libc::WIFEXITED(status), "child neither exited nor died");
+        assert_ne!(
+            libc::WEXITSTATUS(status),
+            200,
+            "installing the filter failed"
+        );
+        Ok(())
+    }
+
+    // The calls below take invalid descriptors or point at nothing the
+    // kernel writes: each returns an error or harmless data at once.
+    fn getpid() {
+        // SAFETY: no arguments.
+        unsafe { libc::getpid() };
+    }
+    fn open_file() {
+        // SAFETY: a NUL-terminated literal path, read-only.
+        unsafe { libc::open(c"/proc/self/status".as_ptr(), libc::O_RDONLY) };
+    }
+    fn read_nothing() {
+        // SAFETY: zero bytes into a null buffer of a bad descriptor.
+        unsafe { libc::read(-1, std::ptr::null_mut(), 0) };
+    }
+    fn kvm_run() {
+        // SAFETY: KVM_RUN on a bad descriptor fails with EBADF.
+        unsafe { libc::ioctl(-1, KVM_RUN as libc::c_ulong) };
+    }
+    fn fionbio() {
+        let on: libc::c_int = 1;
+        // SAFETY: FIONBIO reads one int from a live local; bad descriptor.
+        unsafe { libc::ioctl(-1, FIONBIO as libc::c_ulong, &on) };
+    }
+    fn socket() {
+        // SAFETY: integer arguments; the descriptor is dropped with the child.
+        unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+    }
+    fn execve() {
+        let none: [*const libc::c_char; 1] = [std::ptr::null()];
+        // SAFETY: a missing program with empty argv/envp fails with ENOENT.
+        unsafe { libc::execve(c"/nonexistent".as_ptr(), none.as_ptr(), none.as_ptr()) };
+    }
+    fn fork() {
+        // SAFETY: a child that only exits.
+        if unsafe { libc::fork() } == 0 {
+            // SAFETY: as above.
+            unsafe { libc::_exit(0) };
+        }
+    }
+
+    #[test]
+    fn each_thread_filter_kills_a_forbidden_call_and_lets_an_allowed_one_through() {
+        // (thread, allowed calls, forbidden calls)
+        type Calls = &'static [(&'static str, fn())];
+        let cases: [(ThreadKind, Calls, Calls); 3] = [
+            (
+                ThreadKind::Vcpu,
+                &[("ioctl(KVM_RUN)", kvm_run)],
+                &[
+                    ("ioctl(FIONBIO)", fionbio),
+                    ("read", read_nothing),
+                    ("openat", open_file),
+                ],
+            ),
+            (
+                ThreadKind::Devices,
+                &[
+                    ("read", read_nothing),
+                    ("socket", socket),
+                    ("ioctl(FIONBIO)", fionbio),
+                ],
+                &[
+                    ("ioctl(KVM_RUN)", kvm_run),
+                    ("openat", open_file),
+                    ("execve", execve),
+                ],
+            ),
+            (
+                ThreadKind::Vmm,
+                &[
+                    ("openat", open_file),
+                    ("getpid", getpid),
+                    ("read", read_nothing),
+                ],
+                &[("socket", socket), ("execve", execve), ("fork", fork)],
+            ),
+        ];
+        for (kind, allowed, forbidden) in cases {
+            for (name, call) in forbidden {
+                // Control: without a filter the call returns.
+                assert_eq!(in_child(None, *call), Ok(()), "control: {name}");
+                assert_eq!(
+                    in_child(Some(kind), *call),
+                    Err(libc::SIGSYS),
+                    "{name} on the {} thread",
+                    kind.name()
+                );
+            }
+            for (name, call) in allowed {
+                assert_eq!(
+                    in_child(Some(kind), *call),
+                    Ok(()),
+                    "{name} on the {} thread",
+                    kind.name()
+                );
+            }
+        }
+    }
 }

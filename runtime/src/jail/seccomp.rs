@@ -247,4 +247,180 @@ mod tests {
         assert_eq!(in_child(true, getfd), Err(libc::EPERM));
         assert_eq!(in_child(true, vm_read), Err(libc::EPERM));
     }
+
+    /// A pseudo-terminal's follower side, opened before any fork.
+    fn pty_follower() -> libc::c_int {
+        // SAFETY: plain libc calls on a descriptor we own; `ptsname` returns
+        // a static buffer read at once, before anything else can call it.
+        unsafe {
+            let leader = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(leader >= 0, "posix_openpt failed");
+            assert_eq!(libc::grantpt(leader), 0);
+            assert_eq!(libc::unlockpt(leader), 0);
+            let name = libc::ptsname(leader);
+            assert!(!name.is_null(), "ptsname failed");
+            let follower = libc::open(name, libc::O_RDWR | libc::O_NOCTTY);
+            assert!(follower >= 0, "cannot open the pty follower");
+            follower
+        }
+    }
+
+    /// The follower descriptor the TIOCSTI calls below use (a `fn` cannot
+    /// capture it).
+    static PTY: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+
+    #[test]
+    fn terminal_injection_is_denied_and_other_terminal_ioctls_are_not() {
+        PTY.get_or_init(pty_follower);
+        let inject = || {
+            let byte: libc::c_char = b'x' as libc::c_char;
+            // SAFETY: TIOCSTI reads one byte from a live local.
+            libc::c_long::from(unsafe {
+                libc::ioctl(*PTY.get().unwrap_or(&-1), libc::TIOCSTI, &byte)
+            })
+        };
+        let size = || {
+            // SAFETY: TIOCGWINSZ writes one winsize into a live local.
+            let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            libc::c_long::from(unsafe {
+                libc::ioctl(*PTY.get().unwrap_or(&-1), libc::TIOCGWINSZ, &mut ws)
+            })
+        };
+        // Control: unfiltered, the kernel takes the call on this pty (root
+        // may inject; whatever it answers, it is not the filter's EPERM).
+        assert_ne!(in_child(false, inject), Err(libc::EPERM));
+        assert_eq!(in_child(true, inject), Err(libc::EPERM));
+        // The filter looks at the request, not at every ioctl.
+        assert_eq!(in_child(true, size), Ok(()));
+    }
+
+    // Denied calls, each with arguments the kernel itself refuses with
+    // another errno: invalid descriptors, null or zero-length arguments,
+    // missing paths. Each fails before touching memory or state.
+    fn mount() -> libc::c_long {
+        // SAFETY: NUL-terminated literals; the target does not exist.
+        libc::c_long::from(unsafe {
+            libc::mount(
+                c"none".as_ptr(),
+                c"/nonexistent/cubicle-seccomp-test".as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        })
+    }
+    fn umount() -> libc::c_long {
+        // SAFETY: a NUL-terminated literal path that does not exist.
+        libc::c_long::from(unsafe { libc::umount2(c"/nonexistent/cubicle".as_ptr(), 0) })
+    }
+    fn ptrace() -> libc::c_long {
+        // SAFETY: attaching to a pid that cannot exist fails with ESRCH.
+        unsafe { libc::ptrace(libc::PTRACE_ATTACH, libc::pid_t::MAX, 0, 0) }
+    }
+    fn bpf() -> libc::c_long {
+        // SAFETY: an unknown command with a null attribute: EINVAL.
+        unsafe { libc::syscall(libc::SYS_bpf, 9999, std::ptr::null::<u8>(), 0) }
+    }
+    fn finit_module() -> libc::c_long {
+        // SAFETY: a bad descriptor: EBADF.
+        unsafe { libc::syscall(libc::SYS_finit_module, -1, c"".as_ptr(), 0) }
+    }
+    fn keyctl() -> libc::c_long {
+        // SAFETY: an unknown operation: EOPNOTSUPP.
+        unsafe { libc::syscall(libc::SYS_keyctl, 9999, 0, 0, 0, 0) }
+    }
+    fn perf_event_open() -> libc::c_long {
+        // SAFETY: a null attribute: EFAULT.
+        unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                std::ptr::null::<u8>(),
+                0,
+                -1,
+                -1,
+                0,
+            )
+        }
+    }
+    fn setns() -> libc::c_long {
+        // SAFETY: a bad descriptor: EBADF.
+        unsafe { libc::syscall(libc::SYS_setns, -1, 0) }
+    }
+    fn io_uring_setup() -> libc::c_long {
+        // SAFETY: zero entries and null parameters: EINVAL or EFAULT.
+        unsafe { libc::syscall(libc::SYS_io_uring_setup, 0, std::ptr::null::<u8>()) }
+    }
+    fn open_by_handle_at() -> libc::c_long {
+        // SAFETY: a bad descriptor and a null handle: EBADF or EFAULT.
+        unsafe { libc::syscall(libc::SYS_open_by_handle_at, -1, std::ptr::null::<u8>(), 0) }
+    }
+
+    /// A named call made in a test child.
+    type Call = (&'static str, fn() -> libc::c_long);
+
+    #[test]
+    fn the_deny_list_answers_eperm_where_the_kernel_would_not() {
+        let calls: [Call; 10] = [
+            ("mount", mount),
+            ("umount2", umount),
+            ("ptrace", ptrace),
+            ("bpf", bpf),
+            ("finit_module", finit_module),
+            ("keyctl", keyctl),
+            ("perf_event_open", perf_event_open),
+            ("setns", setns),
+            ("io_uring_setup", io_uring_setup),
+            ("open_by_handle_at", open_by_handle_at),
+        ];
+        for (name, call) in calls {
+            let unfiltered = in_child(false, call);
+            assert!(
+                unfiltered.is_err() && unfiltered != Err(libc::EPERM),
+                "control: unfiltered {name} gave {unfiltered:?}; pick arguments the kernel refuses otherwise"
+            );
+            assert_eq!(in_child(true, call), Err(libc::EPERM), "{name}");
+        }
+    }
+
+    // Calls a desktop makes all the time.
+    fn getpid() -> libc::c_long {
+        // SAFETY: no arguments.
+        libc::c_long::from(unsafe { libc::getpid() })
+    }
+    fn open() -> libc::c_long {
+        // SAFETY: a NUL-terminated literal path, read-only.
+        libc::c_long::from(unsafe { libc::open(c"/proc/self/status".as_ptr(), libc::O_RDONLY) })
+    }
+    fn fork() -> libc::c_long {
+        // SAFETY: the grandchild only exits; we reap it.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: ends the grandchild at once.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a valid out pointer.
+        libc::c_long::from(unsafe { libc::waitpid(pid, &mut status, 0) })
+    }
+    fn socketpair() -> libc::c_long {
+        let mut fds = [0; 2];
+        // SAFETY: writes two descriptors into a live local array.
+        libc::c_long::from(unsafe {
+            libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr())
+        })
+    }
+
+    #[test]
+    fn what_a_desktop_needs_still_works_under_the_filter() {
+        let calls: [Call; 4] = [
+            ("getpid", getpid),
+            ("open", open),
+            ("fork", fork),
+            ("socketpair", socketpair),
+        ];
+        for (name, call) in calls {
+            assert_eq!(in_child(true, call), Ok(()), "{name}");
+        }
+    }
 }
