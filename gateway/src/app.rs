@@ -24,6 +24,8 @@ pub struct AppState {
     pub audit: crate::ops::audit::Audit,
     /// Policies, each workspace's choice, pending approvals, browser contexts.
     pub gates: Arc<crate::ops::gates::Gates>,
+    /// Each workspace's egress proxy and policy, and the quarantine.
+    pub egress: Arc<crate::ops::egress::EgressHub>,
     /// Checkpoint signing, recorders and export (what auditors replay).
     pub replay: Arc<crate::replay::Replay>,
 }

@@ -175,6 +175,28 @@ struct ServeArgs {
     /// ...or this many seconds after the last, whichever comes first.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     checkpoint_seconds: u64,
+    /// Egress for workspaces given no policy: `deny` (none) or `allow`
+    /// (public addresses, any port; private ranges stay closed).
+    #[arg(long, env = "CUBICLE_EGRESS_DEFAULT", default_value = "deny")]
+    egress_default: String,
+    /// A PEM file of CA certificates the egress proxy trusts for upstream
+    /// servers besides the host's store (repeatable).
+    #[arg(long)]
+    egress_extra_ca: Vec<PathBuf>,
+    /// Do not intercept TLS: CONNECT is tunnelled, so URLs are not seen and
+    /// downloads over HTTPS are not captured.
+    #[arg(long)]
+    egress_no_intercept: bool,
+    /// Largest download the quarantine takes, in MiB.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    quarantine_max_mb: u64,
+    /// A folder of extra YARA rules (`.yar`) downloads are scanned with.
+    #[arg(long)]
+    quarantine_rules: Option<PathBuf>,
+    /// Tests only: answer the egress proxy's name lookups from this file
+    /// (`name=ip,...;ip,...` per line, successive answers split by `;`).
+    #[arg(long, hide = true)]
+    egress_test_hosts: Option<PathBuf>,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -272,10 +294,17 @@ fn choose_backend(
     host: HostKind,
     image: &cubicle_runtime::image::Image,
     guest: &Path,
+    egress_trust: Option<PathBuf>,
 ) -> anyhow::Result<AnyBackend> {
     let requested = (args.backend != "auto").then_some(args.backend.as_str());
     let data_dir = &args.common.data_dir;
-    let jail = || JailBackend::new(image.rootfs.clone(), guest.to_owned(), args.xvnc.clone());
+    let jail = || {
+        let jail = JailBackend::new(image.rootfs.clone(), guest.to_owned(), args.xvnc.clone())?;
+        Ok(match &egress_trust {
+            Some(dir) => jail.with_egress_trust(dir.clone()),
+            None => jail,
+        })
+    };
     let microvm = || -> Result<MicrovmConfig, BackendError> {
         let unavailable =
             |e: &dyn std::fmt::Display| BackendError::Unavailable("microvm", e.to_string());
@@ -342,7 +371,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.uid_base
         );
     }
-    let backend = choose_backend(&args, host, &image, &guest)?;
+    let egress = open_egress(&args, &store, &image)?;
+    let backend = choose_backend(&args, host, &image, &guest, egress.trust_dir.clone())?;
     say(&format!("backend: {}", backend.name()));
     let config = ManagerConfig {
         data_dir: args.common.data_dir.clone(),
@@ -370,8 +400,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         control: Default::default(),
         revocations: Default::default(),
         replay: replay.clone(),
+        egress: std::sync::Arc::new(egress.hub),
         gates: std::sync::Arc::new(gates),
     };
+    let state_egress = state.egress.clone();
     let stop_sweeping = tokio_util::sync::CancellationToken::new();
     let sweeper = tokio::spawn(cubicle_gateway::ops::gates::sweep(
         state.clone(),
@@ -398,6 +430,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .await?;
     say("shutting down: sealing recordings, stopping workspaces");
     replay.stop_all().await;
+    state_egress.stop_all().await;
     manager.shutdown().await;
     stop_following.cancel();
     let _ = follower.await;
@@ -406,6 +439,35 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     stop_sealing.cancel();
     let _ = sealer.await;
     Ok(())
+}
+
+/// The egress proxy's CA, trust files, quarantine and YARA rules.
+fn open_egress(
+    args: &ServeArgs,
+    store: &Store,
+    image: &cubicle_runtime::image::Image,
+) -> anyhow::Result<cubicle_gateway::ops::egress::Opened> {
+    use cubicle_gateway::ops::egress::{self, EgressConfig, EgressDefault};
+    let bundle = image.rootfs.join("etc/ssl/certs/ca-certificates.crt");
+    let config = EgressConfig {
+        data_dir: args.common.data_dir.clone(),
+        default: EgressDefault::parse(&args.egress_default).map_err(anyhow::Error::msg)?,
+        extra_ca: args.egress_extra_ca.clone(),
+        intercept: !args.egress_no_intercept,
+        quarantine_max_bytes: args.quarantine_max_mb << 20,
+        rules_dir: args.quarantine_rules.clone(),
+        image_bundle: bundle.exists().then_some(bundle),
+        test_hosts: args.egress_test_hosts.clone(),
+    };
+    let opened = egress::open(&config, store.clone()).map_err(anyhow::Error::msg)?;
+    say(&format!(
+        "egress: default {}, TLS interception {}, {} YARA rules, downloads up to {} MiB",
+        args.egress_default,
+        if config.intercept { "on" } else { "off" },
+        opened.rules,
+        args.quarantine_max_mb
+    ));
+    Ok(opened)
 }
 
 fn open_replay(

@@ -26,6 +26,9 @@ use cubicle_runtime::tokens::{self, Role, Scope};
 use serde_json::Value;
 use tower::ServiceExt;
 
+/// The download of workspace `own` held in quarantine.
+const HELD: &str = "dl-00000000000000aa";
+
 /// A uid no process on a test machine has (stop scans for its processes).
 const NOBODYS_UID: u32 = 3_999_990;
 /// The sealed video segment of workspace `own`.
@@ -117,6 +120,28 @@ async fn fixture() -> Fixture {
         };
         store.insert(&record).await.unwrap();
     }
+    // A download of `own` held in quarantine, for the downloads doors.
+    let held = cubicle_runtime::quarantine::DownloadRecord {
+        id: HELD.into(),
+        workspace_id: own.clone(),
+        url: "https://example.org/a.zip".into(),
+        name: "a.zip".into(),
+        offered_name: "a.zip".into(),
+        size: 3,
+        sha256: "ab".repeat(32),
+        sniffed_type: Some("application/zip".into()),
+        claimed_type: None,
+        hits: vec![],
+        state: cubicle_runtime::quarantine::DownloadState::Held,
+        reason: None,
+        created_at: now_ms(),
+        decided_at: None,
+        decided_by: None,
+        released_path: None,
+    };
+    cubicle_runtime::quarantine::records::insert(&store, &held)
+        .await
+        .unwrap();
     // A sealed video segment of `own`, for the replay doors.
     let recordings = dir.path().join("recordings").join(&own);
     std::fs::create_dir_all(&recordings).unwrap();
@@ -154,6 +179,9 @@ async fn fixture() -> Fixture {
         screens: Arc::default(),
         control: Arc::default(),
         revocations: Arc::default(),
+        egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
+            store.clone(),
+        )),
         gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
         replay: Arc::new(
             cubicle_gateway::replay::Replay::open(
@@ -343,6 +371,48 @@ fn doors() -> Vec<Door> {
             "/v1/workspaces/{id}/recordings/r1-000001.mp4",
             "",
             P::AuditExport,
+        ),
+        door(
+            Method::GET,
+            "/v1/workspaces/{id}/egress",
+            "",
+            P::WorkspacesView,
+        ),
+        door(
+            Method::PUT,
+            "/v1/workspaces/{id}/egress",
+            r#"{"allow":["example.org","*.example.com:443"]}"#,
+            P::EgressManage,
+        ),
+        door(
+            Method::GET,
+            "/v1/downloads?workspace={id}",
+            "",
+            P::DownloadsRead,
+        ),
+        door(
+            Method::GET,
+            "/v1/downloads/dl-00000000000000aa",
+            "",
+            P::DownloadsRead,
+        ),
+        door(
+            Method::GET,
+            "/v1/downloads/dl-00000000000000aa/content",
+            "",
+            P::DownloadsContent,
+        ),
+        door(
+            Method::POST,
+            "/v1/downloads/dl-00000000000000aa/release",
+            r#"{"reason":"checked"}"#,
+            P::DownloadsDecide,
+        ),
+        door(
+            Method::POST,
+            "/v1/downloads/dl-00000000000000aa/reject",
+            "",
+            P::DownloadsDecide,
         ),
         socket("/v1/workspaces/{id}/vnc", P::ScreenView),
         socket("/v1/workspaces/{id}/exec/ws?arg=true", P::Exec),
@@ -623,7 +693,8 @@ async fn the_openapi_document_has_every_door() {
             .next()
             .unwrap()
             .replace("ABCDEF0123", "{target}")
-            .replace(SEGMENT, "{file}");
+            .replace(SEGMENT, "{file}")
+            .replace(HELD, "{id}");
         let method = door.method.as_str().to_lowercase();
         if doc["paths"][&path][&method].is_null() {
             missing.push(format!("{method} {path}"));
@@ -640,6 +711,7 @@ async fn the_openapi_document_has_every_door() {
         ("get", "/v1/workspaces/{id}/control/events"),
         ("get", "/v1/recordings"),
         ("get", "/v1/audit/key"),
+        ("get", "/v1/egress/ca"),
     ] {
         if doc["paths"][path][method].is_null() {
             missing.push(format!("{method} {path}"));

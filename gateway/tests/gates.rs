@@ -120,6 +120,9 @@ async fn fixture() -> Fixture {
         screens: Arc::default(),
         control: Arc::default(),
         revocations: Arc::default(),
+        egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
+            store.clone(),
+        )),
         gates: Arc::new(Gates::new(policies, "default").unwrap()),
         replay: Arc::new(
             cubicle_gateway::replay::Replay::open(

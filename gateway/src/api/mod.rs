@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod approvals;
 pub mod control;
+pub mod downloads;
 pub mod events;
 pub mod exec;
 pub mod files;
@@ -80,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/openapi.json", get(crate::openapi::serve))
         .merge(approvals::routes())
+        .merge(downloads::routes())
         .merge(crate::cdp_proxy::routes())
         .merge(crate::mcp::routes(state.clone()))
         .merge(crate::web::routes(state.clone()))

@@ -107,8 +107,12 @@ async fn list_workspaces(state: &AppState, caller: &OpContext, args: Args) -> Ou
 
 async fn create_workspace(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
     let (request, limits) = CreateWorkspace::parse(&bytes_of(&args))?;
+    let egress = crate::api::downloads::egress_in_create(&bytes_of(&args))?;
     let policy = CreateWorkspace::policy_in(&bytes_of(&args));
     let record = ops::workspaces::create(state, caller, request, limits, policy).await?;
+    if let Some(egress) = egress {
+        ops::egress::set_at_create(state, caller, &record.id, egress).await?;
+    }
     Ok(json_result(view(&record)))
 }
 

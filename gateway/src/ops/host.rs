@@ -41,8 +41,11 @@ pub async fn follow(
 async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
     if change == Change::Running {
         state.replay.start_recording(state, &workspace);
+        state.egress.start(state, &workspace).await;
     }
     if change.ends_running() {
+        // Downloads in flight go with it, nothing partial kept.
+        state.egress.stop(&workspace).await;
         // Its last video segment is sealed before the session goes.
         state.replay.stop_recording(&workspace, false).await;
         state.screens.close(&workspace);

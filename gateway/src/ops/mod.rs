@@ -14,6 +14,8 @@ pub mod actions;
 pub mod approvals;
 pub mod audit;
 pub mod context;
+pub mod downloads;
+pub mod egress;
 pub mod exec;
 pub mod files;
 pub mod gates;

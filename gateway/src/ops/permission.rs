@@ -43,10 +43,18 @@ pub enum Permission {
     /// Replay recordings and export a workspace's sealed audit record
     /// (deleted workspaces' too).
     AuditExport,
+    /// List and read held downloads' records.
+    DownloadsRead,
+    /// Fetch a held download's content.
+    DownloadsContent,
+    /// Release a held download into its workspace, or reject it.
+    DownloadsDecide,
+    /// Change a workspace's egress policy.
+    EgressManage,
 }
 
 impl Permission {
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 20] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -63,6 +71,10 @@ impl Permission {
         Self::AuditExport,
         Self::ApprovalsDecide,
         Self::PolicySwitch,
+        Self::DownloadsRead,
+        Self::DownloadsContent,
+        Self::DownloadsDecide,
+        Self::EgressManage,
     ];
 
     /// What it lets a caller do, for refusals ("a token with role auditor
@@ -85,6 +97,10 @@ impl Permission {
             Self::ApprovalsDecide => "approve or deny held operations",
             Self::PolicySwitch => "switch a workspace's policy",
             Self::AuditExport => "replay recordings or export the audit record",
+            Self::DownloadsRead => "see held downloads",
+            Self::DownloadsContent => "fetch a held download's content",
+            Self::DownloadsDecide => "release or reject held downloads",
+            Self::EgressManage => "change a workspace's egress policy",
         }
     }
 }
@@ -109,10 +125,11 @@ pub fn granted(role: Role, permission: Permission) -> bool {
                 | P::FilesRead
                 | P::FilesWrite
                 | P::Browser
+                | P::DownloadsRead
         ),
         Role::Auditor => matches!(
             permission,
-            P::WorkspacesView | P::ScreenView | P::EventsRead | P::AuditExport
+            P::WorkspacesView | P::ScreenView | P::EventsRead | P::AuditExport | P::DownloadsRead
         ),
     }
 }
@@ -142,7 +159,8 @@ mod tests {
                 P::WorkspacesView,
                 P::ScreenView,
                 P::EventsRead,
-                P::AuditExport
+                P::AuditExport,
+                P::DownloadsRead
             ]
         );
         for p in [
@@ -151,6 +169,9 @@ mod tests {
             P::EventsRead,
             P::TokensManage,
             P::AuditExport,
+            P::DownloadsContent,
+            P::DownloadsDecide,
+            P::EgressManage,
         ] {
             assert!(!granted(Role::Agent, p), "agent must not {}", p.action());
         }

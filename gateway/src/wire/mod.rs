@@ -7,6 +7,8 @@
 //! names and coordinates) keep a description type in [`crate::openapi`].
 
 pub mod approval;
+pub mod download;
+pub mod egress;
 pub mod exec;
 pub mod replay;
 pub mod token;

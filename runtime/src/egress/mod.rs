@@ -19,6 +19,7 @@ pub mod listener;
 pub mod policy;
 pub mod proxy;
 pub mod resolve;
+pub mod store;
 pub mod tls;
 pub mod trust;
 

@@ -1,0 +1,332 @@
+//! Downloads held in quarantine: list and read the records (auditors,
+//! operators, admins, and agents for their own workspaces), fetch the
+//! content (operators and admins only), release into the workspace's
+//! `~/Downloads` under the cleaned name and never executable, or reject
+//! (the content goes unless another record still holds the same bytes).
+//! Each is an event.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use axum::http::StatusCode;
+use cubicle_guest::control::{ExecRequest, MAX_FILE};
+use cubicle_runtime::quarantine::records::{self, DownloadRecord, DownloadState};
+use serde_json::json;
+
+use super::audit::EventKind;
+use super::{OpContext, Permission, access};
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// Where released files go in the workspace.
+pub const DOWNLOADS_DIR: &str = "/home/user/Downloads";
+/// Mode of a released file: never executable.
+const RELEASED_MODE: u32 = 0o644;
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no download {id}"),
+    )
+}
+
+fn internal(err: impl std::fmt::Display) -> ApiError {
+    ApiError::internal(err.to_string())
+}
+
+/// Whether the caller may see downloads of `workspace` (deleted ones too).
+async fn sees(state: &AppState, ctx: &OpContext, workspace: &str) -> Result<bool, ApiError> {
+    Ok(
+        matches!(state.store.get(workspace).await.map_err(internal)?, Some(record) if ctx.sees(&record)),
+    )
+}
+
+/// The record `id`, if the caller has `permission` and may see its
+/// workspace (else 404, as if it did not exist).
+async fn visible(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    permission: Permission,
+) -> Result<DownloadRecord, ApiError> {
+    ctx.require(permission)?;
+    let record = records::get(&state.store, id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found(id))?;
+    if !sees(state, ctx, &record.workspace_id).await? {
+        return Err(not_found(id));
+    }
+    Ok(record)
+}
+
+/// The records the caller may see, newest first.
+pub async fn list(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: Option<&str>,
+    held_state: Option<DownloadState>,
+) -> Result<Vec<DownloadRecord>, ApiError> {
+    ctx.require(Permission::DownloadsRead)?;
+    if let Some(ws) = workspace
+        && !sees(state, ctx, ws).await?
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no workspace {ws}"),
+        ));
+    }
+    let detail = json!({ "workspace": workspace, "state": held_state.map(DownloadState::as_str) });
+    let run = async {
+        let all = records::list(&state.store, workspace, held_state)
+            .await
+            .map_err(internal)?;
+        let mut seen: HashMap<String, bool> = HashMap::new();
+        let mut out = Vec::new();
+        for record in all {
+            let visible = match seen.get(&record.workspace_id) {
+                Some(v) => *v,
+                None => {
+                    let v = sees(state, ctx, &record.workspace_id).await?;
+                    seen.insert(record.workspace_id.clone(), v);
+                    v
+                }
+            };
+            if visible {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    };
+    state
+        .audit
+        .run(
+            ctx,
+            EventKind::DownloadList,
+            workspace,
+            detail,
+            run,
+            |list: &Vec<DownloadRecord>| json!({ "count": list.len() }),
+        )
+        .await
+}
+
+pub async fn get(state: &AppState, ctx: &OpContext, id: &str) -> Result<DownloadRecord, ApiError> {
+    visible(state, ctx, id, Permission::DownloadsRead).await
+}
+
+/// The file held for `id`, to be served as an attachment.
+pub async fn content(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+) -> Result<(DownloadRecord, PathBuf), ApiError> {
+    let record = visible(state, ctx, id, Permission::DownloadsContent).await?;
+    let path = state
+        .egress
+        .quarantine()
+        .and_then(|q| q.content_path(&record.sha256))
+        .filter(|p| p.exists())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::GONE,
+                "content_gone",
+                format!(
+                    "the content of {id} is no longer kept (it was {})",
+                    record.state.as_str()
+                ),
+            )
+        })?;
+    let detail = json!({ "download": id, "sha256": record.sha256, "size": record.size });
+    let ws = record.workspace_id.clone();
+    state
+        .audit
+        .run(
+            ctx,
+            EventKind::DownloadContent,
+            Some(&ws),
+            detail,
+            async { Ok(()) },
+            |_| json!({}),
+        )
+        .await?;
+    Ok((record, path))
+}
+
+fn conflict(record: &DownloadRecord) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "already_decided",
+        format!(
+            "download {} was already {} by {}",
+            record.id,
+            record.state.as_str(),
+            record.decided_by.as_deref().unwrap_or("someone")
+        ),
+    )
+}
+
+/// `name`, or `stem (n).ext`, whichever does not exist yet in the folder.
+async fn free_name(
+    channel: &cubicle_runtime::channel::GuestChannel,
+    name: &str,
+) -> Result<String, ApiError> {
+    let (stem, ext) = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
+        _ => (name, String::new()),
+    };
+    for n in 0..100 {
+        let candidate = if n == 0 {
+            name.to_owned()
+        } else {
+            format!("{stem} ({n}){ext}")
+        };
+        let path = format!("{DOWNLOADS_DIR}/{candidate}");
+        if channel.stat(&path).await.is_err() {
+            return Ok(path);
+        }
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        "name_taken",
+        format!("{DOWNLOADS_DIR} already has 100 files named like {name}"),
+    ))
+}
+
+/// Writes the file into the workspace and marks it released.
+pub async fn release(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    reason: Option<&str>,
+) -> Result<DownloadRecord, ApiError> {
+    let record = visible(state, ctx, id, Permission::DownloadsDecide).await?;
+    if record.state != DownloadState::Held {
+        return Err(conflict(&record));
+    }
+    let channel = access::guest(
+        state,
+        ctx,
+        &record.workspace_id,
+        Permission::DownloadsDecide,
+    )
+    .await?;
+    let detail = json!({
+        "download": id, "name": record.name, "sha256": record.sha256,
+        "size": record.size, "hits": record.hits, "reason": reason,
+    });
+    let ws = record.workspace_id.clone();
+    let run = async {
+        if record.size > MAX_FILE {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "{} is {} bytes; releases go through the guest channel, which takes at most {MAX_FILE} bytes a file",
+                    record.name, record.size
+                ),
+            ));
+        }
+        let source = state
+            .egress
+            .quarantine()
+            .and_then(|q| q.content_path(&record.sha256))
+            .ok_or_else(|| internal("the quarantine store is not configured"))?;
+        let bytes = tokio::fs::read(&source).await.map_err(internal)?;
+        let mkdir = ExecRequest {
+            argv: vec!["mkdir".into(), "-p".into(), DOWNLOADS_DIR.into()],
+            ..ExecRequest::default()
+        };
+        let made = channel.exec(&mkdir).await?;
+        if made.exit.exit_code != Some(0) {
+            return Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "guest_error",
+                format!(
+                    "cannot make {DOWNLOADS_DIR}: {}",
+                    String::from_utf8_lossy(&made.stderr)
+                ),
+            ));
+        }
+        let path = free_name(&channel, &record.name).await?;
+        channel
+            .write_file(&path, &bytes, Some(RELEASED_MODE))
+            .await?;
+        let by = ctx.token.id.as_str();
+        if !records::decide(
+            &state.store,
+            id,
+            DownloadState::Released,
+            by,
+            reason,
+            Some(&path),
+        )
+        .await
+        .map_err(internal)?
+        {
+            let now = records::get(&state.store, id).await.map_err(internal)?;
+            return Err(conflict(now.as_ref().unwrap_or(&record)));
+        }
+        records::get(&state.store, id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| not_found(id))
+    };
+    state
+        .audit
+        .run(
+            ctx,
+            EventKind::DownloadRelease,
+            Some(&ws),
+            detail,
+            run,
+            |r: &DownloadRecord| json!({ "path": r.released_path }),
+        )
+        .await
+}
+
+/// Marks it rejected; its content goes unless another record keeps it.
+pub async fn reject(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    reason: Option<&str>,
+) -> Result<DownloadRecord, ApiError> {
+    let record = visible(state, ctx, id, Permission::DownloadsDecide).await?;
+    if record.state != DownloadState::Held {
+        return Err(conflict(&record));
+    }
+    let detail =
+        json!({ "download": id, "name": record.name, "sha256": record.sha256, "reason": reason });
+    let ws = record.workspace_id.clone();
+    let run = async {
+        let by = ctx.token.id.as_str();
+        if !records::decide(&state.store, id, DownloadState::Rejected, by, reason, None)
+            .await
+            .map_err(internal)?
+        {
+            let now = records::get(&state.store, id).await.map_err(internal)?;
+            return Err(conflict(now.as_ref().unwrap_or(&record)));
+        }
+        if let Some(q) = state.egress.quarantine() {
+            q.forget_content(&record.sha256).await;
+        }
+        records::get(&state.store, id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| not_found(id))
+    };
+    state
+        .audit
+        .run(
+            ctx,
+            EventKind::DownloadReject,
+            Some(&ws),
+            detail,
+            run,
+            |_| json!({}),
+        )
+        .await
+}

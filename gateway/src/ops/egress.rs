@@ -1,0 +1,418 @@
+//! Each workspace's egress: its policy (given at create, shown by `GET
+//! .../egress`, changed by operators and admins with `PUT .../egress`, the
+//! server's `--egress-default` otherwise) and its proxy, started when the
+//! workspace runs and torn down with it (downloads in flight included).
+//! The proxy itself is `cubicle_runtime::egress`; its events come here and
+//! go into the event log like every other operation's.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cubicle_runtime::egress::listener::{self, EgressPeer};
+use cubicle_runtime::egress::store as egress_store;
+use cubicle_runtime::egress::{
+    Egress, EgressEvent, EgressEvents, EgressPolicy, EgressPolicyDoc, PolicyCell, WorkspaceProxy,
+};
+use cubicle_runtime::state::{Store, WorkspaceRecord};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use super::audit::{Audit, EventKind};
+use super::{OpContext, Permission, access};
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// The server's default for workspaces that were given no policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressDefault {
+    /// No egress at all.
+    Deny,
+    /// Any public address, any port (special ranges stay closed).
+    Allow,
+}
+
+impl EgressDefault {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "deny" => Ok(Self::Deny),
+            "allow" => Ok(Self::Allow),
+            other => Err(format!(
+                "--egress-default {other:?}: use deny (no egress) or allow (public addresses)"
+            )),
+        }
+    }
+
+    fn policy(self) -> EgressPolicy {
+        match self {
+            Self::Deny => EgressPolicy::default(),
+            Self::Allow => EgressPolicy::allow_public(),
+        }
+    }
+}
+
+/// One running workspace's proxy.
+struct Live {
+    proxy: Arc<WorkspaceProxy>,
+    accept: JoinHandle<()>,
+}
+
+/// The egress of every workspace.
+pub struct EgressHub {
+    store: Store,
+    /// `None`: no proxy runs (tests of the HTTP layer).
+    egress: Option<Arc<Egress>>,
+    default: EgressDefault,
+    ca_pem: Option<String>,
+    live: Mutex<HashMap<String, Live>>,
+}
+
+/// A policy as `GET .../egress` shows it.
+#[derive(Debug, Clone)]
+pub struct PolicyView {
+    pub policy: EgressPolicy,
+    /// True when it is the server's default (none was set).
+    pub is_default: bool,
+}
+
+impl EgressHub {
+    pub fn new(
+        store: Store,
+        egress: Option<Arc<Egress>>,
+        default: EgressDefault,
+        ca_pem: Option<String>,
+    ) -> Self {
+        Self {
+            store,
+            egress,
+            default,
+            ca_pem,
+            live: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// No proxy at all (the fast tests).
+    pub fn disabled(store: Store) -> Self {
+        Self::new(store, None, EgressDefault::Deny, None)
+    }
+
+    /// The interception CA's certificate (PEM), when there is one.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    pub fn quarantine(&self) -> Option<&cubicle_runtime::quarantine::Quarantine> {
+        self.egress.as_ref().and_then(|e| e.quarantine.as_ref())
+    }
+
+    /// The policy workspace `id` runs under.
+    pub async fn policy_of(&self, id: &str) -> Result<PolicyView, ApiError> {
+        let stored = egress_store::get(&self.store, id)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let Some(doc) = stored else {
+            return Ok(PolicyView {
+                policy: self.default.policy(),
+                is_default: true,
+            });
+        };
+        let policy = EgressPolicy::from_doc(&doc)
+            .map_err(|e| ApiError::internal(format!("stored egress policy of {id}: {e}")))?;
+        Ok(PolicyView {
+            policy,
+            is_default: false,
+        })
+    }
+
+    /// Stores `policy` for `id` and applies it to its running proxy.
+    async fn store_policy(
+        &self,
+        id: &str,
+        policy: &EgressPolicy,
+        by: Option<&str>,
+    ) -> Result<(), ApiError> {
+        egress_store::set(&self.store, id, &policy.to_doc(), by)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        if let Some(live) = self.lock().get(id) {
+            live.proxy.policy().set(policy.clone());
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts the proxy of a workspace that just reached running.
+    pub async fn start(&self, state: &AppState, workspace: &str) {
+        let Some(egress) = self.egress.clone() else {
+            return;
+        };
+        let record = match state.manager.get(workspace).await {
+            Ok(record) => record,
+            Err(err) => {
+                tracing::warn!(workspace, %err, "egress: the running workspace is gone");
+                return;
+            }
+        };
+        if let Err(err) = self.start_for(egress, state, &record).await {
+            tracing::error!(workspace, %err, "egress: cannot start the workspace's proxy; it has no way out");
+        }
+    }
+
+    async fn start_for(
+        &self,
+        egress: Arc<Egress>,
+        state: &AppState,
+        record: &WorkspaceRecord,
+    ) -> Result<(), String> {
+        if record.backend != "jail" {
+            return Err(format!(
+                "the {} backend has no egress channel yet",
+                record.backend
+            ));
+        }
+        let spec = state.manager.spec(record);
+        let top_pid = spec.top_pid.ok_or("it has no top process")?;
+        let policy = self.policy_of(&record.id).await.map_err(|e| e.message)?;
+        let listener = listener::bind(&spec.dir).map_err(|e| e.to_string())?;
+        let proxy = WorkspaceProxy::new(egress, &record.id, PolicyCell::new(policy.policy));
+        // The user's uid and the services' (leased in pairs); the tree
+        // check is what ties a connection to this workspace.
+        let peer = EgressPeer {
+            uids: vec![spec.host_uid, spec.host_uid + 1],
+            top_pid,
+        };
+        let accept = tokio::spawn(listener::accept_loop(listener, peer, proxy.clone()));
+        let previous = self
+            .lock()
+            .insert(record.id.clone(), Live { proxy, accept });
+        if let Some(previous) = previous {
+            previous.accept.abort();
+            previous.proxy.shutdown().await;
+        }
+        Ok(())
+    }
+
+    /// Ends a workspace's proxy: connections and downloads in flight go
+    /// with it (nothing partial is kept).
+    pub async fn stop(&self, workspace: &str) {
+        let live = self.lock().remove(workspace);
+        if let Some(live) = live {
+            live.accept.abort();
+            live.proxy.shutdown().await;
+        }
+    }
+
+    /// Every proxy, at daemon shutdown.
+    pub async fn stop_all(&self) {
+        let all: Vec<Live> = self.lock().drain().map(|(_, live)| live).collect();
+        for live in all {
+            live.accept.abort();
+            live.proxy.shutdown().await;
+        }
+    }
+}
+
+/// Checks a policy document from a request; the error names the field.
+pub fn parse_policy(doc: &EgressPolicyDoc) -> Result<EgressPolicy, ApiError> {
+    EgressPolicy::from_doc(doc).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// `GET /v1/workspaces/{id}/egress`.
+pub async fn get(state: &AppState, ctx: &OpContext, id: &str) -> Result<PolicyView, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
+    state.egress.policy_of(id).await
+}
+
+/// The policy given at create: recorded (an event) and applied.
+pub async fn set_at_create(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    policy: EgressPolicy,
+) -> Result<(), ApiError> {
+    let detail = json!({ "policy": policy.to_doc(), "at": "create" });
+    let run = async {
+        state
+            .egress
+            .store_policy(id, &policy, Some(&ctx.token.id))
+            .await
+    };
+    state
+        .audit
+        .run(ctx, EventKind::EgressPolicy, Some(id), detail, run, |_| {
+            json!({})
+        })
+        .await
+}
+
+/// `PUT /v1/workspaces/{id}/egress` (operators and admins).
+pub async fn put(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    policy: EgressPolicy,
+) -> Result<PolicyView, ApiError> {
+    access::workspace(state, ctx, id, Permission::EgressManage).await?;
+    let before = state.egress.policy_of(id).await?;
+    let detail = json!({ "policy": policy.to_doc(), "before": before.policy.to_doc() });
+    let run = async {
+        state
+            .egress
+            .store_policy(id, &policy, Some(&ctx.token.id))
+            .await?;
+        Ok(PolicyView {
+            policy: policy.clone(),
+            is_default: false,
+        })
+    };
+    state
+        .audit
+        .run(ctx, EventKind::EgressPolicy, Some(id), detail, run, |_| {
+            json!({})
+        })
+        .await
+}
+
+/// The proxy's events into the event log.
+pub struct AuditEvents {
+    audit: Audit,
+}
+
+impl AuditEvents {
+    pub fn new(audit: Audit) -> Self {
+        Self { audit }
+    }
+}
+
+fn kind_of(event: &EgressEvent) -> EventKind {
+    match event {
+        EgressEvent::Decision { .. } => EventKind::EgressDecision,
+        EgressEvent::Request { .. } => EventKind::EgressRequest,
+        EgressEvent::UpstreamRefused { .. } => EventKind::EgressUpstreamRefused,
+        EgressEvent::Close { .. } => EventKind::EgressClose,
+        EgressEvent::DownloadHeld { .. } => EventKind::DownloadHeld,
+        EgressEvent::DownloadRefused { .. } => EventKind::DownloadRefused,
+    }
+}
+
+impl EgressEvents for AuditEvents {
+    fn record<'a>(
+        &'a self,
+        workspace: &'a str,
+        event: EgressEvent,
+    ) -> cubicle_runtime::egress::events::Recorded<'a> {
+        Box::pin(async move {
+            let kind = kind_of(&event);
+            debug_assert_eq!(kind.as_str(), event.kind());
+            let outcome = event.outcome();
+            let detail = serde_json::to_value(&event).map_err(|e| e.to_string())?;
+            self.audit
+                .note(None, kind, Some(workspace), detail, Some(outcome))
+                .await
+                .map_err(|e| e.message)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        assert_eq!(EgressDefault::parse("deny"), Ok(EgressDefault::Deny));
+        assert!(EgressDefault::parse("open").unwrap_err().contains("deny"));
+        assert!(EgressDefault::Deny.policy().allow.is_empty());
+        assert!(!EgressDefault::Allow.policy().allow.is_empty());
+    }
+}
+
+/// How the daemon's egress is set up (`cubicle serve --egress-*`).
+#[derive(Debug, Clone)]
+pub struct EgressConfig {
+    pub data_dir: std::path::PathBuf,
+    pub default: EgressDefault,
+    /// Extra CA files trusted for upstream servers.
+    pub extra_ca: Vec<std::path::PathBuf>,
+    /// Intercept TLS (the default).
+    pub intercept: bool,
+    pub quarantine_max_bytes: u64,
+    /// Extra YARA rules.
+    pub rules_dir: Option<std::path::PathBuf>,
+    /// The image's system CA bundle, the base of the workspaces' one.
+    pub image_bundle: Option<std::path::PathBuf>,
+    /// Tests only: a fixed resolver (`name=ip,...;ip,...` lines).
+    pub test_hosts: Option<std::path::PathBuf>,
+}
+
+/// What [`open`] made.
+pub struct Opened {
+    pub hub: EgressHub,
+    /// The trust files every jail is shown.
+    pub trust_dir: Option<std::path::PathBuf>,
+    pub rules: usize,
+}
+
+/// Makes (or loads) the CA, the trust files, the quarantine and the
+/// scanner; every error names what to fix.
+pub fn open(config: &EgressConfig, store: Store) -> Result<Opened, String> {
+    use cubicle_runtime::egress::resolve::{Resolve, ScriptedResolver, SystemResolver};
+    use cubicle_runtime::egress::tls::{CertificateAuthority, Interception, client_config};
+    use cubicle_runtime::egress::trust::TrustFiles;
+    use cubicle_runtime::quarantine::{Quarantine, Scanner};
+
+    let egress_dir = config.data_dir.join("egress");
+    let (interception, trust_dir, ca_pem) = if config.intercept {
+        let ca = CertificateAuthority::load_or_create(&egress_dir.join("ca"))
+            .map_err(|e| e.to_string())?;
+        let client = client_config(&config.extra_ca).map_err(|e| e.to_string())?;
+        let pem = ca.cert_pem().to_owned();
+        let trust = TrustFiles::prepare(&config.data_dir, &pem, config.image_bundle.as_deref())
+            .map_err(|e| format!("cannot write the egress trust files: {e}"))?;
+        (
+            Some(Arc::new(Interception { ca, client })),
+            Some(trust.dir),
+            Some(pem),
+        )
+    } else {
+        (None, None, None)
+    };
+    let scanner = Scanner::new(config.rules_dir.as_deref()).map_err(|e| e.to_string())?;
+    let rules = scanner.len();
+    let quarantine = Quarantine::open(
+        &config.data_dir,
+        store.clone(),
+        scanner,
+        config.quarantine_max_bytes,
+    )
+    .map_err(|e| {
+        format!(
+            "cannot open the quarantine under {}: {e}",
+            config.data_dir.display()
+        )
+    })?;
+    let resolver: Arc<dyn Resolve> = match &config.test_hosts {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--egress-test-hosts {}: {e}", path.display()))?;
+            Arc::new(ScriptedResolver::from_text(&text)?)
+        }
+        None => Arc::new(SystemResolver),
+    };
+    let egress = Egress {
+        resolver,
+        interception,
+        quarantine: Some(quarantine),
+        events: Arc::new(AuditEvents::new(Audit::new(store.clone()))),
+        limits: Default::default(),
+    };
+    Ok(Opened {
+        hub: EgressHub::new(store, Some(Arc::new(egress)), config.default, ca_pem),
+        trust_dir,
+        rules,
+    })
+}
