@@ -37,6 +37,9 @@ pub struct Control {
     pub holder: Holder,
     /// Unix milliseconds since when.
     pub since_ms: i64,
+    /// The workspace is paused: nobody's input reaches it, the holder's
+    /// neither, until it is resumed (set from the lifecycle stream).
+    pub paused: bool,
 }
 
 impl Default for Control {
@@ -44,6 +47,7 @@ impl Default for Control {
         Self {
             holder: Holder::Agent,
             since_ms: now_ms(),
+            paused: false,
         }
     }
 }
@@ -62,6 +66,7 @@ impl Control {
             "holder": self.holder,
             "since_ms": self.since_ms,
             "since": rfc3339(self.since_ms),
+            "paused": self.paused,
         })
     }
 }
@@ -88,6 +93,10 @@ pub enum ControlError {
     Role(&'static str),
     #[error("operator {name} holds control since {since}; only they or an admin can hand it back")]
     NotHolder { name: String, since: String },
+    #[error(
+        "workspace {workspace} is paused: it takes no input and no changes until it is resumed (POST /v1/workspaces/{workspace}/resume)"
+    )]
+    Paused { workspace: String },
     #[error("cannot record the control change, nothing changed: {0}")]
     Record(#[from] StateError),
 }
@@ -142,11 +151,32 @@ impl Controls {
     /// `caller` is the holder.
     pub fn check_input(&self, workspace: &str, caller: &Token) -> Result<(), ControlError> {
         let control = self.current(workspace);
+        self.check_running(workspace)?;
         match control.holder {
             Holder::Agent => Ok(()),
             _ if control.is_held_by(caller) => Ok(()),
             _ => Err(ControlError::held(workspace, &control)),
         }
+    }
+
+    /// Refuses anything that would reach a paused workspace.
+    pub fn check_running(&self, workspace: &str) -> Result<(), ControlError> {
+        if self.sender(workspace).borrow().paused {
+            return Err(ControlError::Paused {
+                workspace: workspace.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Marks `workspace` paused or not (no event: the pause and resume
+    /// operations write theirs); live views stop forwarding input at once.
+    pub fn set_paused(&self, workspace: &str, paused: bool) {
+        self.sender(workspace).send_if_modified(|control| {
+            let changed = control.paused != paused;
+            control.paused = paused;
+            changed
+        });
     }
 
     /// `caller` takes control of `workspace` (again: no change, no event).
@@ -177,6 +207,7 @@ impl Controls {
                 role: caller.role.as_str().to_owned(),
             },
             since_ms: at,
+            paused: current.paused,
         };
         sender.send_replace(taken.clone());
         Ok(taken)
@@ -253,6 +284,7 @@ impl Controls {
         let back = Control {
             holder: Holder::Agent,
             since_ms: at,
+            paused: sender.borrow().paused,
         };
         sender.send_replace(back.clone());
         Ok(back)
@@ -432,8 +464,41 @@ mod tests {
                 role: "operator".into(),
             },
             since_ms: 0,
+            paused: false,
         };
         assert!(!forged.is_held_by(&auditor));
+    }
+
+    #[tokio::test]
+    async fn a_paused_workspace_takes_nobodys_input_and_keeps_its_holder() {
+        let (_dir, store) = store().await;
+        let controls = Controls::default();
+        let agent = token("tok-agent", Role::Agent);
+        let alice = token("tok-alice", Role::Operator);
+        let mut seen = controls.subscribe("ws-1");
+        controls.set_paused("ws-1", true);
+        assert!(seen.borrow_and_update().paused, "live views learn it at once");
+        assert!(matches!(
+            controls.check_input("ws-1", &agent),
+            Err(ControlError::Paused { .. })
+        ));
+        // Taking over while paused is allowed, but gives no input yet.
+        let taken = controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
+        assert!(taken.paused && taken.is_held_by(&alice));
+        assert!(matches!(
+            controls.check_input("ws-1", &alice),
+            Err(ControlError::Paused { .. })
+        ));
+        assert!(controls.check_input("ws-2", &agent).is_ok());
+        controls.set_paused("ws-1", false);
+        assert!(controls.check_input("ws-1", &alice).is_ok());
+        let back = controls
+            .release(&store, "ws-1", &ctx(&alice))
+            .await
+            .unwrap();
+        assert!(!back.paused);
+        assert!(controls.check_input("ws-1", &agent).is_ok());
+        assert_eq!(controls.current("ws-1").view("ws-1")["paused"], false);
     }
 
     #[tokio::test]

@@ -109,6 +109,8 @@ impl Modify for BearerAuth {
         crate::api::workspaces::delete,
         crate::api::workspaces::start,
         crate::api::workspaces::stop,
+        crate::api::workspaces::pause,
+        crate::api::workspaces::resume,
         crate::api::actions::actions,
         crate::api::actions::screenshot,
         crate::api::exec::run,

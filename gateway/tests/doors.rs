@@ -259,6 +259,18 @@ fn doors() -> Vec<Door> {
         ),
         door(
             Method::POST,
+            "/v1/workspaces/{id}/pause",
+            "",
+            P::WorkspacesManage,
+        ),
+        door(
+            Method::POST,
+            "/v1/workspaces/{id}/resume",
+            "",
+            P::WorkspacesManage,
+        ),
+        door(
+            Method::POST,
             "/v1/workspaces/{id}/actions",
             r#"{"action":"left_click","coordinate":[1,1]}"#,
             P::Input,
@@ -812,4 +824,89 @@ async fn a_deleted_workspace_stays_replayable_and_exportable_for_auditors() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+/// Permissions of the doors that reach into the workspace (its desktop,
+/// shell, files or browser): a paused workspace refuses all of them.
+const REACHES_IN: [Permission; 6] = [
+    Permission::Input,
+    Permission::ScreenView,
+    Permission::Exec,
+    Permission::FilesRead,
+    Permission::FilesWrite,
+    Permission::Browser,
+];
+
+#[tokio::test]
+async fn a_paused_workspace_refuses_every_door_into_it_with_paused() {
+    let fx = fixture().await;
+    fx.store
+        .set_state(&fx.own, WorkspaceState::Paused, None, None)
+        .await
+        .unwrap();
+    let mut refused = 0;
+    for door in doors() {
+        if !REACHES_IN.contains(&door.permission) {
+            continue;
+        }
+        for who in [Who::Admin, Who::AgentA, Who::Operator] {
+            if !granted(who.role(), door.permission) {
+                continue;
+            }
+            let (status, body) =
+                send(&fx.router, request(&door, &fx.own, Some(&fx.secrets[&who]))).await;
+            let what = format!("{who:?} {} {}: {status} {body}", door.method, door.path);
+            if door.websocket && status != StatusCode::CONFLICT {
+                // This door checks the upgrade before the guest; without a
+                // real connection it stops there, never at the guest.
+                assert!(status.is_client_error(), "{what}");
+                continue;
+            }
+            assert_eq!(status, StatusCode::CONFLICT, "{what}");
+            assert_eq!(body["error"]["code"], "paused", "{what}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("/resume"),
+                "the refusal says how to go on: {what}"
+            );
+            refused += 1;
+        }
+    }
+    assert!(refused >= 20, "only {refused} refusals checked");
+    // Looking at it, its events and its control still work; a second
+    // pause is a plain conflict, and resuming a running workspace too.
+    let admin = &fx.secrets[&Who::Admin];
+    let get = |path: String| {
+        Request::get(path)
+            .header("authorization", format!("Bearer {admin}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, view) = send(&fx.router, get(format!("/v1/workspaces/{}", fx.own))).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["state"], "paused");
+    let post = |path: String| {
+        Request::post(path)
+            .header("authorization", format!("Bearer {admin}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, body) = send(&fx.router, post(format!("/v1/workspaces/{}/pause", fx.own))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "conflict");
+    let other = "ws-0000000000bb";
+    let (status, body) = send(&fx.router, post(format!("/v1/workspaces/{other}/resume"))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    // Both attempts are on record.
+    let events = cubicle_runtime::events::list(&fx.store, Some(&fx.own), 0, 100)
+        .await
+        .unwrap();
+    let pauses: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "workspace.pause")
+        .collect();
+    assert_eq!(pauses.len(), 2, "{events:?}");
+    assert_eq!(pauses[1].outcome.as_deref(), Some("error:conflict"));
 }

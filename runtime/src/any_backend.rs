@@ -88,6 +88,20 @@ impl Backend for AnyBackend {
         }
     }
 
+    async fn pause(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        match self {
+            Self::Jail(b) => b.pause(spec).await,
+            Self::Microvm(b) => b.pause(spec).await,
+        }
+    }
+
+    async fn resume(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        match self {
+            Self::Jail(b) => b.resume(spec).await,
+            Self::Microvm(b) => b.resume(spec).await,
+        }
+    }
+
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         match self {
             Self::Jail(b) => b.clean(spec),

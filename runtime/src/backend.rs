@@ -82,6 +82,12 @@ pub enum BackendError {
     Cgroup(#[from] crate::limits::cgroup::CgroupError),
     #[error("workspace disk: {0}")]
     Disk(#[from] crate::limits::disk::DiskError),
+    #[error("cannot {what} workspace {id}: {reason}")]
+    Pause {
+        what: &'static str,
+        id: String,
+        reason: String,
+    },
     #[error("processes of workspace {id} survived the stop: pids {pids:?}")]
     Survivors { id: String, pids: Vec<i32> },
 }
@@ -110,6 +116,32 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         spec: &WorkspaceSpec,
     ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send;
+
+    /// Freezes every process of the workspace: its memory is kept, it gets
+    /// no CPU time and answers nothing until [`Backend::resume`]. Returns
+    /// once everything is frozen.
+    fn pause(
+        &self,
+        spec: &WorkspaceSpec,
+    ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(Err(BackendError::Pause {
+            what: "pause",
+            id: spec.id.clone(),
+            reason: format!("the {} backend cannot pause", self.name()),
+        }))
+    }
+
+    /// Thaws a paused workspace; its processes continue where they were.
+    fn resume(
+        &self,
+        spec: &WorkspaceSpec,
+    ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(Err(BackendError::Pause {
+            what: "resume",
+            id: spec.id.clone(),
+            reason: format!("the {} backend cannot resume", self.name()),
+        }))
+    }
 
     /// Removes what a stopped workspace left in its runtime state (sockets,
     /// temporary files) but keeps its home.

@@ -123,7 +123,7 @@ impl GuestPeer {
 /// last component: the path is opened `O_PATH | O_NOFOLLOW`, must be a
 /// socket, and is connected through `/proc/self/fd/N`, so a swap between
 /// the check and the connect cannot redirect it.
-async fn connect_no_follow(path: &Path) -> Result<UnixStream, ChannelError> {
+pub(crate) async fn connect_no_follow(path: &Path) -> Result<UnixStream, ChannelError> {
     let connect_err = |source| ChannelError::Connect {
         path: path.display().to_string(),
         source,

@@ -24,6 +24,10 @@ pub enum Change {
     Created,
     Starting,
     Running,
+    /// Frozen on request; its processes and memory are kept.
+    Paused,
+    /// Thawed: running again, the same processes as before the pause.
+    Resumed,
     /// Stopped on request (API, shutdown); its home is kept.
     Stopped {
         reason: Option<String>,

@@ -25,6 +25,9 @@ use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
 pub const UID_BASE: u32 = 1_600_000;
 const UID_COUNT: u32 = 65_536;
 const READY_POLL: Duration = Duration::from_millis(200);
+/// Why a workspace of an older version whose uids now overlap another's
+/// does not start.
+const SHARED_UID: &str = "its host uids overlap another workspace's (it was made by an older Cubicle that gave each workspace one uid; this one needs two): delete it and create it again";
 /// How often a running workspace's OOM kill count is looked at (to log it).
 const OOM_POLL: Duration = Duration::from_secs(5);
 
@@ -132,7 +135,10 @@ impl<B: Backend> Manager<B> {
     /// when it does not run). A new OOM kill is logged once.
     pub async fn usage(&self, id: &str) -> Result<Usage, ManagerError> {
         let record = self.get(id).await?;
-        if record.state != WorkspaceState::Running {
+        if !matches!(
+            record.state,
+            WorkspaceState::Running | WorkspaceState::Paused
+        ) {
             return Ok(Usage::of_limits(&record.limits));
         }
         let usage = self.backend.usage(&self.spec(&record));
@@ -205,6 +211,24 @@ impl<B: Backend> Manager<B> {
             return false;
         }
         true
+    }
+
+    /// Whether `record`'s uid pair (user, services) overlaps another
+    /// workspace's. Only workspaces made before uids came in pairs can: each
+    /// had one uid, and its neighbour's is now its services' uid, so the
+    /// two would share a host uid (and so memory, signals, the stop of
+    /// each other). Such a workspace is refused a start.
+    async fn shares_a_uid(&self, record: &WorkspaceRecord) -> Result<bool, ManagerError> {
+        let mine = [record.host_uid, services_uid_of(record.host_uid)];
+        Ok(self.store.list().await?.iter().any(|other| {
+            other.id != record.id
+                && !matches!(
+                    other.state,
+                    WorkspaceState::Deleted | WorkspaceState::Failed
+                )
+                && (mine.contains(&other.host_uid)
+                    || mine.contains(&services_uid_of(other.host_uid)))
+        }))
     }
 
     /// Gives back the leases on a workspace's two uids.
@@ -445,8 +469,13 @@ impl<B: Backend> Manager<B> {
         }
     }
 
-    async fn stop_processes(&self, spec: &WorkspaceSpec) -> Result<(), ManagerError> {
+    async fn stop_processes(
+        &self,
+        spec: &WorkspaceSpec,
+        state: WorkspaceState,
+    ) -> Result<(), ManagerError> {
         self.disarm(&spec.id);
+        self.thaw_for_stop(spec, state).await;
         self.store
             .set_state(&spec.id, WorkspaceState::Stopping, None, None)
             .await?;
@@ -461,7 +490,7 @@ impl<B: Backend> Manager<B> {
         let lock = self.lock_for(id);
         let _held = self.try_hold(&lock, &record)?;
         let spec = self.spec(&record);
-        self.stop_processes(&spec).await?;
+        self.stop_processes(&spec, record.state).await?;
         self.store
             .set_state(id, WorkspaceState::Stopped, None, None)
             .await?;
@@ -479,6 +508,13 @@ impl<B: Backend> Manager<B> {
                 id: record.id,
                 state: record.state.as_str(),
                 reason: "only a stopped workspace can be started".into(),
+            });
+        }
+        if self.shares_a_uid(&record).await? {
+            return Err(ManagerError::Conflict {
+                id: record.id,
+                state: record.state.as_str(),
+                reason: SHARED_UID.into(),
             });
         }
         let spec = self.spec(&record);
@@ -506,7 +542,7 @@ impl<B: Backend> Manager<B> {
         let lock = self.lock_for(id);
         let _held = self.try_hold(&lock, &record)?;
         let spec = self.spec(&record);
-        self.stop_processes(&spec).await?;
+        self.stop_processes(&spec, record.state).await?;
         self.backend.destroy(&spec)?;
         self.store
             .set_state(id, WorkspaceState::Deleted, None, None)
@@ -519,6 +555,63 @@ impl<B: Backend> Manager<B> {
         self.lifecycle.publish(id, Change::Deleted);
         tracing::info!(workspace = %id, "workspace deleted");
         Ok(())
+    }
+
+    /// Freezes a running workspace: its processes and memory are kept, it
+    /// gets no CPU time until [`Manager::resume`].
+    pub async fn pause(&self, id: &str) -> Result<WorkspaceRecord, ManagerError> {
+        let record = self.get(id).await?;
+        let lock = self.lock_for(id);
+        let _held = self.try_hold(&lock, &record)?;
+        // Read again under the lock: a stop may have just ended.
+        let record = self.get(id).await?;
+        if record.state != WorkspaceState::Running {
+            return Err(ManagerError::Conflict {
+                id: record.id,
+                state: record.state.as_str(),
+                reason: "only a running workspace can be paused".into(),
+            });
+        }
+        self.backend.pause(&self.spec(&record)).await?;
+        self.store
+            .set_state(id, WorkspaceState::Paused, record.pid, None)
+            .await?;
+        self.lifecycle.publish(id, Change::Paused);
+        tracing::info!(workspace = %id, "workspace paused");
+        self.get(id).await
+    }
+
+    /// Thaws a paused workspace: the same processes continue.
+    pub async fn resume(&self, id: &str) -> Result<WorkspaceRecord, ManagerError> {
+        let record = self.get(id).await?;
+        let lock = self.lock_for(id);
+        let _held = self.try_hold(&lock, &record)?;
+        let record = self.get(id).await?;
+        if record.state != WorkspaceState::Paused {
+            return Err(ManagerError::Conflict {
+                id: record.id,
+                state: record.state.as_str(),
+                reason: "only a paused workspace can be resumed".into(),
+            });
+        }
+        self.backend.resume(&self.spec(&record)).await?;
+        self.store
+            .set_state(id, WorkspaceState::Running, record.pid, None)
+            .await?;
+        self.lifecycle.publish(id, Change::Resumed);
+        tracing::info!(workspace = %id, "workspace resumed");
+        self.get(id).await
+    }
+
+    /// Thaws a paused workspace before its processes are ended: a frozen
+    /// process cannot act on SIGTERM, and under cgroup v1 not even die.
+    async fn thaw_for_stop(&self, spec: &WorkspaceSpec, state: WorkspaceState) {
+        if state != WorkspaceState::Paused {
+            return;
+        }
+        if let Err(err) = self.backend.resume(spec).await {
+            tracing::warn!(workspace = %spec.id, %err, "cannot thaw the paused workspace before stopping it");
+        }
     }
 
     fn try_hold<'a>(
@@ -540,6 +633,14 @@ impl<B: Backend> Manager<B> {
             if record.state == WorkspaceState::Failed {
                 continue;
             }
+            if record.state.may_have_processes() && self.shares_a_uid(&record).await? {
+                tracing::error!(workspace = %record.id, uid = record.host_uid, SHARED_UID);
+                self.backend.stop(&self.spec(&record)).await?;
+                self.store
+                    .set_state(&record.id, WorkspaceState::Stopped, None, Some(SHARED_UID))
+                    .await?;
+                continue;
+            }
             if !self.take_uids(record.host_uid) {
                 // Its processes, if any, are another daemon's: touch nothing.
                 let reason = "its host uid is leased by another Cubicle daemon on this host";
@@ -553,6 +654,22 @@ impl<B: Backend> Manager<B> {
             let alive = record
                 .pid
                 .is_some_and(|pid| self.backend.is_running(&spec, pid));
+            // A workspace paused by the daemon before it went is thawed and
+            // judged like a running one (re-attached if it still answers).
+            let record = if record.state == WorkspaceState::Paused {
+                self.thaw_for_stop(&spec, record.state).await;
+                if alive {
+                    self.store
+                        .set_state(&record.id, WorkspaceState::Running, record.pid, None)
+                        .await?;
+                }
+                WorkspaceRecord {
+                    state: WorkspaceState::Running,
+                    ..record
+                }
+            } else {
+                record
+            };
             if alive
                 && record.state == WorkspaceState::Running
                 && self
@@ -613,6 +730,7 @@ impl<B: Backend> Manager<B> {
         };
         for record in records.into_iter().filter(|r| r.state.may_have_processes()) {
             let spec = self.spec(&record);
+            self.thaw_for_stop(&spec, record.state).await;
             let _ = self.backend.stop(&spec).await;
             let _ = self.backend.clean(&spec);
             let _ = self

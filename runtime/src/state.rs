@@ -42,6 +42,9 @@ pub enum WorkspaceState {
     Starting,
     /// Ready: the desktop and the browser answer.
     Running,
+    /// Frozen (jail: its cgroup's freezer; microVM: its vCPUs parked): its
+    /// memory is kept, it uses no CPU, and it takes no input until resumed.
+    Paused,
     /// Being stopped.
     Stopping,
     /// No process of it runs; its writable layer is kept.
@@ -58,6 +61,7 @@ impl WorkspaceState {
             Self::Creating => "creating",
             Self::Starting => "starting",
             Self::Running => "running",
+            Self::Paused => "paused",
             Self::Stopping => "stopping",
             Self::Stopped => "stopped",
             Self::Failed => "failed",
@@ -69,7 +73,7 @@ impl WorkspaceState {
     pub fn may_have_processes(self) -> bool {
         matches!(
             self,
-            Self::Creating | Self::Starting | Self::Running | Self::Stopping
+            Self::Creating | Self::Starting | Self::Running | Self::Paused | Self::Stopping
         )
     }
 }
@@ -81,6 +85,7 @@ impl FromStr for WorkspaceState {
             "creating" => Self::Creating,
             "starting" => Self::Starting,
             "running" => Self::Running,
+            "paused" => Self::Paused,
             "stopping" => Self::Stopping,
             "stopped" => Self::Stopped,
             "failed" => Self::Failed,

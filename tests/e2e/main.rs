@@ -20,5 +20,5 @@ mod limits;
 mod mcp;
 mod microvm;
 mod operator;
-mod replay;
+mod pause;
 mod walls;

@@ -6,6 +6,8 @@
 // page's manners: the gateway drops input from anyone who does not hold the
 // control lock, whatever a client sends. Who holds it comes from the
 // gateway's Server-Sent Events stream, so every viewer sees changes at once.
+// The same stream says when the workspace is paused: the view greys out and
+// takes no input (the gateway refuses it anyway) until it is resumed.
 import RFB from '/assets/novnc/core/rfb.js';
 
 const $ = (selector) => document.querySelector(selector);
@@ -63,7 +65,11 @@ function row(ws) {
   tr.children[1].className = `state-${ws.state}`;
   if (ws.error) tr.children[1].title = ws.error;
   const actions = document.createElement('td');
-  if (ws.state === 'running') actions.append(button('View', () => openView(ws)));
+  if (ws.state === 'running' || ws.state === 'paused') {
+    actions.append(button('View', () => openView(ws)));
+  }
+  if (ws.state === 'running') actions.append(button('Pause', () => pauseOrResume(ws.id, 'pause')));
+  if (ws.state === 'paused') actions.append(button('Resume', () => pauseOrResume(ws.id, 'resume')));
   actions.append(button('Delete', () => remove(ws)));
   tr.append(actions);
   return tr;
@@ -85,6 +91,17 @@ async function remove(ws) {
   try {
     await api('DELETE', `/v1/workspaces/${ws.id}`);
     status(`deleted ${ws.name}`);
+  } catch (err) {
+    status(err.message, true);
+  }
+  refresh();
+}
+
+async function pauseOrResume(id, verb) {
+  status(verb === 'pause' ? 'pausing…' : 'resuming…');
+  try {
+    const ws = await api('POST', `/v1/workspaces/${id}/${verb}`);
+    status(`${ws.name} is ${ws.state}`);
   } catch (err) {
     status(err.message, true);
   }
@@ -116,14 +133,22 @@ function renderControl() {
   el.className = mine ? 'mine' : '';
   const may = (permission) => Boolean(me && me.permissions.includes(permission));
   const canHold = may('control_hold');
+  const paused = Boolean(control && control.paused);
+  $('#view-pane').dataset.paused = String(paused);
+  const toggle = $('#pause');
+  toggle.textContent = paused ? 'Resume' : 'Pause';
+  toggle.disabled = !control || !may('workspaces_manage');
   $('#take').disabled = !canHold || !control || mine || control.holder.kind !== 'agent';
   $('#release').disabled = !canHold || !control || control.holder.kind === 'agent'
     || (!mine && !may('control_override'));
   if (viewer) {
-    viewer.viewOnly = !mine;
-    if (mine) viewer.focus();
+    viewer.viewOnly = !mine || paused;
+    if (mine && !paused) viewer.focus();
   }
-  if (viewer && $('#view-state').dataset.state === 'live') {
+  const shown = $('#view-state').dataset.state;
+  if (paused && (shown === 'live' || shown === 'paused' || shown === 'waiting')) {
+    viewState('paused', 'paused: no input until resumed');
+  } else if (viewer && (shown === 'live' || shown === 'paused')) {
     viewState('live', mine ? 'live (you have control)' : 'live (view only)');
   }
 }
@@ -189,7 +214,9 @@ async function scheduleReconnect() {
   const id = viewing.id;
   try {
     const ws = await api('GET', `/v1/workspaces/${id}`);
-    if (ws.state !== 'running') {
+    if (ws.state === 'paused') {
+      viewState('paused', 'paused: the view returns when it is resumed');
+    } else if (ws.state !== 'running') {
       viewState('waiting', `workspace is ${ws.state}; retrying`);
     }
   } catch (err) {
@@ -205,7 +232,7 @@ async function scheduleReconnect() {
   }
   if (!viewing || viewing.id !== id) return;
   const seconds = Math.round(retry.delay / 1000);
-  if ($('#view-state').dataset.state !== 'waiting') {
+  if (!['waiting', 'paused'].includes($('#view-state').dataset.state)) {
     viewState('reconnecting', `connection lost, reconnecting in ${seconds}s`);
   }
   retry.timer = setTimeout(connect, retry.delay);
@@ -228,6 +255,9 @@ function closeView() {
 $('#take').addEventListener('click', () => changeControl('take'));
 $('#release').addEventListener('click', () => changeControl('release'));
 $('#close-view').addEventListener('click', closeView);
+$('#pause').addEventListener('click', () => {
+  if (viewing) pauseOrResume(viewing.id, control && control.paused ? 'resume' : 'pause');
+});
 $('#create').addEventListener('submit', async (event) => {
   event.preventDefault();
   const geometry = new FormData(event.target).get('geometry');

@@ -28,6 +28,7 @@ impl From<ControlError> for ApiError {
             ControlError::Held { .. } | ControlError::NotHolder { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "control_held", message)
             }
+            ControlError::Paused { .. } => ApiError::new(StatusCode::CONFLICT, "paused", message),
             ControlError::Role(_) => ApiError::forbidden(message),
             ControlError::Record(_) => ApiError::internal(message),
         }

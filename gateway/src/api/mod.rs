@@ -40,6 +40,14 @@ pub fn router(state: AppState) -> Router {
             "/v1/workspaces/{id}/stop",
             axum::routing::post(workspaces::stop),
         )
+        .route(
+            "/v1/workspaces/{id}/pause",
+            axum::routing::post(workspaces::pause),
+        )
+        .route(
+            "/v1/workspaces/{id}/resume",
+            axum::routing::post(workspaces::resume),
+        )
         .route("/v1/workspaces/{id}/vnc", get(crate::vnc::upgrade))
         .route("/v1/workspaces/{id}/control", get(control::get))
         .route(

@@ -2,7 +2,11 @@
 //! the workspace's existence and the caller's scope (a workspace outside it
 //! is answered exactly like one that does not exist, so ids cannot be
 //! probed), then, for operations that change the workspace, the control
-//! lock.
+//! lock. A paused workspace refuses everything that would reach it (input,
+//! exec, files, the browser, the live view) with 409 `paused`, whoever asks:
+//! [`running`] for each new request, and the control lock's pause flag for
+//! connections that were open before the pause ([`under_control`],
+//! [`agent_held_off`]).
 
 use axum::http::StatusCode;
 use cubicle_runtime::backend::Backend;
@@ -12,6 +16,7 @@ use cubicle_runtime::state::{WorkspaceRecord, WorkspaceState};
 
 use super::{OpContext, Permission, permission};
 use crate::app::AppState;
+use crate::control::ControlError;
 use crate::error::ApiError;
 
 /// Workspace `id`, if the caller has `permission` and may see it.
@@ -58,6 +63,12 @@ pub async fn running(
     permission: Permission,
 ) -> Result<WorkspaceRecord, ApiError> {
     let record = workspace(state, ctx, id, permission).await?;
+    if record.state == WorkspaceState::Paused {
+        return Err(ControlError::Paused {
+            workspace: record.id,
+        }
+        .into());
+    }
     if record.state != WorkspaceState::Running {
         return Err(ManagerError::Conflict {
             id: record.id,
@@ -84,8 +95,9 @@ pub async fn guest(
 }
 
 /// Refuses screen input (pointer, keys, typing) to workspace `id` while an
-/// operator other than the caller holds its controls (409 `control_held`).
-/// Only the holder's input reaches the desktop then.
+/// operator other than the caller holds its controls (409 `control_held`),
+/// and anyone's while it is paused (409 `paused`). Only the holder's input
+/// reaches the desktop then.
 pub fn under_control(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     state
         .control
@@ -99,6 +111,7 @@ pub fn under_control(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), 
 /// admins) may still look and fix things during a take-over: the lock is
 /// there to stop the agent, and their actions are in the event log.
 pub fn agent_held_off(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+    state.control.check_running(id)?;
     if permission::granted(ctx.token.role, Permission::ControlHold) {
         return Ok(());
     }

@@ -29,6 +29,11 @@ pub enum EventKind {
     WorkspaceRunning,
     /// Its processes ended without being asked to, or it never became ready.
     WorkspaceCrashed,
+    /// Frozen (memory kept, no CPU) and thawed again.
+    WorkspacePause,
+    WorkspaceResume,
+    /// Its TTL or idle timeout ran out (by the daemon): stopped or deleted.
+    WorkspaceExpire,
     Action,
     Screenshot,
     Exec,
@@ -99,6 +104,9 @@ impl EventKind {
             Self::WorkspaceDelete => "workspace.delete",
             Self::WorkspaceRunning => "workspace.running",
             Self::WorkspaceCrashed => "workspace.crashed",
+            Self::WorkspacePause => "workspace.pause",
+            Self::WorkspaceResume => "workspace.resume",
+            Self::WorkspaceExpire => "workspace.expire",
             Self::Action => "action",
             Self::Screenshot => "screenshot",
             Self::Exec => "exec",

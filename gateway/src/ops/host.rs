@@ -51,6 +51,20 @@ async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
         state.screens.close(&workspace);
         state.gates.forget(&workspace);
     }
+    // A paused workspace takes no input, not even on live views opened
+    // before; its screen session stops asking Xvnc for updates meanwhile.
+    match change {
+        Change::Paused => {
+            state.control.set_paused(&workspace, true);
+            state.screens.set_paused(&workspace, true);
+        }
+        Change::Resumed => {
+            state.control.set_paused(&workspace, false);
+            state.screens.set_paused(&workspace, false);
+        }
+        _ if change.ends_running() => state.control.set_paused(&workspace, false),
+        _ => {}
+    }
     if change == Change::Deleted {
         state.control.forget(&workspace);
     }

@@ -108,6 +108,37 @@ pub async fn stop(
         .await
 }
 
+/// Freezes a running workspace (memory kept, no CPU); until it is resumed
+/// it refuses input and every other change with 409 `paused`.
+pub async fn pause(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+) -> Result<WorkspaceRecord, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    let run = async { state.manager.pause(id).await.map_err(ApiError::from) };
+    let kind = EventKind::WorkspacePause;
+    state
+        .audit
+        .run(ctx, kind, Some(id), json!({}), run, |_| json!({}))
+        .await
+}
+
+/// Thaws a paused workspace: the same desktop continues.
+pub async fn resume(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+) -> Result<WorkspaceRecord, ApiError> {
+    access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    let run = async { state.manager.resume(id).await.map_err(ApiError::from) };
+    let kind = EventKind::WorkspaceResume;
+    state
+        .audit
+        .run(ctx, kind, Some(id), json!({}), run, |_| json!({}))
+        .await
+}
+
 pub async fn delete(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     let run = async {

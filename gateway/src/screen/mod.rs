@@ -58,6 +58,9 @@ pub struct ScreenSession {
     /// The size the agent's coordinates are in, if it asked for a scaled
     /// screenshot (coordinates are mapped back to the real screen).
     pub coordinate_space: Mutex<Option<(u32, u32)>>,
+    /// The workspace is paused: no update requests pile up in front of a
+    /// frozen Xvnc.
+    paused: std::sync::atomic::AtomicBool,
     cancel: CancellationToken,
 }
 
@@ -84,6 +87,7 @@ impl ScreenSession {
             pointer: Mutex::new(Pointer::default()),
             actions: tokio::sync::Mutex::new(()),
             coordinate_space: Mutex::new(None),
+            paused: std::sync::atomic::AtomicBool::new(false),
             cancel: CancellationToken::new(),
         });
         session.client.input(X11Event::FullRefresh).await?;
@@ -94,6 +98,15 @@ impl ScreenSession {
             .map_err(|_| ScreenError::NoFrame)?
             .map_err(|_| ScreenError::Closed)?;
         Ok(session)
+    }
+
+    pub fn set_paused(&self, paused: bool) {
+        self.paused
+            .store(paused, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn is_paused(&self) -> bool {
+        self.paused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn is_closed(&self) -> bool {
@@ -175,7 +188,7 @@ async fn pump(session: Arc<ScreenSession>, version: watch::Sender<u64>) {
             }
             Err(_) => {}
         }
-        if last_request.elapsed() >= REFRESH {
+        if last_request.elapsed() >= REFRESH && !session.is_paused() {
             last_request = tokio::time::Instant::now();
             if session.client.input(X11Event::Refresh).await.is_err() {
                 session.close();
@@ -240,6 +253,13 @@ impl Screens {
     fn live(&self, id: &str) -> Option<Arc<ScreenSession>> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.get(id).filter(|s| !s.is_closed()).cloned()
+    }
+
+    /// Marks the session of workspace `id`, if any, paused or not.
+    pub fn set_paused(&self, id: &str, paused: bool) {
+        if let Some(session) = self.live(id) {
+            session.set_paused(paused);
+        }
     }
 
     /// Ends every session.

@@ -166,7 +166,10 @@ async fn viewer_to_guest(
     let close = loop {
         // First round: what arrived with the ClientInit, before waiting.
         parser.push(&std::mem::take(&mut bytes));
-        let may_input = control.borrow().is_held_by(&viewer.token);
+        let may_input = {
+            let now = control.borrow();
+            now.is_held_by(&viewer.token) && !now.paused
+        };
         match forward(&mut parser, may_input, &mut held) {
             Ok(out) if out.is_empty() => {}
             Ok(out) => {

@@ -155,7 +155,8 @@ pub struct WorkspaceView {
     pub name: String,
     /// `jail` or `microvm`.
     pub backend: String,
-    /// `creating`, `starting`, `running`, `stopping`, `stopped`, `failed`.
+    /// `creating`, `starting`, `running`, `paused`, `stopping`, `stopped`,
+    /// `failed`.
     pub state: String,
     #[schema(inline)]
     pub geometry: GeometryBody,

@@ -99,6 +99,18 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackendError + '_ {
     }
 }
 
+fn freeze_err(
+    what: &'static str,
+    spec: &WorkspaceSpec,
+    err: crate::limits::freeze::FreezeError,
+) -> BackendError {
+    BackendError::Pause {
+        what,
+        id: spec.id.clone(),
+        reason: err.to_string(),
+    }
+}
+
 impl JailBackend {
     pub fn new(rootfs: PathBuf, guest_bin: PathBuf, xvnc: String) -> Result<Self, BackendError> {
         let seccomp =
@@ -282,6 +294,22 @@ impl Backend for JailBackend {
 
     async fn stop(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         crate::backend::end_processes(spec, STOP_GRACE).await
+    }
+
+    /// Freezes the workspace's cgroup: every process of the jail is in it
+    /// from its first instruction, so nothing of it keeps running.
+    async fn pause(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        let cgroup = self.cgroup(spec)?;
+        crate::limits::freeze::freeze(&cgroup)
+            .await
+            .map_err(|e| freeze_err("pause", spec, e))
+    }
+
+    async fn resume(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        let cgroup = self.cgroup(spec)?;
+        crate::limits::freeze::thaw(&cgroup)
+            .await
+            .map_err(|e| freeze_err("resume", spec, e))
     }
 
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {

@@ -9,6 +9,7 @@
 
 pub mod cgroup;
 pub mod disk;
+pub mod freeze;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

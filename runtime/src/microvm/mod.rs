@@ -16,6 +16,7 @@
 //! vsock path, and the timing of readiness. What runs here is unit-tested:
 //! the command line, the disk layout, the kernel lookup and the host check.
 
+pub mod api;
 pub mod command;
 pub mod kernel;
 pub mod layer;
@@ -171,6 +172,18 @@ fn is_vmm_cmdline(cmdline: &[u8]) -> bool {
         .is_some_and(|name| name == VMM_NAME)
 }
 
+/// `PUT /vm/<what>` on the workspace's VMM, answered by the VMM itself.
+async fn vmm_put(spec: &WorkspaceSpec, what: &'static str) -> Result<(), BackendError> {
+    let socket = Layer::of(spec).api_socket();
+    api::put(&socket, spec.guest_peer(), &format!("/vm/{what}"))
+        .await
+        .map_err(|e| BackendError::Pause {
+            what,
+            id: spec.id.clone(),
+            reason: e.to_string(),
+        })
+}
+
 impl Backend for MicrovmBackend {
     fn name(&self) -> &'static str {
         "microvm"
@@ -230,6 +243,15 @@ impl Backend for MicrovmBackend {
 
     async fn stop(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         crate::backend::end_processes(spec, STOP_GRACE).await
+    }
+
+    /// Parks every vCPU through the VMM's API (`PUT /vm/pause`).
+    async fn pause(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        vmm_put(spec, "pause").await
+    }
+
+    async fn resume(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        vmm_put(spec, "resume").await
     }
 
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
