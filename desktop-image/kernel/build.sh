@@ -10,6 +10,7 @@
 #
 # Needs (Debian): linux-source build-essential bc bison flex libelf-dev libssl-dev xz-utils
 # Cache: $CUBICLE_KERNEL_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/cubicle/kernel
+# Source: the newest $CUBICLE_KERNEL_SOURCE_DIR/linux-source-*.tar.xz (default /usr/src)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,8 +19,10 @@ cache_root=${CUBICLE_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cubicle/kerne
 
 die() { echo "kernel build: $*" >&2; exit 1; }
 
-tarball=$(ls /usr/src/linux-source-*.tar.xz 2>/dev/null | sort -V | tail -n 1 || true)
-[ -n "$tarball" ] || die "no /usr/src/linux-source-*.tar.xz: apt-get install linux-source"
+# Debian's linux-source puts its tarball here; tests point it elsewhere.
+source_dir=${CUBICLE_KERNEL_SOURCE_DIR:-/usr/src}
+tarball=$(ls "$source_dir"/linux-source-*.tar.xz 2>/dev/null | sort -V | tail -n 1 || true)
+[ -n "$tarball" ] || die "no $source_dir/linux-source-*.tar.xz: apt-get install linux-source"
 version=$(basename "$tarball" .tar.xz)
 key=$( { cat "$config"; echo "$version"; } | sha256sum | cut -c1-16)
 out="$cache_root/$key"

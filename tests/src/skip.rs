@@ -42,3 +42,18 @@ pub fn skip(reason: &str) {
         );
     }
 }
+
+/// Set to `1` (CI on a KVM host) to make "this host has no usable KVM" a
+/// failure instead of a skip; the VMM's own tests read the same variable.
+pub const REQUIRE_KVM_ENV: &str = "CUBICLE_REQUIRE_KVM";
+
+/// [`skip`] for a test that needs hardware virtualization this host lacks;
+/// where [`REQUIRE_KVM_ENV`] is `1` it fails the test instead.
+pub fn skip_without_kvm(reason: &str) {
+    let required = std::env::var_os(REQUIRE_KVM_ENV).is_some_and(|v| v == "1");
+    assert!(
+        !required,
+        "{REQUIRE_KVM_ENV}=1, but this host cannot run the test: {reason}"
+    );
+    skip(reason);
+}

@@ -32,10 +32,7 @@ fn request(socket: &Path, method: &str, path: &str, body: &str) -> (u16, String)
 
 #[test]
 fn configure_start_pause_resume_metrics_stop() {
-    if !kvm_available() {
-        eprintln!("/dev/kvm is not usable here; API test not run");
-        return;
-    }
+    require_kvm!();
     let dir = Scratch::new("api");
     let socket = dir.path("api.sock");
     let log = dir.path("serial.log");
@@ -112,9 +109,7 @@ fn configure_start_pause_resume_metrics_stop() {
 
 #[test]
 fn stop_while_paused_and_the_run_flag_api_socket() {
-    if !kvm_available() {
-        return;
-    }
+    require_kvm!();
     let dir = Scratch::new("api-paused");
     let socket = dir.path("vmm.sock");
     let child = vmm()

@@ -128,9 +128,7 @@ fn malformed_json_config() {
 
 #[test]
 fn a_kernel_that_is_not_a_kernel() {
-    if !kvm_available() {
-        return;
-    }
+    require_kvm!();
     let dir = Scratch::new("not-kernel");
     let file = dir.path("junk");
     std::fs::write(&file, vec![0x5au8; 8192]).expect("write junk");

@@ -9,15 +9,6 @@ use std::os::unix::net::{UnixListener, UnixStream};
 
 use common::*;
 
-macro_rules! require_kvm {
-    () => {
-        if !kvm_available() {
-            eprintln!("/dev/kvm is not usable here; VMM guest test not run");
-            return;
-        }
-    };
-}
-
 #[test]
 fn serial_output_then_i8042_reset_exits_cleanly() {
     require_kvm!();

@@ -1,34 +1,13 @@
 //! A full Linux boot. Needs hardware virtualization (vmx/svm) and a guest
 //! kernel from desktop-image/kernel/build.sh (or CUBICLE_VMLINUX); where
-//! either is missing it prints exactly one line `skipped: <reason>`.
+//! either is missing it is reported as skipped (`common::skip`); with
+//! `CUBICLE_REQUIRE_KVM=1` a host without hardware virtualization fails it.
 
 mod common;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use common::*;
-
-fn skip(reason: &str) {
-    // Written past libtest's capture so the line is always visible.
-    let _ = writeln!(std::io::stderr().lock(), "skipped: {reason}");
-    // And counted as skipped, not passed, by scripts/test (the protocol of
-    // cubicle_tests::skip, which this crate does not depend on).
-    if let Some(path) = std::env::var_os("CUBICLE_SKIP_LOG") {
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut log| writeln!(log, "cubicle-skip: linux_boots_to_init: {reason}"));
-        if let Err(err) = written {
-            let path = PathBuf::from(path);
-            panic!(
-                "cannot append to the skip log {} (CUBICLE_SKIP_LOG): {err}",
-                path.display()
-            );
-        }
-    }
-}
 
 fn hardware_virtualization() -> Result<(), String> {
     if std::path::Path::new("/sys/module/kvm_pvm").exists() {
@@ -69,7 +48,7 @@ fn kernel() -> Option<PathBuf> {
 #[test]
 fn linux_boots_to_init() {
     if let Err(reason) = hardware_virtualization() {
-        return skip(&reason);
+        return skip_without_kvm(&reason);
     }
     let Some(vmlinux) = kernel() else {
         return skip("no guest kernel: run desktop-image/kernel/build.sh or set CUBICLE_VMLINUX");

@@ -10,10 +10,7 @@ use common::*;
 
 #[test]
 fn forbidden_syscall_on_a_vcpu_thread_is_killed_with_sigsys() {
-    if !kvm_available() {
-        eprintln!("/dev/kvm is not usable here; seccomp test not run");
-        return;
-    }
+    require_kvm!();
     let out = run(&[
         "--kernel",
         guest("hello").to_str().expect("utf-8"),
@@ -34,9 +31,7 @@ fn forbidden_syscall_on_a_vcpu_thread_is_killed_with_sigsys() {
 
 #[test]
 fn without_the_forbidden_call_the_same_vm_runs_under_seccomp() {
-    if !kvm_available() {
-        return;
-    }
+    require_kvm!();
     let out = run(&["--kernel", guest("hello").to_str().expect("utf-8")]);
     assert!(
         out.status.success(),

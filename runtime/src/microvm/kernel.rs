@@ -8,8 +8,10 @@
 //! source version and a newline (`{ cat microvm.config; echo
 //! linux-source-X; } | sha256sum`). [`find`] computes the same path, so a
 //! kernel built from another config is never picked up by mistake; a unit
-//! test checks it against `build.sh --print-path`. `CUBICLE_VMLINUX`
-//! overrides the search, as in the VMM's boot test.
+//! test checks it against `build.sh --print-path`. The source tarball is
+//! looked for in `$CUBICLE_KERNEL_SOURCE_DIR` (default `/usr/src`), as the
+//! script does. `CUBICLE_VMLINUX` overrides the search, as in the VMM's
+//! boot test.
 
 use std::cmp::Ordering;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -69,7 +71,9 @@ impl KernelSearch {
         Self {
             vmlinux: var("CUBICLE_VMLINUX").map(PathBuf::from),
             cache_root,
-            source_dir: PathBuf::from("/usr/src"),
+            source_dir: var("CUBICLE_KERNEL_SOURCE_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/usr/src")),
         }
     }
 }
@@ -279,21 +283,28 @@ mod tests {
         );
     }
 
-    /// The path computed here is the one the script prints (it needs a real
-    /// linux-source tarball to name one; without it there is nothing to compare).
+    /// The path computed here is the one the script prints, for the same
+    /// (fake, empty) source tarballs: the newest of two versions, so the
+    /// version ordering of both sides is compared too.
     #[test]
     fn same_path_as_build_sh_print_path() {
-        let Some(version) = source_version(Path::new("/usr/src")) else {
-            return;
-        };
-        let cache = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let sources = root.path().join("src");
+        std::fs::create_dir(&sources).unwrap();
+        for name in ["linux-source-6.9.tar.xz", "linux-source-6.10.tar.xz"] {
+            std::fs::write(sources.join(name), "").unwrap();
+        }
+        let version = source_version(&sources).unwrap();
+        assert_eq!(version, "linux-source-6.10");
+        let cache = root.path().join("cache");
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../desktop-image/kernel/build.sh"
         );
         let out = std::process::Command::new("bash")
             .args([script, "--print-path"])
-            .env("CUBICLE_KERNEL_CACHE", cache.path())
+            .env("CUBICLE_KERNEL_CACHE", &cache)
+            .env("CUBICLE_KERNEL_SOURCE_DIR", &sources)
             .output()
             .unwrap();
         assert!(
@@ -302,10 +313,14 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         let printed = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        let ours = cache
-            .path()
-            .join(cache_key(CONFIG, &version))
-            .join("vmlinux");
+        let ours = find(&KernelSearch {
+            vmlinux: None,
+            cache_root: cache,
+            source_dir: sources,
+        });
+        let Err(KernelError::NotBuilt(ours)) = ours else {
+            panic!("nothing is built yet: {ours:?}");
+        };
         assert_eq!(PathBuf::from(printed), ours);
     }
 
