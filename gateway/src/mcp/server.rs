@@ -4,7 +4,8 @@
 use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -19,6 +20,9 @@ const INSTRUCTIONS: &str = "Cubicle workspaces are isolated Linux desktops (XFCE
 List or create a workspace, then drive it with `computer` (Anthropic computer-use actions; \
 screenshots come back as images), run commands with `exec`, and move files with \
 `read_file`, `write_file` and `list_files`.";
+
+/// How long a tool call a policy holds waits for an operator's decision.
+const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One MCP server over the gateway's state (the SDK makes one per request).
 #[derive(Clone)]
@@ -71,10 +75,40 @@ impl ServerHandler for CubicleMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller =
+        let mut caller =
             caller_of(&context).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let args = request.arguments.unwrap_or_default();
-        let outcome = match calls::call(&self.state, &caller, &request.name, args).await {
+        // A call a policy holds waits for an operator, telling the client
+        // it still waits (when it asked for progress), and answers that it
+        // is held if nobody decides in time.
+        caller.hold.wait = HELD_WAIT;
+        let (progress, mut waiting) = tokio::sync::mpsc::channel(4);
+        let token = context.meta.get_progress_token();
+        if token.is_some() {
+            caller.hold.progress = Some(progress);
+        }
+        let call = calls::call(&self.state, &caller, &request.name, args);
+        let outcome = async {
+            tokio::pin!(call);
+            loop {
+            tokio::select! {
+                outcome = &mut call => break outcome,
+                Some(note) = waiting.recv() => {
+                    let Some(token) = token.clone() else { continue };
+                    let message = format!(
+                        "held for an operator's approval ({}); waited {} s",
+                        note.approval,
+                        note.waited.as_secs()
+                    );
+                    let param = ProgressNotificationParam::new(token, note.waited.as_secs_f64())
+                        .with_message(message);
+                    let _ = context.peer.notify_progress(param).await;
+                }
+            }
+            }
+        }
+        .await;
+        let outcome = match outcome {
             Some(outcome) => outcome,
             None => {
                 let err = McpError::UnknownTool(request.name.into_owned());
