@@ -137,6 +137,19 @@ impl Policy {
     pub fn needs_browser(&self) -> bool {
         self.rules.iter().any(Rule::needs_browser)
     }
+
+    /// Whether a rule that looks at the browser could decide `subject` (a
+    /// screen action of a name some such rule lists, or any name when it
+    /// lists none): the browser is read only then.
+    pub fn needs_browser_for(&self, subject: &Subject) -> bool {
+        let Subject::Action { name, .. } = subject else {
+            return false;
+        };
+        self.rules.iter().any(|rule| {
+            rule.needs_browser()
+                && (rule.matchers.action.is_empty() || rule.matchers.action.contains(name))
+        })
+    }
 }
 
 /// Why a policy could not be loaded.

@@ -309,6 +309,18 @@ fn unreadable_browser_never_loosens() {
     // An allow rule that needs the page does not match an unreadable page.
     assert_eq!(open.evaluate(&typing, &unreadable).decision, Decision::Deny);
     assert!(open.needs_browser());
+    assert!(policy.needs_browser_for(&typing));
+    let moving = action("mouse_move", Some((1, 1)), None, None);
+    assert!(
+        !policy.needs_browser_for(&moving)
+            || policy
+                .rules
+                .iter()
+                .any(|r| r.needs_browser() && r.matchers.action.is_empty())
+    );
+    let only_typing = PolicySet::shipped().unwrap().get("default").unwrap();
+    assert!(only_typing.needs_browser_for(&typing));
+    assert!(!only_typing.needs_browser_for(&moving));
     assert!(
         !PolicySet::shipped()
             .unwrap()

@@ -91,20 +91,20 @@ impl ServerHandler for CubicleMcp {
         let outcome = async {
             tokio::pin!(call);
             loop {
-            tokio::select! {
-                outcome = &mut call => break outcome,
-                Some(note) = waiting.recv() => {
-                    let Some(token) = token.clone() else { continue };
-                    let message = format!(
-                        "held for an operator's approval ({}); waited {} s",
-                        note.approval,
-                        note.waited.as_secs()
-                    );
-                    let param = ProgressNotificationParam::new(token, note.waited.as_secs_f64())
-                        .with_message(message);
-                    let _ = context.peer.notify_progress(param).await;
+                tokio::select! {
+                    outcome = &mut call => break outcome,
+                    Some(note) = waiting.recv() => {
+                        let Some(token) = token.clone() else { continue };
+                        let message = format!(
+                            "held for an operator's approval ({}); waited {} s",
+                            note.approval,
+                            note.waited.as_secs()
+                        );
+                        let param = ProgressNotificationParam::new(token, note.waited.as_secs_f64())
+                            .with_message(message);
+                        let _ = context.peer.notify_progress(param).await;
+                    }
                 }
-            }
             }
         }
         .await;

@@ -238,7 +238,7 @@ pub async fn decide_all(
     let gates = &state.gates;
     let policy = gates.policy_of(&state.store, workspace).await?;
     let lookup = match gated.subject {
-        Subject::Action { .. } if policy.needs_browser() => {
+        Subject::Action { .. } if policy.needs_browser_for(&gated.subject) => {
             gates.browsers.context(state, workspace).await
         }
         _ => Lookup::Absent,
