@@ -21,4 +21,5 @@ mod mcp;
 mod microvm;
 mod operator;
 mod pause;
+mod replay;
 mod walls;

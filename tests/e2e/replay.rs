@@ -355,3 +355,47 @@ async fn a_killed_daemon_leaves_playable_fragments_and_a_chain_that_verifies() {
     let segments = unpack_segments(&bundle, &data.path().join("after-kill"));
     assert!(duration(&segments[0]) > 0.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_created_with_record_false_keeps_no_video() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--segment-seconds", "2"]).unwrap();
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some(r#"{"record": false}"#))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+    exec(
+        &daemon,
+        &id,
+        "setsid -f xfce4-terminal >/dev/null 2>&1 </dev/null",
+    )
+    .await;
+    // Longer than a segment: one would have been sealed by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let view = recording(&daemon, &daemon.token, &id).await;
+    assert_eq!(view["segments"], json!([]), "{view}");
+    let videos: Vec<_> = std::fs::read_dir(data.path().join("recordings").join(&id))
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "mp4"))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(videos.is_empty(), "{videos:?}");
+    // Its events are sealed all the same.
+    let stop = view["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "recording.stop");
+    if let Some(stop) = stop {
+        assert_eq!(stop["detail"]["discarded"], true, "{view}");
+    }
+    let bundle = data.path().join("bundle.tar");
+    export(&daemon, &daemon.token, &id, &bundle).await;
+    let (ok, said) = verify(&bundle, &public_key(&daemon).await);
+    assert!(ok, "{said}");
+}

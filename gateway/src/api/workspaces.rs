@@ -48,6 +48,9 @@ pub async fn create(
     let egress = crate::api::downloads::egress_in_create(&body)?;
     let policy = CreateWorkspace::policy_in(&body);
     let ws = ops::workspaces::create(&state, &ctx, request, limits, policy).await?;
+    if CreateWorkspace::record_in(&body) == Some(false) {
+        ops::replay::opt_out(&state, &ctx, &ws.id).await?;
+    }
     if let Some(egress) = egress {
         ops::egress::set_at_create(&state, &ctx, &ws.id, egress).await?;
     }

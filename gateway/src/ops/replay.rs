@@ -171,3 +171,15 @@ pub async fn segment(
     }
     Ok(path)
 }
+
+/// Turns recording off for workspace `id`, which the caller just created
+/// with `record: false`: what was recorded since it started is thrown away
+/// unsealed, and it is not recorded again.
+pub async fn opt_out(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+    recorded(state, ctx, id, Permission::WorkspacesCreate).await?;
+    state
+        .replay
+        .opt_out(id)
+        .await
+        .map_err(|e| ApiError::internal(format!("cannot turn recording off for {id}: {e}")))
+}

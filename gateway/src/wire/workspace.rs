@@ -33,6 +33,10 @@ pub struct CreateWorkspace {
     /// The policy it runs under (a name the server loaded, such as
     /// `default`, `strict`, `open`); the server's default when left out.
     pub policy: Option<String>,
+    /// Whether its screen is recorded: true by default (unless the server
+    /// runs with `--no-record`). With `false` no video is kept; its events
+    /// are sealed in its audit chain all the same.
+    pub record: Option<bool>,
 }
 
 /// A workspace's limits on the wire (create and view).
@@ -129,6 +133,13 @@ impl CreateWorkspace {
     pub fn policy_in(body: &[u8]) -> Option<String> {
         let value: Value = serde_json::from_slice(body).ok()?;
         value.get("policy")?.as_str().map(str::to_owned)
+    }
+
+    /// The `record` a create body names, if any (after [`Self::parse`]
+    /// accepted the body).
+    pub fn record_in(body: &[u8]) -> Option<bool> {
+        let value: Value = serde_json::from_slice(body).ok()?;
+        value.get("record")?.as_bool()
     }
 
     pub fn into_request(self) -> Result<(CreateRequest, Option<LimitsRequest>), ApiError> {
