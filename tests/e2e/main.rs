@@ -13,6 +13,7 @@ mod actions;
 mod cdp;
 mod control_attacks;
 mod doors;
+mod egress;
 mod exec_files;
 mod first_light;
 mod gates;

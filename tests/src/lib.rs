@@ -10,6 +10,7 @@ pub mod cdp;
 pub mod daemon;
 pub mod desk;
 pub mod guest;
+pub mod origin;
 pub mod procs;
 pub mod rfb;
 pub mod skip;

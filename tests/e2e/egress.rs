@@ -1,0 +1,538 @@
+//! Egress and the download quarantine on a real workspace: origins on the
+//! host's loopback (plain HTTP, and HTTPS with a test CA given as
+//! `--egress-extra-ca`), names answered by a test resolver, the workspace's
+//! curl and Chromium going through `127.0.0.1:3128` → the reverse channel →
+//! the host proxy. What a user would see is checked: pages load or are
+//! refused with the reason, downloads land in quarantine and not in the
+//! workspace, release puts them in `~/Downloads` without the execute bit.
+
+use std::time::{Duration, Instant};
+
+use cubicle_tests::desk::{self, Tok};
+use cubicle_tests::origin::{self, TestPki};
+use cubicle_tests::{Daemon, cdp};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+struct World {
+    daemon: Daemon,
+    id: String,
+    operator: Tok,
+    agent: Tok,
+    auditor: Tok,
+    http: u16,
+    https: u16,
+    closed: u16,
+    _data: tempfile::TempDir,
+}
+
+/// A daemon trusting the origins' CA, names from a test resolver, and one
+/// workspace allowed to reach the two origins (not the third).
+async fn world() -> World {
+    let pki = TestPki::new(&["origin.test", "127.0.0.1"]);
+    let http = origin::serve(None).await;
+    let https = origin::serve(Some(pki.server.clone())).await;
+    let closed = origin::serve(None).await;
+    let data = tempfile::tempdir().unwrap();
+    let ca = data.path().join("origin-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let hosts = data.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        "origin.test=127.0.0.1\nelsewhere.test=127.0.0.2\nrebind.test=127.0.0.1;127.0.0.2\n",
+    )
+    .unwrap();
+    let state = data.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let daemon = Daemon::start(
+        &state,
+        None,
+        &[
+            "--egress-extra-ca",
+            ca.to_str().unwrap(),
+            "--egress-test-hosts",
+            hosts.to_str().unwrap(),
+        ],
+    )
+    .unwrap();
+    let agent = desk::token(&daemon, "bot", "agent").await;
+    let body = json!({
+        "name": "egress",
+        "egress": {"allow": [
+            format!("origin.test:{http},{https}"),
+            format!("rebind.test:{http}"),
+            format!("127.0.0.1/32:{http},{https}"),
+        ]},
+    })
+    .to_string();
+    let (status, ws) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some(&body),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    World {
+        id: ws["id"].as_str().unwrap().to_owned(),
+        operator: desk::token(&daemon, "alice", "operator").await,
+        auditor: desk::token(&daemon, "carol", "auditor").await,
+        agent,
+        daemon,
+        http,
+        https,
+        closed,
+        _data: data,
+    }
+}
+
+impl World {
+    /// A shell line in the workspace (as the user, with the session's
+    /// proxy settings); stdout and stderr together.
+    async fn sh(&self, line: &str) -> String {
+        desk::exec(
+            &self.daemon,
+            &self.id,
+            &format!("{line} 2>&1; echo \" rc=$?\""),
+        )
+        .await
+    }
+
+    /// Every event of the workspace, page by page.
+    async fn events(&self) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let (status, body) = self
+                .daemon
+                .call(
+                    Method::GET,
+                    &format!("/v1/events?workspace={}&limit=1000&after={after}", self.id),
+                    None,
+                )
+                .await
+                .unwrap();
+            assert_eq!(status, 200, "{body}");
+            let page = body["events"].as_array().cloned().unwrap_or_default();
+            let Some(last) = page.last().and_then(|e| e["id"].as_i64()) else {
+                return all;
+            };
+            after = last;
+            all.extend(page);
+        }
+    }
+
+    /// Files under the workspace's directory on the host (its disk: home,
+    /// /tmp, the browser's home) holding the EICAR string.
+    fn eicar_copies(&self) -> String {
+        let dir = self.daemon.workspace_dir(&self.id);
+        let disk = cubicle_runtime::limits::disk::WorkspaceDisk::of(&dir);
+        let out = std::process::Command::new("grep")
+            .args(["-rl", "EICAR-STANDARD"])
+            .arg(disk.mount_point())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    async fn downloads(&self) -> Vec<Value> {
+        let (status, body) = self
+            .daemon
+            .call(
+                Method::GET,
+                &format!("/v1/downloads?workspace={}", self.id),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        body["downloads"].as_array().cloned().unwrap_or_default()
+    }
+
+    async fn decide(&self, who: &Tok, id: &str, what: &str) -> (u16, Value) {
+        self.daemon
+            .call_as(
+                Some(&who.secret),
+                Method::POST,
+                &format!("/v1/downloads/{id}/{what}"),
+                Some(r#"{"reason":"e2e"}"#),
+            )
+            .await
+            .unwrap()
+    }
+}
+
+fn header(output: &str, name: &str) -> Option<String> {
+    output.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim().to_owned())
+    })
+}
+
+#[tokio::test]
+async fn curl_reaches_allowed_origins_only_and_every_decision_is_an_event() {
+    let w = world().await;
+    let (http, https, closed) = (w.http, w.https, w.closed);
+    // Plain HTTP and HTTPS (intercepted: the workspace trusts the
+    // installation CA; the proxy verified the origin against the test CA).
+    let plain = w
+        .sh(&format!("curl -sS -m 20 http://origin.test:{http}/"))
+        .await;
+    assert!(plain.contains("hello from origin"), "{plain}");
+    let tls = w
+        .sh(&format!("curl -sS -m 20 https://origin.test:{https}/"))
+        .await;
+    assert!(tls.contains("hello from origin"), "{tls}");
+    let issuer = w
+        .sh(&format!(
+            "curl -sS -m 20 -o /dev/null -w '%{{certs}}' https://origin.test:{https}/ | grep -m1 Issuer"
+        ))
+        .await;
+    assert!(
+        issuer.contains("Cubicle egress CA"),
+        "intercepted: {issuer}"
+    );
+    // Another port, another host: 403 with the reason.
+    let port = w
+        .sh(&format!(
+            "curl -sS -m 20 -D - -o /dev/null http://origin.test:{closed}/"
+        ))
+        .await;
+    assert!(port.contains(" 403"), "{port}");
+    let reason = header(&port, "x-cubicle-egress-reason").unwrap_or_default();
+    assert!(
+        reason.contains(&format!("no rule allows origin.test:{closed}")),
+        "{port}"
+    );
+    let host = w
+        .sh(&format!(
+            "curl -sS -m 20 -D - -o /dev/null http://elsewhere.test:{http}/"
+        ))
+        .await;
+    assert!(host.contains(" 403"), "{host}");
+    assert!(
+        header(&host, "x-cubicle-egress-reason")
+            .is_some_and(|r| r.contains("127.0.0.2 is loopback")),
+        "{host}"
+    );
+    let tunnel = w
+        .sh(&format!("curl -sS -m 20 https://origin.test:{closed}/"))
+        .await;
+    assert!(tunnel.contains("403"), "CONNECT refused: {tunnel}");
+    // The name answers 127.0.0.1 first, then 127.0.0.2: the proxy asks
+    // once and connects to what it checked.
+    let rebind = w
+        .sh(&format!("curl -sS -m 20 http://rebind.test:{http}/"))
+        .await;
+    assert!(rebind.contains("hello from origin"), "{rebind}");
+    // No way around the proxy: the host's loopback is not the workspace's,
+    // and there is no other interface.
+    let direct = w
+        .sh(&format!(
+            "curl -sS -m 5 --noproxy '*' http://127.0.0.1:{http}/"
+        ))
+        .await;
+    assert!(!direct.contains("hello from origin"), "{direct}");
+    assert!(!direct.ends_with(" rc=0\n"), "{direct}");
+    let links = w.sh("awk -F: 'NR>2{print $1}' /proc/net/dev").await;
+    let names: Vec<&str> = links
+        .split_whitespace()
+        .filter(|l| !l.starts_with("rc="))
+        .collect();
+    assert_eq!(names, ["lo"], "only loopback: {links}");
+    let python = w
+        .sh(&format!(
+            "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {https}), 3)'"
+        ))
+        .await;
+    assert!(python.contains("Connection refused"), "{python}");
+
+    let events = w.events().await;
+    let decisions: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "egress.decision")
+        .collect();
+    assert!(
+        decisions.iter().any(|e| e["outcome"] == "allowed"
+            && e["detail"]["address"] == format!("127.0.0.1:{https}")
+            && e["detail"]["mode"] == "intercepted"),
+        "{decisions:#?}"
+    );
+    assert!(
+        decisions.iter().any(|e| e["outcome"] == "denied"
+            && e["detail"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains(&format!("no rule allows origin.test:{closed}")))),
+        "{decisions:#?}"
+    );
+    let requests: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "egress.request")
+        .collect();
+    assert!(
+        requests.iter().any(|e| e["detail"]["path"] == "/"
+            && e["detail"]["status"] == 200
+            && e["detail"]["mode"] == "intercepted"),
+        "{requests:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "egress.close"
+                && e["detail"]["bytes_down"].as_u64().unwrap_or(0) > 0),
+        "a close with bytes"
+    );
+    // The agent cannot widen its own egress; an operator can.
+    let put = |who: &Tok, body: &str| {
+        let body = body.to_owned();
+        let secret = who.secret.clone();
+        let path = format!("/v1/workspaces/{}/egress", w.id);
+        let daemon = &w.daemon;
+        async move {
+            daemon
+                .call_as(Some(&secret), Method::PUT, &path, Some(&body))
+                .await
+                .unwrap()
+        }
+    };
+    let (status, _) = put(&w.agent, r#"{"allow":["*.example.org"]}"#).await;
+    assert_eq!(status, 403);
+    let wider = format!(
+        r#"{{"allow":["origin.test:{http},{https},{closed}","127.0.0.1/32:{http},{https},{closed}"]}}"#
+    );
+    let (status, view) = put(&w.operator, &wider).await;
+    assert_eq!(status, 200, "{view}");
+    let now = w
+        .sh(&format!("curl -sS -m 20 http://origin.test:{closed}/"))
+        .await;
+    assert!(
+        now.contains("hello from origin"),
+        "the new policy applies at once: {now}"
+    );
+    let (status, shown) = w
+        .daemon
+        .call_as(
+            Some(&w.auditor.secret),
+            Method::GET,
+            &format!("/v1/workspaces/{}/egress", w.id),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        shown["policy"]["allow"].as_array().unwrap().len(),
+        2,
+        "{shown}"
+    );
+    let (status, bad) = put(&w.operator, r#"{"allow":["ok.test","not a host"]}"#).await;
+    assert_eq!(status, 400);
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("egress.allow[1]"),
+        "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn downloads_wait_in_quarantine_until_an_operator_releases_them() {
+    let w = world().await;
+    let http = w.http;
+    // curl asks for the EICAR file: the proxy holds it, the workspace gets
+    // a page saying so.
+    let got = w
+        .sh(&format!("cd /tmp && curl -sS -m 30 -D - -o held.html http://origin.test:{http}/eicar.com; cat held.html"))
+        .await;
+    assert!(got.contains(" 403"), "{got}");
+    assert!(got.contains("held in quarantine"), "{got}");
+    let id = header(&got, "x-cubicle-download").expect("the held page names the download");
+    let inside = w.eicar_copies();
+    assert!(
+        inside.is_empty(),
+        "the file must not be in the workspace: {inside}"
+    );
+    let list = w.downloads().await;
+    let held = list
+        .iter()
+        .find(|d| d["id"] == id.as_str())
+        .expect("listed");
+    assert_eq!(held["state"], "held");
+    assert_eq!(held["name"], "eicar.com");
+    assert_eq!(held["hits"][0]["rule"], "eicar_test_file", "{held}");
+    assert_eq!(held["size"], origin::EICAR.len());
+    // The agent may see it but not release it, nor fetch its bytes.
+    let (status, _) = w.decide(&w.agent, &id, "release").await;
+    assert_eq!(status, 403);
+    let (status, _) = w
+        .daemon
+        .call_as(
+            Some(&w.agent.secret),
+            Method::GET,
+            &format!("/v1/downloads/{id}/content"),
+            None,
+        )
+        .await
+        .unwrap_or((0, Value::Null));
+    assert_eq!(status, 403);
+    let (status, _) = w.decide(&w.auditor, &id, "release").await;
+    assert_eq!(status, 403);
+    // The operator fetches it (an attachment, not sniffed) and releases it.
+    let content = reqwest::Client::new()
+        .get(w.daemon.url(&format!("/v1/downloads/{id}/content")))
+        .bearer_auth(&w.operator.secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content.status(), 200);
+    assert_eq!(content.headers()["x-content-type-options"], "nosniff");
+    assert!(
+        content.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment")
+    );
+    assert_eq!(&content.bytes().await.unwrap()[..], origin::EICAR);
+    let (status, released) = w.decide(&w.operator, &id, "release").await;
+    assert_eq!(status, 200, "{released}");
+    assert_eq!(released["state"], "released");
+    assert_eq!(released["released_path"], "/home/user/Downloads/eicar.com");
+    let mode = w
+        .sh("stat -c %a /home/user/Downloads/eicar.com; head -c 20 /home/user/Downloads/eicar.com")
+        .await;
+    assert!(mode.starts_with("644\n"), "never executable: {mode}");
+    assert!(mode.contains("X5O!P%@AP"), "{mode}");
+    let (status, again) = w.decide(&w.operator, &id, "reject").await;
+    assert_eq!(status, 409, "decided once: {again}");
+    // A hostile name is cleaned; reject leaves nothing.
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -D - -o /dev/null http://origin.test:{http}/report.txt"
+        ))
+        .await;
+    let report = header(&got, "x-cubicle-download").expect("held");
+    let record = w
+        .downloads()
+        .await
+        .into_iter()
+        .find(|d| d["id"] == report.as_str())
+        .unwrap();
+    assert_eq!(record["name"], "bashrctxt.sh", "{record}");
+    let (status, rejected) = w.decide(&w.operator, &report, "reject").await;
+    assert_eq!(status, 200, "{rejected}");
+    let (status, _) = w
+        .daemon
+        .call_as(
+            Some(&w.operator.secret),
+            Method::GET,
+            &format!("/v1/downloads/{report}/content"),
+            None,
+        )
+        .await
+        .unwrap_or((0, Value::Null));
+    assert_eq!(status, 410, "rejected content is gone");
+    let listing = w.sh("ls -a /home/user/Downloads").await;
+    assert!(!listing.contains("bashrc"), "{listing}");
+    let kinds: Vec<String> = w
+        .events()
+        .await
+        .iter()
+        .filter_map(|e| e["kind"].as_str().map(str::to_owned))
+        .collect();
+    for kind in [
+        "download.held",
+        "download.release",
+        "download.reject",
+        "download.content",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+}
+
+#[tokio::test]
+async fn chromium_loads_an_allowed_https_page_errors_on_a_denied_one_and_a_clicked_download_is_held()
+ {
+    let w = world().await;
+    let (https, closed) = (w.https, w.closed);
+    let socket = w.daemon.channel_socket(&w.id);
+    let mut page = cdp::Page::first(&socket).await.unwrap();
+    page.goto(&format!("https://origin.test:{https}/page"))
+        .await
+        .unwrap();
+    let title = page.eval("document.title").await.unwrap();
+    assert_eq!(
+        title, "Origin page",
+        "the allowed page loaded over intercepted TLS"
+    );
+    let heading = page
+        .eval("document.getElementById('hello').textContent")
+        .await
+        .unwrap();
+    assert_eq!(heading, "Allowed origin");
+    // The screen shows it too: the page's blue fills the middle.
+    let shot = reqwest::Client::new()
+        .get(w.daemon.url(&format!("/v1/workspaces/{}/screenshot", w.id)))
+        .bearer_auth(&w.daemon.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shot.status(), 200);
+    let png = image::load_from_memory(&shot.bytes().await.unwrap())
+        .unwrap()
+        .to_rgb8();
+    let (width, height) = png.dimensions();
+    let middle = png.get_pixel(width / 2, height * 2 / 3).0;
+    assert_eq!(middle, origin::PAGE_BLUE, "the page is on the screen");
+    // A denied origin: Chromium shows its error page.
+    let _ = page
+        .call(
+            "Page.navigate",
+            json!({ "url": format!("https://origin.test:{closed}/page") }),
+        )
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut url = Value::Null;
+    while Instant::now() < deadline {
+        url = page.eval("location.href").await.unwrap_or(Value::Null);
+        if url
+            .as_str()
+            .is_some_and(|u| u.starts_with("chrome-error://"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        url.as_str()
+            .is_some_and(|u| u.starts_with("chrome-error://")),
+        "an error page for the denied origin, got {url}"
+    );
+    // Clicking a download link: held, not in the workspace.
+    page.goto(&format!("https://origin.test:{https}/page"))
+        .await
+        .unwrap();
+    page.eval("document.getElementById('eicar').click()")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut held = None;
+    while Instant::now() < deadline && held.is_none() {
+        held = w.downloads().await.into_iter().find(|d| {
+            d["name"] == "eicar.com" && d["url"].as_str().is_some_and(|u| u.starts_with("https://"))
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let held = held.expect("the clicked download is in quarantine");
+    assert_eq!(held["hits"][0]["rule"], "eicar_test_file");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let inside = w.eicar_copies();
+    assert!(
+        inside.is_empty(),
+        "nothing of it in the workspace: {inside}"
+    );
+}
