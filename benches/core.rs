@@ -16,19 +16,14 @@
 //!
 //!     cargo run -p cubicle-tests --bin bench-core [-- RUNS]
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cubicle_runtime::events::{self, NewEvent};
 use cubicle_runtime::state::Store;
 use cubicle_tests::Daemon;
+use cubicle_tests::stats::percentile_ms;
 use reqwest::Method;
 use serde_json::json;
-
-fn ms(samples: &mut [Duration], p: usize) -> f64 {
-    samples.sort();
-    let i = (samples.len() * p / 100).min(samples.len() - 1);
-    samples[i].as_secs_f64() * 1000.0
-}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -81,10 +76,13 @@ async fn main() -> anyhow::Result<()> {
         }
         written.push(started.elapsed());
     }
-    let (core50, core95) = (ms(&mut core, 50), ms(&mut core, 95));
-    let (me50, me95) = (ms(&mut me, 50), ms(&mut me, 95));
-    let (move50, move95) = (ms(&mut moved, 50), ms(&mut moved, 95));
-    let (write50, write95) = (ms(&mut written, 50), ms(&mut written, 95));
+    let (core50, core95) = (percentile_ms(&mut core, 50), percentile_ms(&mut core, 95));
+    let (me50, me95) = (percentile_ms(&mut me, 50), percentile_ms(&mut me, 95));
+    let (move50, move95) = (percentile_ms(&mut moved, 50), percentile_ms(&mut moved, 95));
+    let (write50, write95) = (
+        percentile_ms(&mut written, 50),
+        percentile_ms(&mut written, 95),
+    );
     println!("runs: {runs} each, interleaved");
     println!(
         "POST /actions cursor_position (core + 2 events): p50 {core50:.2} ms  p95 {core95:.2} ms"

@@ -9,14 +9,9 @@
 use std::time::{Duration, Instant};
 
 use cubicle_tests::Daemon;
+use cubicle_tests::stats::percentile_ms;
 use reqwest::Method;
 use serde_json::json;
-
-fn ms(samples: &mut [Duration], p: usize) -> f64 {
-    samples.sort();
-    let i = (samples.len() * p / 100).min(samples.len() - 1);
-    samples[i].as_secs_f64() * 1000.0
-}
 
 async fn round_trips(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Duration>> {
     let path = format!("/v1/workspaces/{id}/actions");
@@ -75,8 +70,8 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
 
-    let (alone50, alone95) = (ms(&mut alone, 50), ms(&mut alone, 95));
-    let (noisy50, noisy95) = (ms(&mut noisy, 50), ms(&mut noisy, 95));
+    let (alone50, alone95) = (percentile_ms(&mut alone, 50), percentile_ms(&mut alone, 95));
+    let (noisy50, noisy95) = (percentile_ms(&mut noisy, 50), percentile_ms(&mut noisy, 95));
     println!("runs: {runs} each");
     println!("B alone:                 p50 {alone50:.2} ms  p95 {alone95:.2} ms");
     println!(

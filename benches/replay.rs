@@ -20,14 +20,9 @@ use cubicle_recorder::checkpoint::AuditKey;
 use cubicle_runtime::events::{self, NewEvent};
 use cubicle_runtime::state::{Store, now_ms};
 use cubicle_tests::Daemon;
+use cubicle_tests::stats::percentile_ms;
 use reqwest::Method;
 use serde_json::{Value, json};
-
-fn percentile(samples: &mut [Duration], p: usize) -> f64 {
-    samples.sort();
-    let i = (samples.len() * p / 100).min(samples.len() - 1);
-    samples[i].as_secs_f64() * 1000.0
-}
 
 async fn sealing() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -70,13 +65,16 @@ async fn sealing() -> anyhow::Result<()> {
             plain.push(unsealed);
         }
     }
-    let (c50, p50) = (percentile(&mut chained, 50), percentile(&mut plain, 50));
+    let (c50, p50) = (
+        percentile_ms(&mut chained, 50),
+        percentile_ms(&mut plain, 50),
+    );
     println!(
         "seal one event: p50 {c50:.3} ms chained vs {p50:.3} ms unchained (+{:.3} ms, x{:.2}); p99 {:.3} vs {:.3} ms",
         c50 - p50,
         c50 / p50,
-        percentile(&mut chained, 99),
-        percentile(&mut plain, 99)
+        percentile_ms(&mut chained, 99),
+        percentile_ms(&mut plain, 99)
     );
     Ok(())
 }

@@ -8,14 +8,9 @@
 use std::time::{Duration, Instant};
 
 use cubicle_tests::Daemon;
+use cubicle_tests::stats::percentile_ms;
 use reqwest::Method;
 use serde_json::json;
-
-fn percentile(samples: &mut [Duration], p: usize) -> f64 {
-    samples.sort();
-    let i = (samples.len() * p / 100).min(samples.len() - 1);
-    samples[i].as_secs_f64() * 1000.0
-}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -81,30 +76,30 @@ async fn main() -> anyhow::Result<()> {
             .parse()
             .unwrap_or(0);
     }
-    let ours_p50 = percentile(&mut ours, 50);
-    let peer_p50 = percentile(&mut peer_inside, 50);
+    let ours_p50 = percentile_ms(&mut ours, 50);
+    let peer_p50 = percentile_ms(&mut peer_inside, 50);
     println!("screenshot 1280x800, {runs} runs each (p50 / p95 ms):");
     println!(
         "  cubicle  PNG over HTTP         {:8.1} / {:8.1}   ({} bytes)",
         ours_p50,
-        percentile(&mut ours, 95),
+        percentile_ms(&mut ours, 95),
         sizes.0
     );
     println!(
         "  cubicle  JPEG q80 over HTTP    {:8.1} / {:8.1}",
-        percentile(&mut ours_jpeg, 50),
-        percentile(&mut ours_jpeg, 95)
+        percentile_ms(&mut ours_jpeg, 50),
+        percentile_ms(&mut ours_jpeg, 95)
     );
     println!(
         "  xwd|convert PNG, inside guest  {:8.1} / {:8.1}   ({} bytes)",
         peer_p50,
-        percentile(&mut peer_inside, 95),
+        percentile_ms(&mut peer_inside, 95),
         sizes.1
     );
     println!(
         "  xwd|convert via exec API       {:8.1} / {:8.1}",
-        percentile(&mut peer_total, 50),
-        percentile(&mut peer_total, 95)
+        percentile_ms(&mut peer_total, 50),
+        percentile_ms(&mut peer_total, 95)
     );
     println!(
         "ratio (xwd|convert inside guest p50 / cubicle PNG p50): {:.1}x",

@@ -32,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the gateway and the runtime (builds the image first if missing).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Build the desktop image (cached by recipe hash).
     Image {
         #[command(subcommand)]
@@ -201,7 +201,7 @@ struct ServeArgs {
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Image {
             command: ImageCommand::Build(common),
         } => image_build(&common).await,

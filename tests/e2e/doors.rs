@@ -522,56 +522,61 @@ async fn every_operation_is_in_the_event_log_with_its_request_id() {
             }
         };
     let a = agent.secret.clone();
-    send(Method::POST, format!("/v1/workspaces/{id}/actions"), a.clone(),
-        r#"{"actions":[{"action":"mouse_move","coordinate":[30,40]},{"action":"type","text":"hunter2"}]}"#, "rid-action").await;
-    send(
-        Method::GET,
-        format!("/v1/workspaces/{id}/screenshot"),
-        a.clone(),
-        "",
-        "rid-shot",
-    )
-    .await;
-    send(
-        Method::POST,
-        format!("/v1/workspaces/{id}/exec"),
-        a.clone(),
-        r#"{"argv":["echo","logged"]}"#,
-        "rid-exec",
-    )
-    .await;
-    send(
-        Method::PUT,
-        format!("/v1/workspaces/{id}/files?path=/tmp/f"),
-        a.clone(),
-        "file body",
-        "rid-put",
-    )
-    .await;
-    send(
-        Method::DELETE,
-        format!("/v1/workspaces/{id}/files?path=/tmp/f"),
-        a.clone(),
-        "",
-        "rid-del",
-    )
-    .await;
-    send(
-        Method::POST,
-        format!("/v1/workspaces/{id}/control/take"),
-        operator.secret.clone(),
-        "",
-        "rid-take",
-    )
-    .await;
-    send(
-        Method::POST,
-        format!("/v1/workspaces/{id}/control/release"),
-        operator.secret.clone(),
-        "",
-        "rid-release",
-    )
-    .await;
+    let o = operator.secret.clone();
+    let calls = [
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/actions"),
+            &a,
+            r#"{"actions":[{"action":"mouse_move","coordinate":[30,40]},{"action":"type","text":"hunter2"}]}"#,
+            "rid-action",
+        ),
+        (
+            Method::GET,
+            format!("/v1/workspaces/{id}/screenshot"),
+            &a,
+            "",
+            "rid-shot",
+        ),
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/exec"),
+            &a,
+            r#"{"argv":["echo","logged"]}"#,
+            "rid-exec",
+        ),
+        (
+            Method::PUT,
+            format!("/v1/workspaces/{id}/files?path=/tmp/f"),
+            &a,
+            "file body",
+            "rid-put",
+        ),
+        (
+            Method::DELETE,
+            format!("/v1/workspaces/{id}/files?path=/tmp/f"),
+            &a,
+            "",
+            "rid-del",
+        ),
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/control/take"),
+            &o,
+            "",
+            "rid-take",
+        ),
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/control/release"),
+            &o,
+            "",
+            "rid-release",
+        ),
+    ];
+    for (method, path, secret, body, rid) in calls {
+        send(method, path, secret.clone(), body, rid).await;
+    }
     let mut cdp = open_socket(&daemon, &a, &format!("/v1/workspaces/{id}/cdp"))
         .await
         .unwrap();

@@ -14,6 +14,7 @@ pub mod origin;
 pub mod procs;
 pub mod rfb;
 pub mod skip;
+pub mod stats;
 
 pub use daemon::Daemon;
 pub use skip::skip;

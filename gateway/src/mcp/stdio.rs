@@ -269,10 +269,9 @@ fn routing_headers(line: &str) -> Vec<(&'static str, String)> {
 /// `value` as a header value: itself when it is visible ASCII without
 /// leading or trailing blanks, else base64 between `=?base64?` and `?=`.
 fn header_value(value: &str) -> String {
-    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !value.starts_with([' ', '\t'])
-        && !value.ends_with([' ', '\t'])
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    let blank_edge = value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']);
+    let looks_encoded = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b)) && !blank_edge && !looks_encoded;
     match plain {
         true => value.to_owned(),
         false => format!("=?base64?{}?=", B64.encode(value)),

@@ -19,20 +19,19 @@ use crate::app::AppState;
 use crate::control::ControlError;
 use crate::error::ApiError;
 
-/// Workspace `id`, if the caller has `permission` and may see it.
+/// Workspace `id`, if the caller has `permission` and may see it (a
+/// deleted one is gone here, as for an id that never existed).
 pub async fn workspace(
     state: &AppState,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
 ) -> Result<WorkspaceRecord, ApiError> {
-    ctx.require(permission)?;
-    match state.manager.get(id).await {
-        Ok(record) if ctx.sees(&record) => Ok(record),
-        // The same answer as for an id that never existed.
-        Ok(_) => Err(ManagerError::NotFound(id.to_owned()).into()),
-        Err(err) => Err(err.into()),
+    let record = any_workspace(state, ctx, id, permission).await?;
+    if record.state == WorkspaceState::Deleted {
+        return Err(ManagerError::NotFound(id.to_owned()).into());
     }
+    Ok(record)
 }
 
 /// Workspace `id` in any state, deleted included (its history stays
