@@ -65,10 +65,16 @@ async fn exec(daemon: &Daemon, id: &str, command: &str) -> (u16, Value) {
         .unwrap()
 }
 
-async fn counter(daemon: &Daemon, id: &str) -> u64 {
-    let (status, out) = exec(daemon, id, "cat /tmp/count").await;
+/// CPU ticks (user + system) process `pid` of the workspace has used.
+async fn ticks(daemon: &Daemon, id: &str, pid: &str) -> u64 {
+    let (status, out) = exec(daemon, id, &format!("cut -d' ' -f14,15 /proc/{pid}/stat")).await;
     assert_eq!(status, 200, "{out}");
-    out["stdout"].as_str().unwrap().trim().parse().unwrap_or(0)
+    out["stdout"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .map(|t| t.parse::<u64>().unwrap())
+        .sum()
 }
 
 #[tokio::test]
@@ -84,8 +90,8 @@ async fn paused_workspace_uses_no_cpu_refuses_input_and_resumes_where_it_was() {
     let (status, out) = exec(
         &daemon,
         id,
-        "setsid -f sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; done' \
-         >/dev/null 2>&1 </dev/null; sleep 0.3; pgrep -f 'i=0; while' | head -1",
+        "setsid -f sh -c 'echo $$ > /tmp/busy.pid; i=0; while :; do i=$((i+1)); done' \
+         >/dev/null 2>&1 </dev/null; sleep 0.3; cat /tmp/busy.pid",
     )
     .await;
     assert_eq!(status, 200, "{out}");
@@ -151,9 +157,9 @@ async fn paused_workspace_uses_no_cpu_refuses_input_and_resumes_where_it_was() {
     assert_eq!(status, 200, "{resumed}");
     assert_eq!(resumed["state"], "running");
     // The same process continues counting.
-    let first = counter(&daemon, id).await;
+    let first = ticks(&daemon, id, &busy_pid).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let second = counter(&daemon, id).await;
+    let second = ticks(&daemon, id, &busy_pid).await;
     assert!(
         second > first,
         "the busy loop did not continue: {first} then {second}"
