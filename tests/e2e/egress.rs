@@ -536,3 +536,54 @@ async fn chromium_loads_an_allowed_https_page_errors_on_a_denied_one_and_a_click
         "nothing of it in the workspace: {inside}"
     );
 }
+
+#[tokio::test]
+async fn an_operator_releases_a_held_download_in_the_page() {
+    let w = world().await;
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -D - -o /dev/null http://origin.test:{}/eicar.com",
+            w.http
+        ))
+        .await;
+    let id = header(&got, "x-cubicle-download").expect("held");
+    let config = json!({
+        "base": w.daemon.base,
+        "operator": w.operator.secret,
+        "auditor": w.auditor.secret,
+        "download": id,
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/browser/downloads.mjs");
+    let run = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(config.to_string())
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("downloads.mjs finished in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let seen: Value = stdout
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no result from downloads.mjs: {stdout}\n{stderr}"));
+    assert!(seen["error"].is_null(), "{}\n{stderr}", seen["error"]);
+    assert_eq!(seen["auditorButtons"], 0, "auditors see, never decide");
+    assert_eq!(seen["paneVisible"], true);
+    assert_eq!(seen["count"], "1 held");
+    assert_eq!(seen["name"], "eicar.com");
+    assert_eq!(seen["size"], format!("{} B", origin::EICAR.len()));
+    assert_eq!(seen["type"], "text/plain");
+    assert_eq!(seen["sha256"].as_str().map(str::len), Some(64));
+    assert_eq!(seen["hits"], json!(["eicar_test_file"]));
+    assert!(
+        seen["after"]
+            .as_str()
+            .is_some_and(|s| s.contains("released to /home/user/Downloads/eicar.com")),
+        "{seen}"
+    );
+    let mode = w.sh("stat -c %a /home/user/Downloads/eicar.com").await;
+    assert!(mode.starts_with("644"), "{mode}");
+}
