@@ -19,14 +19,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// One workspace as the test sees it.
 struct Ws {
     id: String,
+    /// Its user's host uid (the record's `host_uid`).
     uid: u32,
+    /// Its services' host uid (`cubicle-guest`, Xvnc, Chromium).
+    services_uid: u32,
 }
 
 async fn create(daemon: &Daemon) -> Ws {
     let ws = daemon.create_workspace("{}").await;
+    let uid = u32::try_from(ws["host_uid"].as_u64().expect("host_uid in the record")).unwrap();
     Ws {
         id: ws["id"].as_str().unwrap().to_owned(),
-        uid: u32::try_from(ws["host_uid"].as_u64().expect("host_uid in the record")).unwrap(),
+        uid,
+        services_uid: cubicle_tests::procs::workspace_uids(uid)[1],
     }
 }
 
@@ -75,13 +80,19 @@ async fn files(
 
 /// The host pid of the workspace's `cubicle-guest` (inside its namespaces).
 fn guest_pid(ws: &Ws) -> i32 {
-    cubicle_tests::procs::of_uid(ws.uid)
-        .into_iter()
+    service_pid(ws, b"/usr/local/sbin/cubicle-guest\0")
+}
+
+/// The host pid of the first process of the workspace's services whose
+/// command line starts with `prefix`.
+fn service_pid(ws: &Ws, prefix: &[u8]) -> i32 {
+    let mut pids = cubicle_tests::procs::of_uid(ws.services_uid);
+    pids.sort_unstable();
+    pids.into_iter()
         .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.starts_with(b"/usr/local/sbin/cubicle-guest\0"))
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(prefix))
         })
-        .expect("the workspace's cubicle-guest runs")
+        .unwrap_or_else(|| panic!("no {} among the services", String::from_utf8_lossy(prefix)))
 }
 
 /// A Unix socket listener the test owns, counting connections and bytes.
@@ -224,12 +235,19 @@ async fn symlinks_planted_inside_a_lead_nowhere(
     host_socket: &Path,
     wire: &Tripwire,
 ) {
-    // Nothing of the guest channel is mounted into the jail any more.
-    let (_, out) = exec(daemon, &a.id, "ls -la /run/cubicle 2>&1; ls /run").await;
+    // Nothing of the guest channel is mounted into the jail any more, and
+    // the user cannot make `/run/cubicle` (`/run` is the services').
+    let (_, out) = exec(
+        daemon,
+        &a.id,
+        "ls -la /run/cubicle 2>&1; ls /run; mkdir /run/cubicle",
+    )
+    .await;
     assert!(
         !out["stdout"].as_str().unwrap().contains("guest.sock"),
         "{out}"
     );
+    assert_ne!(out["exit_code"], 0, "the user made /run/cubicle: {out}");
     // The issue's path into B's tree (the guest socket is no longer there),
     // then B's socket where the host keeps it, which `guest.sock` ends on.
     let via_proc = format!("/proc/{}/root/run/cubicle/guest.sock", guest_pid(b));
@@ -238,17 +256,14 @@ async fn symlinks_planted_inside_a_lead_nowhere(
             daemon,
             &a.id,
             &format!(
-                "mkdir -p /run/cubicle && for d in /run/cubicle /tmp /home/user; do ln -sfn {target} $d/guest.sock; ln -sfn {target} $d/{name}.sock; done"
+                "for d in /tmp /home/user; do ln -sfn {target} $d/guest.sock; ln -sfn {target} $d/{name}.sock; done"
             ),
         )
         .await;
     }
     // Positive control: the planted link, followed from the host as the old
     // daemon did, reaches B's live guest.
-    let planted = PathBuf::from(format!(
-        "/proc/{}/root/run/cubicle/guest.sock",
-        guest_pid(a)
-    ));
+    let planted = PathBuf::from(format!("/proc/{}/root/tmp/guest.sock", guest_pid(a)));
     let stream = cubicle_tests::guest::connect(&planted, 1024).await;
     assert!(
         stream.is_ok(),
@@ -262,7 +277,7 @@ async fn symlinks_planted_inside_a_lead_nowhere(
         daemon,
         &a.id,
         &format!(
-            "for d in /run/cubicle /tmp /home/user; do ln -sfn {} $d/guest.sock; done",
+            "for d in /tmp /home/user; do ln -sfn {} $d/guest.sock; done",
             host_socket.display()
         ),
     )
@@ -281,12 +296,7 @@ async fn symlinks_planted_inside_a_lead_nowhere(
     let (status, body) = files(daemon, Method::PUT, &a.id, "path=/home/user/x.txt", b"hi").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(wire.heard(), (0, 0), "the host socket heard the daemon");
-    sh(
-        daemon,
-        &a.id,
-        "rm -f /run/cubicle/*.sock /tmp/*.sock /home/user/*.sock",
-    )
-    .await;
+    sh(daemon, &a.id, "rm -f /tmp/*.sock /home/user/*.sock").await;
 }
 
 /// (a), (b) one wall deeper: even if the path the daemon connects to were
@@ -357,7 +367,6 @@ async fn a_swapped_channel_is_refused_before_a_byte(
 async fn a_fake_listener_inside_a_hears_nothing(daemon: &Daemon, a: &Ws, secret: &str) {
     let fake = r#"
 import os, socket, threading
-os.makedirs('/run/cubicle', exist_ok=True)
 def serve(path):
     try: os.unlink(path)
     except FileNotFoundError: pass
@@ -366,29 +375,31 @@ def serve(path):
         c, _ = s.accept()
         with open('/tmp/fake.log', 'a') as log: log.write(path + '\n')
         c.close()
-for p in ['/run/cubicle/guest.sock', '/tmp/guest.sock', '/home/user/guest.sock']:
+for p in ['/tmp/guest.sock', '/home/user/guest.sock']:
     threading.Thread(target=serve, args=(p,), daemon=True).start()
 open('/tmp/fake.ready', 'w').close()
 threading.Event().wait()
 "#;
     sh(daemon, &a.id, &format!("cat > /tmp/fake.py <<'EOF'\n{fake}\nEOF\nsetsid -f python3 /tmp/fake.py >/dev/null 2>&1; for i in $(seq 50); do [ -e /tmp/fake.ready ] && break; sleep 0.1; done; sleep 0.2")).await;
     // Positive control: the fake listener really listens.
-    sh(daemon, &a.id, "python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('/run/cubicle/guest.sock')\"; sleep 0.2").await;
+    sh(daemon, &a.id, "python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('/tmp/guest.sock')\"; sleep 0.2").await;
     assert_eq!(
         sh(daemon, &a.id, "cat /tmp/fake.log").await,
-        "/run/cubicle/guest.sock\n"
+        "/tmp/guest.sock\n"
     );
     for _ in 0..3 {
         lands_in(daemon, a, secret).await;
     }
     assert_eq!(
         sh(daemon, &a.id, "cat /tmp/fake.log").await,
-        "/run/cubicle/guest.sock\n",
+        "/tmp/guest.sock\n",
         "the daemon connected to a listener inside A"
     );
 
     // Taking the guest's own listening socket: its number is in plain sight,
-    // pidfd_open works (control), pidfd_getfd and /proc/<pid>/fd do not.
+    // pidfd_open works (control), pidfd_getfd and /proc/<pid>/fd do not
+    // (the guest runs as the services' uid: its descriptors are not even
+    // listed to the user).
     let steal = r#"
 import ctypes, errno, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -396,7 +407,11 @@ pid = next(int(p) for p in os.listdir('/proc') if p.isdigit()
            and open(f'/proc/{p}/cmdline', 'rb').read().startswith(b'/usr/local/sbin/cubicle-guest'))
 argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\0')
 fd = int(argv[argv.index(b'--channel-fd') + 1])
-print('target', os.readlink(f'/proc/{pid}/fd/{fd}').split(':')[0])
+print('fd', fd)
+try:
+    print('target', os.readlink(f'/proc/{pid}/fd/{fd}').split(':')[0])
+except OSError as e:
+    print('readlink', errno.errorcode[e.errno])
 pidfd = os.pidfd_open(pid)
 print('pidfd_open ok')
 got = libc.syscall(438, pidfd, fd, 0)
@@ -408,13 +423,20 @@ except OSError as e:
     print('proc open', errno.errorcode[e.errno])
 "#;
     let out = sh(daemon, &a.id, &format!("python3 - <<'EOF'\n{steal}\nEOF")).await;
+    // Control, from the host: that descriptor of the guest is the socket.
+    let fd = out
+        .lines()
+        .find_map(|l| l.strip_prefix("fd "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let target = std::fs::read_link(format!("/proc/{}/fd/{fd}", guest_pid(a))).unwrap();
     assert!(
-        out.contains("target socket\n"),
-        "control: the fd is the socket: {out}"
+        target.to_string_lossy().starts_with("socket:"),
+        "control: {target:?}"
     );
+    assert!(out.contains("readlink EACCES\n"), "{out}");
     assert!(out.contains("pidfd_open ok\n"), "control: {out}");
     assert!(out.contains("pidfd_getfd -1 EPERM\n"), "{out}");
-    assert!(!out.contains("proc open ok"), "{out}");
+    assert!(out.contains("proc open EACCES"), "{out}");
     sh(daemon, &a.id, "pkill -f 'python3 /tmp/fak[e].py'; rm -f /run/cubicle/guest.sock /tmp/guest.sock /home/user/guest.sock").await;
 }
 
@@ -485,4 +507,352 @@ async fn vsock_is_refused_inside(daemon: &Daemon, a: &Ws) {
         stderr.contains("PermissionError") && stderr.contains("Operation not permitted"),
         "{out}"
     );
+}
+
+/// Issue 9 item 5: from the user's side of a workspace (whatever an agent
+/// execs, or the desktop's terminal runs) neither Xvnc's RFB nor Chromium's
+/// DevTools can be reached, and no process of the services can be read,
+/// entered or signalled. Positive controls: the same clients reach both
+/// from where the services are (the host, through the guest channel or the
+/// browser's own network namespace), and the gateway's own RFB and CDP
+/// paths work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_are_out_of_the_users_reach() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let a = create(&daemon).await;
+    rfb_is_closed_to_the_user(&daemon, &a).await;
+    devtools_is_closed_to_the_user(&daemon, &a).await;
+    services_cannot_be_read_or_signalled(&daemon, &a).await;
+    the_user_has_no_capabilities_but_keeps_the_display(&daemon, &a).await;
+    files_run_as_the_user(&daemon, &a).await;
+}
+
+/// A Python client run by exec: RFB on every way in the user could try.
+const RFB_PROBE: &str = r#"
+import errno, os, socket
+def first_bytes(s, ask=None):
+    s.settimeout(3)
+    data = b''
+    try:
+        if ask: s.sendall(ask)
+        while len(data) < 4096:
+            chunk = s.recv(4096)
+            if not chunk: break
+            data += chunk
+            if not ask: break
+    except OSError:
+        pass
+    return data
+def tcp(port):
+    s = socket.socket(); s.settimeout(3)
+    try:
+        s.connect(('127.0.0.1', port)); print('tcp', port, 'open', first_bytes(s)[:12])
+    except OSError as e: print('tcp', port, errno.errorcode[e.errno])
+def unix(path):
+    s = socket.socket(socket.AF_UNIX); s.settimeout(3)
+    try:
+        s.connect(path); print('unix', path, 'open', first_bytes(s)[:12])
+    except OSError as e: print('unix', path, errno.errorcode[e.errno])
+def pids(prefix):
+    out = []
+    for p in os.listdir('/proc'):
+        try:
+            if p.isdigit() and open(f'/proc/{p}/cmdline', 'rb').read().startswith(prefix): out.append(p)
+        except OSError: pass
+    return out
+for port in (5900, 5901, 9222):
+    tcp(port)
+unix('/run/cubicle-services/rfb.sock')
+xvnc = pids(b'/usr/bin/Xvnc')
+print('xvnc pids', len(xvnc))
+for p in xvnc:
+    unix(f'/proc/{p}/root/run/cubicle-services/rfb.sock')
+ports = set()
+for table in ('/proc/net/tcp', '/proc/net/tcp6'):
+    for line in open(table).read().splitlines()[1:]:
+        f = line.split()
+        if f[3] == '0A': ports.add(int(f[1].rsplit(':', 1)[1], 16))
+print('listening', sorted(ports))
+for port in sorted(ports):
+    if first_bytes(socket.create_connection(('127.0.0.1', port), timeout=3)).startswith(b'RFB'):
+        print('RFB on', port)
+    ask = b'GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'
+    if b'webSocketDebuggerUrl' in first_bytes(socket.create_connection(('127.0.0.1', port), timeout=3), ask):
+        print('DevTools on', port)
+"#;
+
+async fn rfb_is_closed_to_the_user(daemon: &Daemon, a: &Ws) {
+    let out = sh(
+        daemon,
+        &a.id,
+        &format!("python3 - <<'EOF'\n{RFB_PROBE}\nEOF"),
+    )
+    .await;
+    for line in [
+        "tcp 5900 ECONNREFUSED",
+        "tcp 9222 ECONNREFUSED",
+        "unix /run/cubicle-services/rfb.sock EACCES",
+        "xvnc pids 1",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    let via_proc = out
+        .lines()
+        .filter(|l| l.starts_with("unix /proc/"))
+        .collect::<Vec<_>>();
+    assert_eq!(via_proc.len(), 1, "{out}");
+    assert!(via_proc[0].ends_with("EACCES"), "{out}");
+    assert!(!out.contains(" open "), "a way in was open:\n{out}");
+    assert!(
+        !out.contains("RFB on") && !out.contains("DevTools on"),
+        "{out}"
+    );
+
+    // Control: the socket is live, and the same first read gets the RFB
+    // banner where the services are (from the host, as root).
+    let xvnc = service_pid(a, b"/usr/bin/Xvnc\0");
+    let path = format!("/proc/{xvnc}/root/run/cubicle-services/rfb.sock");
+    let mut raw = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let mut banner = [0u8; 12];
+    raw.read_exact(&mut banner).await.unwrap();
+    assert_eq!(&banner, b"RFB 003.008\n", "control: {path}");
+    drop(raw);
+    // Control: the guest channel's RFB port, and the gateway's own RFB
+    // client (a screenshot).
+    let socket = daemon.channel_socket(&a.id);
+    let mut channel = cubicle_tests::guest::connect(&socket, 5900).await.unwrap();
+    channel.read_exact(&mut banner).await.unwrap();
+    assert_eq!(&banner, b"RFB 003.008\n");
+    drop(channel);
+    let (status, shot) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{}/actions", a.id),
+            Some(&json!({"action": "screenshot"}).to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{shot}");
+    assert_eq!(shot["result"]["width"], 1280, "{shot}");
+}
+
+/// A Python client run by exec: DevTools on TCP, and through /proc into the
+/// browser's descriptors, root or network namespace.
+const CDP_PROBE: &str = r#"
+import errno, os, socket
+def pids(prefix):
+    out = []
+    for p in os.listdir('/proc'):
+        try:
+            if p.isdigit() and open(f'/proc/{p}/cmdline', 'rb').read().startswith(prefix): out.append(int(p))
+        except OSError: pass
+    return sorted(out)
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect(('127.0.0.1', 9222)); print('devtools open')
+except OSError as e: print('devtools', errno.errorcode[e.errno])
+browser = pids(b'/usr/lib/chromium/chromium')
+print('browser processes', len(browser) > 0)
+for pid in browser:
+    for what in ('fd', 'fdinfo', 'root/run', 'ns/net', 'mem', 'environ'):
+        path = f'/proc/{pid}/{what}'
+        try:
+            if what in ('fd', 'fdinfo', 'root/run'): os.listdir(path)
+            else: os.open(path, os.O_RDONLY)
+            print(path, 'OPEN')
+        except OSError as e: print(what, errno.errorcode[e.errno])
+"#;
+
+async fn devtools_is_closed_to_the_user(daemon: &Daemon, a: &Ws) {
+    let out = sh(
+        daemon,
+        &a.id,
+        &format!("python3 - <<'EOF'\n{CDP_PROBE}\nEOF"),
+    )
+    .await;
+    assert!(out.contains("devtools ECONNREFUSED"), "{out}");
+    assert!(out.contains("browser processes True"), "{out}");
+    assert!(
+        !out.contains("OPEN"),
+        "a way into the browser was open:\n{out}"
+    );
+    for what in ["fd", "ns/net", "mem"] {
+        assert!(out.contains(&format!("{what} EACCES")), "{what}: {out}");
+    }
+    let curl = sh(
+        daemon,
+        &a.id,
+        "curl -s -m 3 http://127.0.0.1:9222/json/version; echo rc=$?",
+    )
+    .await;
+    assert!(curl.contains("rc=7"), "curl reached DevTools: {curl}");
+
+    // Control: DevTools answers inside the browser's own network namespace
+    // (entered from the host as root).
+    let chromium = service_pid(a, b"/usr/lib/chromium/chromium\0");
+    let inside = std::process::Command::new("nsenter")
+        .arg(format!("--net=/proc/{chromium}/ns/net"))
+        .args([
+            "curl",
+            "-s",
+            "-m",
+            "5",
+            "http://127.0.0.1:9222/json/version",
+        ])
+        .output()
+        .unwrap();
+    let inside = String::from_utf8_lossy(&inside.stdout);
+    assert!(inside.contains("webSocketDebuggerUrl"), "control: {inside}");
+    // Control: the guest channel's CDP port (what the gateway uses) runs a
+    // real call, and the gateway's discovery answers.
+    let mut page = cubicle_tests::cdp::Page::first(&daemon.channel_socket(&a.id))
+        .await
+        .unwrap();
+    let two = page
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "1 + 1", "returnByValue": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(two["result"]["value"], 2, "{two}");
+    let (status, version) = daemon
+        .call(
+            Method::GET,
+            &format!("/v1/workspaces/{}/cdp/json/version", a.id),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{version}");
+    assert!(version["Browser"].as_str().is_some(), "{version}");
+}
+
+/// A Python script run by exec: every service's /proc entries and a
+/// signal, next to the same for a process of the user's own (control).
+const PROC_PROBE: &str = r#"
+import errno, os, subprocess
+def pids(prefix):
+    out = []
+    for p in os.listdir('/proc'):
+        try:
+            if p.isdigit() and open(f'/proc/{p}/cmdline', 'rb').read().startswith(prefix): out.append(int(p))
+        except OSError: pass
+    return sorted(out)
+own = subprocess.Popen(['sleep', '30'])
+targets = [('own', own.pid)]
+for name, prefix in (('guest', b'/usr/local/sbin/cubicle-guest'), ('xvnc', b'/usr/bin/Xvnc'), ('chromium', b'/usr/lib/chromium/chromium')):
+    targets += [(name, pid) for pid in pids(prefix)[:2]]
+for name, pid in targets:
+    for what in ('mem', 'environ', 'maps', 'fd', 'root', 'cwd', 'ns/user'):
+        path = f'/proc/{pid}/{what}'
+        try:
+            if what in ('fd', 'root', 'cwd'): os.listdir(path)
+            else: os.close(os.open(path, os.O_RDONLY))
+            print(name, what, 'OPEN')
+        except OSError as e: print(name, what, errno.errorcode[e.errno])
+    try:
+        os.kill(pid, 0); print(name, 'signal OPEN')
+    except OSError as e: print(name, 'signal', errno.errorcode[e.errno])
+own.kill()
+"#;
+
+async fn services_cannot_be_read_or_signalled(daemon: &Daemon, a: &Ws) {
+    let out = sh(
+        daemon,
+        &a.id,
+        &format!("python3 - <<'EOF'\n{PROC_PROBE}\nEOF"),
+    )
+    .await;
+    let (own, services): (Vec<&str>, Vec<&str>) =
+        out.lines().partition(|line| line.starts_with("own "));
+    // Control: the same reads and the signal work on the user's own process.
+    assert_eq!(own.len(), 8, "{out}");
+    assert!(own.iter().all(|l| l.ends_with(" OPEN")), "control: {own:?}");
+    for name in ["guest", "xvnc", "chromium"] {
+        assert!(
+            services.iter().any(|l| l.starts_with(name)),
+            "{name} not probed: {out}"
+        );
+    }
+    let open: Vec<&&str> = services.iter().filter(|l| l.ends_with("OPEN")).collect();
+    assert!(open.is_empty(), "the user reached a service: {open:?}");
+    assert!(
+        services
+            .iter()
+            .filter(|l| l.contains(" signal "))
+            .all(|l| l.ends_with("EPERM")),
+        "{out}"
+    );
+}
+
+async fn the_user_has_no_capabilities_but_keeps_the_display(daemon: &Daemon, a: &Ws) {
+    let out = sh(
+        daemon,
+        &a.id,
+        "id -u; grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status; unshare -n true 2>&1; echo net=$?; unshare -U true 2>&1; echo user=$?",
+    )
+    .await;
+    assert!(out.starts_with("1000\n"), "{out}");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        assert!(
+            out.contains(&format!("{set}:\t0000000000000000")),
+            "{set}: {out}"
+        );
+    }
+    assert!(!out.contains("net=0") && !out.contains("user=0"), "{out}");
+    // Control: the supervisor is another uid, and it does hold capabilities.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", guest_pid(a))).unwrap();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(uid_line.contains(&a.services_uid.to_string()), "{uid_line}");
+    let eff = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
+    assert!(!eff.ends_with("0000000000000000"), "control: {eff}");
+    // The user keeps the X display (the desktop's terminal is an X client):
+    // X input from the user's own programs is outside the control lock.
+    let pointer = sh(daemon, &a.id, "xdotool mousemove 7 9 getmouselocation").await;
+    assert!(pointer.starts_with("x:7 y:9"), "{pointer}");
+}
+
+async fn files_run_as_the_user(daemon: &Daemon, a: &Ws) {
+    // Control: files work as the user, and what they make is the user's.
+    let (status, body) = files(daemon, Method::PUT, &a.id, "path=/home/user/mine.txt", b"m").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        sh(daemon, &a.id, "stat -c %u /home/user/mine.txt")
+            .await
+            .trim(),
+        "1000"
+    );
+    let (status, body) = files(daemon, Method::GET, &a.id, "path=/home/user/mine.txt", b"").await;
+    assert_eq!((status, body.as_str()), (200, "m"));
+    // The supervisor serves files, but with the user's permissions: not
+    // its own memory or environment, nor the browser's profile.
+    let guest_inside = sh(daemon, &a.id, "pgrep -x cubicle-guest").await;
+    let guest_inside = guest_inside.trim();
+    for path in [
+        "/proc/self/environ".to_owned(),
+        "/proc/self/mem".to_owned(),
+        format!("/proc/{guest_inside}/environ"),
+        "/run/cubicle-browser/profile/Default/Preferences".to_owned(),
+        "/run/cubicle-services/rfb.sock".to_owned(),
+    ] {
+        let (status, body) = files(daemon, Method::GET, &a.id, &format!("path={path}"), b"").await;
+        assert!(status >= 400, "{path}: {status} {body}");
+        assert!(!body.contains("PATH="), "{path}: {body}");
+    }
+    let (status, body) = files(
+        daemon,
+        Method::PUT,
+        &a.id,
+        "path=/run/cubicle-browser/profile/planted",
+        b"x",
+    )
+    .await;
+    assert!(status >= 400, "wrote into the browser's profile: {body}");
+    // Control: the profile is there (on the workspace's disk).
+    let prefs = daemon
+        .workspace_dir(&a.id)
+        .join("disk/browser/profile/Default/Preferences");
+    assert!(prefs.exists(), "control: {}", prefs.display());
 }

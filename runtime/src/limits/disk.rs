@@ -77,7 +77,9 @@ impl WorkspaceDisk {
     }
 
     /// Makes the image if there is none (sparse, `bytes` long, ext4), mounts
-    /// it, and lays it out: `home` of `user_uid` (0700), `browser` of
+    /// it, and lays it out: `home` of `user_uid` (0750: its group is the
+    /// user's, which the services also hold, so the browser can upload the
+    /// user's files; nobody else's), `browser` of
     /// `services_uid` (0700), and `tmp` shared by both like any `/tmp`
     /// (root's, 1777: neither uid can rename the other's entries away). A
     /// home from before disks existed is moved onto the new disk.
@@ -102,7 +104,7 @@ impl WorkspaceDisk {
         std::fs::set_permissions(&self.mount, std::fs::Permissions::from_mode(0o711))
             .map_err(io_err(&self.mount))?;
         for (dir, owner, mode) in [
-            (self.home(), user_uid, 0o700),
+            (self.home(), user_uid, 0o750),
             (self.browser(), services_uid, 0o700),
             (self.tmp(), 0, 0o1777),
         ] {
@@ -325,7 +327,7 @@ mod tests {
             let meta = std::fs::metadata(path).unwrap();
             (meta.uid(), meta.mode() & 0o7777)
         };
-        assert_eq!(owner_mode(disk.home()), (65534, 0o700));
+        assert_eq!(owner_mode(disk.home()), (65534, 0o750));
         assert_eq!(owner_mode(disk.browser()), (65533, 0o700));
         assert_eq!(owner_mode(disk.tmp()), (0, 0o1777));
         std::os::unix::fs::symlink("/etc", disk.tmp().join(".X11-unix")).unwrap();

@@ -124,7 +124,12 @@ fn main() -> std::process::ExitCode {
 /// the user's). A microVM's guest still runs everything as the user (see
 /// [`vm_init`]), so there it goes on without, and says so.
 fn separate_services(vm: bool) -> Result<endpoints::Endpoints, String> {
-    user::init();
+    if user::init() {
+        // The services may read what the user shares with its group (the
+        // browser uploads the user's files); the user gets nothing of the
+        // services'.
+        user::join_users_group().map_err(|err| format!("cannot join the user's group: {err}"))?;
+    }
     let browser_net = match browser_net::BrowserNet::create() {
         Ok(net) => net,
         Err(err) if vm => {

@@ -34,6 +34,19 @@ fn switching() -> bool {
     SWITCH.get().copied().unwrap_or(false)
 }
 
+/// Makes the user's group the supervisor's only supplementary group, so
+/// the services (Chromium's file chooser and uploads) can read what the
+/// user leaves group-readable (its home is 0750). Call while the process
+/// has one thread.
+pub fn join_users_group() -> std::io::Result<()> {
+    let groups = [GID];
+    // SAFETY: setgroups reads `groups.len()` ids from a live local array.
+    if unsafe { libc::setgroups(groups.len(), groups.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Makes `command` run as the user, with no capability at all: the child
 /// takes the user's gid and uid (no supplementary groups) before it
 /// changes to its working directory (the user's home is closed to the
