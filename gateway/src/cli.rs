@@ -175,6 +175,10 @@ struct ServeArgs {
     /// ...or this many seconds after the last, whichever comes first.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     checkpoint_seconds: u64,
+    /// Remove video segments this many days old (each removal is sealed in
+    /// the chain); 0 keeps them for ever.
+    #[arg(long, default_value_t = 0)]
+    recording_retention_days: u64,
     /// Egress for workspaces given no policy: `deny` (none) or `allow`
     /// (public addresses, any port; private ranges stay closed).
     #[arg(long, env = "CUBICLE_EGRESS_DEFAULT", default_value = "deny")]
@@ -412,6 +416,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let stop_sealing = tokio_util::sync::CancellationToken::new();
     let sealer = tokio::spawn(replay.clone().run_checkpoints(stop_sealing.clone()));
     replay.resume(&state).await;
+    let retention = tokio::spawn(cubicle_gateway::replay::retention::run(
+        state.clone(),
+        stop_sealing.clone(),
+    ));
     let stop_following = tokio_util::sync::CancellationToken::new();
     let follower = tokio::spawn(cubicle_gateway::ops::host::follow(
         state.clone(),
@@ -438,6 +446,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = sweeper.await;
     stop_sealing.cancel();
     let _ = sealer.await;
+    let _ = retention.await;
     Ok(())
 }
 
@@ -481,6 +490,8 @@ fn open_replay(
     config.segment = Duration::from_secs(args.segment_seconds);
     config.checkpoint_records = args.checkpoint_records;
     config.checkpoint_every = Duration::from_secs(args.checkpoint_seconds);
+    config.retention = (args.recording_retention_days > 0)
+        .then(|| Duration::from_secs(args.recording_retention_days * 86_400));
     let replay = Replay::open(store.clone(), config)?;
     say(&format!("audit public key: {}", replay.key.public_hex()));
     if args.no_record {

@@ -26,6 +26,10 @@ pub const HOST_CHAIN: &str = "host";
 /// The kind of the record a closed video segment enters the chain as.
 pub const SEGMENT_KIND: &str = "recording.segment";
 
+/// The kind of the record that says a segment's file was removed by the
+/// retention setting (`detail.file`): a bundle may then lack it.
+pub const EXPIRE_KIND: &str = "recording.expire";
+
 /// What can go wrong building a record.
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {

@@ -21,7 +21,7 @@ use ed25519_dalek::VerifyingKey;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::audit_chain::{self, Hash, Record, SEGMENT_KIND};
+use crate::audit_chain::{self, EXPIRE_KIND, Hash, Record, SEGMENT_KIND};
 use crate::bundle::Bundle;
 use crate::checkpoint::{Checkpoint, parse_public_key};
 
@@ -353,6 +353,12 @@ fn check_segments(
     failures: &mut Vec<Finding>,
 ) {
     let mut named = BTreeSet::new();
+    // Files the chain itself says retention removed.
+    let expired: BTreeSet<&str> = by_seq
+        .values()
+        .filter(|(_, r)| r.kind == EXPIRE_KIND)
+        .filter_map(|(_, r)| r.detail["file"].as_str())
+        .collect();
     for (seq, (seen, record)) in by_seq {
         if record.kind != SEGMENT_KIND {
             continue;
@@ -369,6 +375,9 @@ fn check_segments(
             });
         };
         match bundle.segments.get(file) {
+            None if expired.contains(file) => report.warnings.push(format!(
+                "segment {file:?} (record seq {seq}) was removed by the retention setting, as the chain records: its video cannot be checked"
+            )),
             None => fail(format!(
                 "segment {file:?} (record seq {seq}) is missing from the bundle"
             )),

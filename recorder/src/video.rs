@@ -313,8 +313,8 @@ impl SegmentWriter {
             frames,
             ..
         } = self;
-        // The last frame stays on screen one frame time at least.
-        let end_ms = end_ms.max(start_ms + last_pts + 1);
+        // The tail frames put its last sample at `end_ms`.
+        let end_ms = end_ms.max(start_ms + last_pts);
         sealable(path, file, start_ms, end_ms, frames, false)
     }
 }

@@ -336,3 +336,65 @@ fn value_hash(line: &str) -> Hash {
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
+
+#[test]
+fn a_segment_removed_by_retention_is_a_note_only_when_the_chain_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = AuditKey::ephemeral();
+    let digest = digest_reader(&b"old video"[..]).unwrap();
+    let mut prev = audit_chain::genesis(CHAIN);
+    let mut lines = String::new();
+    let mut checkpoints = Vec::new();
+    let details = [
+        (
+            SEGMENT_KIND,
+            json!({"file": "seg-1.mp4", "sha256": hex::encode(digest.sha256)}),
+        ),
+        (audit_chain::EXPIRE_KIND, json!({"file": "seg-1.mp4"})),
+    ];
+    for (i, (kind, detail)) in details.into_iter().enumerate() {
+        let mut r = record(1);
+        r.kind = kind.into();
+        r.detail = detail;
+        let sealed = r.seal(i as u64 + 1, &prev).unwrap();
+        prev = sealed.hash;
+        lines.push_str(&export_line(&sealed.hash, &sealed.bytes));
+        checkpoints.push(key.sign(CHAIN, i as u64 + 1, &sealed.hash, 0));
+    }
+    let manifest = Manifest {
+        format: cubicle_recorder::bundle::FORMAT.into(),
+        chain: CHAIN.into(),
+        workspace: None,
+        exported_at: 0,
+    };
+    let path = dir.path().join("b.tar");
+    let out = std::fs::File::create(&path).unwrap();
+    BundleWriter::new(
+        out,
+        &manifest,
+        &key.public_hex(),
+        lines.as_bytes(),
+        &checkpoints,
+    )
+    .unwrap()
+    .finish()
+    .unwrap();
+    let report = verify(&Bundle::open(&path).unwrap(), Some(&key.public_hex()));
+    assert!(report.ok(), "{report:#?}");
+    assert!(report.warnings[0].contains("retention"), "{report:#?}");
+    // Without the expire record, the same missing file fails.
+    let first_only: String = lines.lines().take(1).map(|l| format!("{l}\n")).collect();
+    let out = std::fs::File::create(&path).unwrap();
+    BundleWriter::new(
+        out,
+        &manifest,
+        &key.public_hex(),
+        first_only.as_bytes(),
+        &checkpoints[..1],
+    )
+    .unwrap()
+    .finish()
+    .unwrap();
+    let report = verify(&Bundle::open(&path).unwrap(), Some(&key.public_hex()));
+    fails_at(&report, 1, "missing");
+}

@@ -72,6 +72,8 @@ pub enum EventKind {
     /// A recording began or ended (by the daemon).
     RecordingStart,
     RecordingStop,
+    /// A segment's file removed by the retention setting (by the daemon).
+    RecordingExpire,
     /// A workspace's audit record left the daemon as a bundle.
     AuditExport,
     /// The egress proxy allowed or refused a destination (by the daemon).
@@ -136,6 +138,7 @@ impl EventKind {
             Self::RecordingSegment => cubicle_recorder::audit_chain::SEGMENT_KIND,
             Self::RecordingStart => "recording.start",
             Self::RecordingStop => "recording.stop",
+            Self::RecordingExpire => cubicle_recorder::audit_chain::EXPIRE_KIND,
             Self::AuditExport => "audit.export",
             Self::EgressDecision => "egress.decision",
             Self::EgressRequest => "egress.request",

@@ -8,6 +8,7 @@
 
 pub mod export;
 pub mod record;
+pub mod retention;
 pub mod seal;
 
 use std::collections::HashMap;
@@ -34,6 +35,8 @@ pub struct ReplayConfig {
     pub checkpoint_records: u64,
     /// ...or this long after the last one, whichever comes first.
     pub checkpoint_every: Duration,
+    /// How long segment files are kept (`None`: for ever).
+    pub retention: Option<Duration>,
 }
 
 impl ReplayConfig {
@@ -47,6 +50,7 @@ impl ReplayConfig {
             segment: Duration::from_secs(60),
             checkpoint_records: 100,
             checkpoint_every: Duration::from_secs(10),
+            retention: None,
         }
     }
 
