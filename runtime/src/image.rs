@@ -71,6 +71,17 @@ pub struct Image {
     pub rootfs: PathBuf,
 }
 
+/// The first 16 hex digits of SHA-256 over each part, length first (so no
+/// byte can move from one part to the next unseen).
+fn key_of(parts: [&str; 3]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hex::encode(hasher.finalize())[..16].to_owned()
+}
+
 /// The image cache directory.
 #[derive(Debug, Clone)]
 pub struct ImageStore {
@@ -84,12 +95,7 @@ impl ImageStore {
 
     /// The hash of the recipe: package list, build script and format.
     pub fn recipe_key() -> String {
-        let mut hasher = Sha256::new();
-        for part in [FORMAT, PACKAGES, BUILD_SCRIPT] {
-            hasher.update((part.len() as u64).to_le_bytes());
-            hasher.update(part.as_bytes());
-        }
-        hex::encode(hasher.finalize())[..16].to_owned()
+        key_of([FORMAT, PACKAGES, BUILD_SCRIPT])
     }
 
     fn image_dir(&self, key: &str) -> PathBuf {
@@ -364,10 +370,43 @@ fn folder_size(dir: &Path) -> u64 {
 mod tests {
     use super::*;
 
+    /// The key names the recipe as it is on disk now: the package list and
+    /// the build script under `desktop-image/recipe/`, read here at run
+    /// time (not the copies compiled in), hashed as the module says.
     #[test]
-    fn key_is_stable_and_short() {
-        assert_eq!(ImageStore::recipe_key(), ImageStore::recipe_key());
-        assert_eq!(ImageStore::recipe_key().len(), 16);
+    fn the_key_is_the_hash_of_the_recipe_files() {
+        let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../desktop-image/recipe");
+        let mut hasher = Sha256::new();
+        for part in [
+            FORMAT.as_bytes().to_vec(),
+            std::fs::read(recipe.join("packages.txt")).unwrap(),
+            std::fs::read(recipe.join("build-rootfs.sh")).unwrap(),
+        ] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(&part);
+        }
+        let expected = hex::encode(hasher.finalize());
+        assert_eq!(ImageStore::recipe_key(), expected[..16]);
+        // A known vector: three empty parts are 24 zero bytes
+        // (`head -c 24 /dev/zero | sha256sum`).
+        assert_eq!(key_of(["", "", ""]), "9d908ecfb6b256de");
+    }
+
+    /// Any change to the recipe is a new image, never the cached one.
+    #[test]
+    fn any_change_to_the_recipe_changes_the_key() {
+        let original = key_of([FORMAT, PACKAGES, BUILD_SCRIPT]);
+        let more_packages = format!("{PACKAGES}cowsay\n");
+        let other_script = BUILD_SCRIPT.replacen('e', "E", 1);
+        for changed in [
+            key_of(["cubicle-image-v2", PACKAGES, BUILD_SCRIPT]),
+            key_of([FORMAT, &more_packages, BUILD_SCRIPT]),
+            key_of([FORMAT, PACKAGES, &other_script]),
+        ] {
+            assert_ne!(changed, original);
+        }
+        // The same bytes split differently between parts are another recipe.
+        assert_ne!(key_of(["ab", "c", ""]), key_of(["a", "bc", ""]));
     }
 
     #[test]

@@ -30,7 +30,9 @@ impl FieldError {
     }
 }
 
-const ANTHROPIC: &[&str] = &[
+/// The action names in Anthropic's form, as this parser takes them (the
+/// MCP `computer` tool lists the same).
+pub const ANTHROPIC: &[&str] = &[
     "key",
     "hold_key",
     "type",
@@ -49,7 +51,8 @@ const ANTHROPIC: &[&str] = &[
     "screenshot",
     "zoom",
 ];
-const OPENAI: &[&str] = &[
+/// The action types in OpenAI's CUA form.
+pub const OPENAI: &[&str] = &[
     "click",
     "double_click",
     "scroll",

@@ -78,15 +78,8 @@ fn computer_schema() -> Value {
         "type": "object",
         "properties": {
             "workspace": workspace(),
-            "action": {
-                "type": "string",
-                "enum": [
-                    "key", "hold_key", "type", "cursor_position", "mouse_move", "left_click",
-                    "right_click", "middle_click", "double_click", "triple_click",
-                    "left_mouse_down", "left_mouse_up", "left_click_drag", "scroll", "wait",
-                    "screenshot", "zoom"
-                ]
-            },
+            // The parser's own list: the schema cannot drift from it.
+            "action": { "type": "string", "enum": crate::actions::parse::ANTHROPIC },
             "coordinate": point.clone(),
             "start_coordinate": point,
             "text": {
@@ -140,6 +133,32 @@ fn write_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every action the `computer` tool offers is one the parser knows
+    /// (it may still want fields: never "unknown action"), and the
+    /// parser's names are all offered.
+    #[test]
+    fn the_computer_tool_offers_exactly_the_actions_the_parser_takes() {
+        let schema = computer_schema();
+        let offered: Vec<&str> = schema["properties"]["action"]["enum"]
+            .as_array()
+            .expect("an enum of names")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(offered, crate::actions::parse::ANTHROPIC);
+        for name in &offered {
+            if let Err(err) = crate::actions::parse_action(&json!({ "action": name })) {
+                assert!(
+                    !err.message.starts_with("unknown action"),
+                    "{name} is offered but not parsed: {err}"
+                );
+            }
+        }
+        let unknown = crate::actions::parse_action(&json!({"action": "teleport"}))
+            .expect_err("control: a name the parser does not know");
+        assert!(unknown.message.starts_with("unknown action"), "{unknown}");
+    }
 
     #[test]
     fn every_tool_has_an_object_schema() {

@@ -90,9 +90,15 @@ pub fn argv(
 pub fn kernel_cmdline(spec: &WorkspaceSpec, xvnc: &str) -> Result<String, CommandError> {
     kernel_value("workspace id", &spec.id)?;
     kernel_value("Xvnc path", xvnc)?;
+    let geometry = spec.geometry.to_string();
+    let init = cubicle_guest::vm_init::VmInit {
+        hostname: &spec.id,
+        geometry: &geometry,
+        xvnc,
+    };
     Ok(format!(
-        "console=ttyS0 reboot=k panic=1 root=/dev/vda rw init={GUEST_INIT} -- --vm --hostname {} --geometry {} --xvnc {xvnc}",
-        spec.id, spec.geometry
+        "console=ttyS0 reboot=k panic=1 root=/dev/vda rw init={GUEST_INIT} -- {}",
+        init.words().join(" ")
     ))
 }
 

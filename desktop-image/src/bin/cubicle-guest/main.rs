@@ -189,16 +189,23 @@ mod tests {
     use super::*;
 
     /// The init arguments `cubicle-runtime`'s microvm backend puts after
-    /// ` -- ` on the kernel command line (its `command` tests hold the same
-    /// line); the kernel hands them to us as argv.
+    /// ` -- ` on the kernel command line, from the builder it uses
+    /// ([`cubicle_guest::vm_init::VmInit`]); the kernel hands them to us as
+    /// argv, split on spaces as here.
     #[test]
     fn parses_the_init_arguments_the_microvm_backend_passes() {
-        let line = "--vm --hostname ws-1a2b --geometry 1280x800 --xvnc /usr/bin/Xvnc";
+        let init = cubicle_guest::vm_init::VmInit {
+            hostname: "ws-1a2b",
+            geometry: "1024x768",
+            xvnc: "/opt/tigervnc/Xvnc",
+        };
+        let line = init.words().join(" ");
         let args =
             Args::try_parse_from(std::iter::once("cubicle-guest").chain(line.split(' '))).unwrap();
         assert!(args.vm);
-        assert_eq!(args.hostname, "ws-1a2b");
-        assert_eq!(args.geometry, "1280x800");
+        assert_eq!(args.hostname, init.hostname);
+        assert_eq!(args.geometry, init.geometry);
+        assert_eq!(args.xvnc, PathBuf::from(init.xvnc));
         let jail = Args::try_parse_from([
             "cubicle-guest",
             "--channel-fd",
