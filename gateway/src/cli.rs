@@ -179,6 +179,19 @@ struct ServeArgs {
     /// the chain); 0 keeps them for ever.
     #[arg(long, default_value_t = 0)]
     recording_retention_days: u64,
+    /// Stop (or delete, see --on-expiry) each workspace this many seconds
+    /// after it starts, unless its create set its own; 0: no TTL.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
+    ttl_seconds: u64,
+    /// Stop (or delete) a workspace nobody used for this many seconds (no
+    /// agent or operator operation, no live view open), unless its create
+    /// set its own; 0: no idle timeout.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
+    idle_timeout_seconds: u64,
+    /// What expiry does to workspaces that set nothing else: `stop` (home
+    /// kept) or `delete`.
+    #[arg(long, default_value = "stop", value_parser = ["stop", "delete"])]
+    on_expiry: String,
     /// Egress for workspaces given no policy: `deny` (none) or `allow`
     /// (public addresses, any port; private ranges stay closed).
     #[arg(long, env = "CUBICLE_EGRESS_DEFAULT", default_value = "deny")]
@@ -384,6 +397,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         uid_base: args.uid_base,
     };
     let manager = Manager::new(store.clone(), backend, config);
+    manager.set_default_time_limits(default_time_limits(&args));
     let replay = open_replay(&args, &store)?;
     let policies = cubicle_policy::PolicySet::load_dir(&args.policy_dir)?;
     let gates = cubicle_gateway::ops::gates::Gates::new(policies, &args.default_policy)?;
@@ -410,6 +424,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let state_egress = state.egress.clone();
     let stop_sweeping = tokio_util::sync::CancellationToken::new();
     let sweeper = tokio::spawn(cubicle_gateway::ops::gates::sweep(
+        state.clone(),
+        stop_sweeping.clone(),
+    ));
+    let expiry = tokio::spawn(cubicle_gateway::ops::expiry::sweep(
         state.clone(),
         stop_sweeping.clone(),
     ));
@@ -444,10 +462,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = follower.await;
     stop_sweeping.cancel();
     let _ = sweeper.await;
+    let _ = expiry.await;
     stop_sealing.cancel();
     let _ = sealer.await;
     let _ = retention.await;
     Ok(())
+}
+
+/// Time limits of workspaces that set none of their own.
+fn default_time_limits(args: &ServeArgs) -> cubicle_runtime::time_limits::TimeLimits {
+    use cubicle_runtime::time_limits::{OnExpiry, TimeLimits};
+    let limit = |seconds: u64| (seconds > 0).then(|| Duration::from_secs(seconds));
+    let limits = TimeLimits {
+        ttl: limit(args.ttl_seconds),
+        idle: limit(args.idle_timeout_seconds),
+        on_expiry: OnExpiry::parse(&args.on_expiry).unwrap_or_default(),
+    };
+    if !limits.is_none() {
+        say(&format!(
+            "time limits: ttl {}s, idle {}s, then {}",
+            args.ttl_seconds,
+            args.idle_timeout_seconds,
+            limits.on_expiry.as_str()
+        ));
+    }
+    limits
 }
 
 /// The egress proxy's CA, trust files, quarantine and YARA rules.

@@ -477,7 +477,10 @@ mod tests {
         let alice = token("tok-alice", Role::Operator);
         let mut seen = controls.subscribe("ws-1");
         controls.set_paused("ws-1", true);
-        assert!(seen.borrow_and_update().paused, "live views learn it at once");
+        assert!(
+            seen.borrow_and_update().paused,
+            "live views learn it at once"
+        );
         assert!(matches!(
             controls.check_input("ws-1", &agent),
             Err(ControlError::Paused { .. })

@@ -19,6 +19,7 @@ use crate::geometry::Geometry;
 use crate::lifecycle::{Change, Lifecycle, Publisher};
 use crate::limits::{Limits, LimitsError, LimitsPolicy, LimitsRequest, Usage};
 use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
+use crate::time_limits::TimeLimits;
 
 /// Host uids handed to workspaces start here by default (far from system and
 /// subuid ranges).
@@ -95,6 +96,8 @@ pub struct Manager<B: Backend> {
     limits_policy: Mutex<LimitsPolicy>,
     /// OOM kills last seen per workspace, to log each new one once.
     oom_seen: Mutex<HashMap<String, u64>>,
+    /// Time limits of workspaces that set none of their own.
+    time_limits: Mutex<TimeLimits>,
 }
 
 impl<B: Backend> Manager<B> {
@@ -111,6 +114,7 @@ impl<B: Backend> Manager<B> {
             lifecycle: Publisher::default(),
             limits_policy: Mutex::new(LimitsPolicy::for_host()),
             oom_seen: Mutex::new(HashMap::new()),
+            time_limits: Mutex::new(TimeLimits::default()),
         })
     }
 
@@ -123,6 +127,23 @@ impl<B: Backend> Manager<B> {
     /// Sets the default and largest limits of new workspaces.
     pub fn set_limits_policy(&self, policy: LimitsPolicy) {
         *self.limits_policy.lock().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    /// The server's time limits, for workspaces that set none of their own
+    /// (initially none).
+    pub fn default_time_limits(&self) -> TimeLimits {
+        *self.time_limits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_default_time_limits(&self, limits: TimeLimits) {
+        *self.time_limits.lock().unwrap_or_else(|p| p.into_inner()) = limits;
+    }
+
+    /// The time limits workspace `id` runs under: its own setting over the
+    /// server's defaults.
+    pub async fn time_limits(&self, id: &str) -> Result<TimeLimits, ManagerError> {
+        let own = crate::time_limits::get(&self.store, id).await?;
+        Ok(own.over(self.default_time_limits()))
     }
 
     /// The limits a create `request` gets under the current policy; an

@@ -23,4 +23,5 @@ mod microvm;
 mod operator;
 mod pause;
 mod replay;
+mod time_limits;
 mod walls;

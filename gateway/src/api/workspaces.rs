@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext};
+use crate::wire::time_limits::TimeLimitsBody;
 use crate::wire::workspace::{CreateWorkspace, WorkspaceView};
 
 /// A workspace as the API shows it.
@@ -35,6 +36,7 @@ pub async fn get(
     let mut view = WorkspaceView::from(&record);
     view.usage = serde_json::to_value(usage).ok();
     view.policy = Some(ops::approvals::policy_of(&state, &ctx, &id).await?);
+    view.time_limits = Some(ops::expiry::view_of(&state, &id).await?);
     Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
 }
 
@@ -47,7 +49,11 @@ pub async fn create(
     let (request, limits) = CreateWorkspace::parse(&body)?;
     let egress = crate::api::downloads::egress_in_create(&body)?;
     let policy = CreateWorkspace::policy_in(&body);
+    let time_limits = TimeLimitsBody::in_create(&body)?;
     let ws = ops::workspaces::create(&state, &ctx, request, limits, policy).await?;
+    if let Some(setting) = time_limits {
+        ops::expiry::set_at_create(&state, &ctx, &ws.id, setting).await?;
+    }
     if CreateWorkspace::record_in(&body) == Some(false) {
         ops::replay::opt_out(&state, &ctx, &ws.id).await?;
     }
@@ -56,6 +62,7 @@ pub async fn create(
     }
     let mut view = WorkspaceView::from(&ws);
     view.policy = Some(state.gates.policy_name(&state.store, &ws.id).await?);
+    view.time_limits = Some(ops::expiry::view_of(&state, &ws.id).await?);
     Ok((
         StatusCode::CREATED,
         Json(serde_json::to_value(view).unwrap_or(Value::Null)),

@@ -34,6 +34,8 @@ pub enum EventKind {
     WorkspaceResume,
     /// Its TTL or idle timeout ran out (by the daemon): stopped or deleted.
     WorkspaceExpire,
+    /// Its own time limits were set (at create).
+    WorkspaceTimeLimits,
     Action,
     Screenshot,
     Exec,
@@ -109,6 +111,7 @@ impl EventKind {
             Self::WorkspacePause => "workspace.pause",
             Self::WorkspaceResume => "workspace.resume",
             Self::WorkspaceExpire => "workspace.expire",
+            Self::WorkspaceTimeLimits => "workspace.time_limits",
             Self::Action => "action",
             Self::Screenshot => "screenshot",
             Self::Exec => "exec",
@@ -160,10 +163,12 @@ pub fn digest(bytes: &[u8]) -> Value {
     json!({ "len": bytes.len(), "sha256": hex::encode(Sha256::digest(bytes)) })
 }
 
-/// Writes events for the core.
+/// Writes events for the core, and notes each caller's operation on a
+/// workspace as activity (what idle timeouts count, [`super::expiry`]).
 #[derive(Clone)]
 pub struct Audit {
     store: Store,
+    activity: std::sync::Arc<super::expiry::Activity>,
 }
 
 fn unavailable(err: impl std::fmt::Display) -> ApiError {
@@ -176,7 +181,15 @@ fn unavailable(err: impl std::fmt::Display) -> ApiError {
 
 impl Audit {
     pub fn new(store: Store) -> Self {
-        Self { store }
+        Self {
+            store,
+            activity: Default::default(),
+        }
+    }
+
+    /// Who used which workspace last.
+    pub fn activity(&self) -> &std::sync::Arc<super::expiry::Activity> {
+        &self.activity
     }
 
     /// Appends one event that is complete in itself.
@@ -188,6 +201,11 @@ impl Audit {
         detail: Value,
         outcome: Option<&str>,
     ) -> Result<(), ApiError> {
+        // Reading a workspace's record afterwards is not using it.
+        let uses = !matches!(kind, EventKind::EventsRead | EventKind::AuditExport);
+        if let (Some(_), Some(id), true) = (ctx, workspace, uses) {
+            self.activity.touch(id);
+        }
         let actor = ctx.map(OpContext::actor);
         let client = ctx.and_then(|c| c.client).map(|a| a.to_string());
         let event = NewEvent {

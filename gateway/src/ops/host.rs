@@ -40,6 +40,7 @@ pub async fn follow(
 
 async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
     if change == Change::Running {
+        state.audit.activity().started(&workspace);
         state.replay.start_recording(state, &workspace);
         state.egress.start(state, &workspace).await;
     }
@@ -62,7 +63,10 @@ async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
             state.control.set_paused(&workspace, false);
             state.screens.set_paused(&workspace, false);
         }
-        _ if change.ends_running() => state.control.set_paused(&workspace, false),
+        _ if change.ends_running() => {
+            state.control.set_paused(&workspace, false);
+            state.audit.activity().forget(&workspace);
+        }
         _ => {}
     }
     if change == Change::Deleted {

@@ -17,6 +17,7 @@ pub mod context;
 pub mod downloads;
 pub mod egress;
 pub mod exec;
+pub mod expiry;
 pub mod files;
 pub mod gates;
 pub mod host;

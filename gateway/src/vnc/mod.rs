@@ -64,6 +64,8 @@ pub async fn upgrade(
         )
     })?;
     drop(turn);
+    // An open live view keeps the workspace in use (idle timeouts).
+    let watching = state.audit.activity().watch(&id);
     state
         .audit
         .note(
@@ -86,5 +88,8 @@ pub async fn upgrade(
     Ok(ws
         .protocols(["binary"])
         .max_message_size(MAX_VIEWER_MESSAGE)
-        .on_upgrade(move |socket| bridge::run(socket, guest, viewer)))
+        .on_upgrade(move |socket| async move {
+            bridge::run(socket, guest, viewer).await;
+            drop(watching);
+        }))
 }

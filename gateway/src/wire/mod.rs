@@ -11,6 +11,7 @@ pub mod download;
 pub mod egress;
 pub mod exec;
 pub mod replay;
+pub mod time_limits;
 pub mod token;
 pub mod workspace;
 

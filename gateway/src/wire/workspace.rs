@@ -33,6 +33,9 @@ pub struct CreateWorkspace {
     /// The policy it runs under (a name the server loaded, such as
     /// `default`, `strict`, `open`); the server's default when left out.
     pub policy: Option<String>,
+    /// When it ends by itself: a TTL and an idle timeout, and whether
+    /// expiry stops or deletes it; the server's defaults (none) when left out.
+    pub time_limits: Option<super::time_limits::TimeLimitsBody>,
     /// Whether its screen is recorded: true by default (unless the server
     /// runs with `--no-record`). With `false` no video is kept; its events
     /// are sealed in its audit chain all the same.
@@ -189,6 +192,9 @@ pub struct WorkspaceView {
     /// The policy it runs under (`GET /v1/workspaces/{id}` and create).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The time limits it runs under (`GET /v1/workspaces/{id}` and create).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limits: Option<super::time_limits::TimeLimitsView>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     /// `self`, `vnc`.
@@ -213,6 +219,7 @@ impl From<&WorkspaceRecord> for WorkspaceView {
             limits: LimitsBody::from(&record.limits),
             usage: None,
             policy: None,
+            time_limits: None,
             created_at_ms: record.created_at,
             updated_at_ms: record.updated_at,
             links: json!({
