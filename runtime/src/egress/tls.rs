@@ -95,7 +95,11 @@ fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), TlsError> {
 impl CertificateAuthority {
     /// The CA in `dir` (`ca.key` 0600, `ca.pem`), made there if missing.
     pub fn load_or_create(dir: &Path) -> Result<Self, TlsError> {
-        match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        match std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+        {
             Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => {
                 return Err(io_err(dir)(err));
             }
