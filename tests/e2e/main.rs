@@ -17,6 +17,7 @@ mod egress;
 mod exec_files;
 mod first_light;
 mod gates;
+mod isolation;
 mod limits;
 mod mcp;
 mod microvm;

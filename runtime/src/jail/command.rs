@@ -13,9 +13,10 @@ use crate::unprivileged::{self, Groups, Limits};
 use super::JailBackend;
 use super::userns::SERVICES_ID;
 
-/// Per-workspace limits (per uid, so per workspace: each has its own uid).
-const MAX_PROCESSES: u32 = 4096;
-const MAX_OPEN_FILES: u32 = 16384;
+/// Per-workspace limits (per uid, so per workspace: each has its own uid):
+/// `ulimit -u` and `ulimit -n` inside (the e2e `isolation` tests read them).
+pub const MAX_PROCESSES: u32 = 4096;
+pub const MAX_OPEN_FILES: u32 = 16384;
 /// Size of the workspace's `/dev/shm`.
 const SHM_BYTES: u64 = 512 * 1024 * 1024;
 /// Size of the workspace's `/run`. bubblewrap 0.8 takes `--size` only before
