@@ -247,7 +247,7 @@ async fn scroll(
     hold(session, modifiers, false).await
 }
 
-fn image_json(encoded: image_out::Encoded) -> Value {
+fn image_json(encoded: &image_out::Encoded) -> Value {
     json!({
         "type": "image",
         "media_type": encoded.media_type,
@@ -258,14 +258,13 @@ fn image_json(encoded: image_out::Encoded) -> Value {
 }
 
 fn screenshot(session: &ScreenSession, request: ImageRequest) -> Result<Value, RunError> {
-    let frame = session.snapshot();
-    let encoded = image_out::encode(&frame, request.format, request.size)?;
+    let encoded = session.screenshot(request.format, request.size)?;
     // Later coordinates are in the space of this screenshot.
     *session
         .coordinate_space
         .lock()
         .unwrap_or_else(|p| p.into_inner()) = request.size;
-    Ok(image_json(encoded))
+    Ok(image_json(&encoded))
 }
 
 fn zoom(
@@ -288,7 +287,7 @@ fn zoom(
         u32::from(x1) - u32::from(x0) + 1,
         u32::from(y1) - u32::from(y0) + 1,
     );
-    Ok(image_json(image_out::encode(
+    Ok(image_json(&image_out::encode(
         &region,
         request.format,
         request.size,

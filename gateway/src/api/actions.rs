@@ -124,5 +124,5 @@ pub async fn screenshot(
         ));
     };
     let encoded = ops::actions::screenshot(&state, &ctx, &id, request).await?;
-    Ok(([(CONTENT_TYPE, encoded.media_type)], encoded.bytes).into_response())
+    Ok(([(CONTENT_TYPE, encoded.media_type)], encoded.bytes.clone()).into_response())
 }

@@ -14,7 +14,7 @@ use crate::actions::run;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::screen::ScreenSession;
-use crate::screen::image_out::{self, Encoded};
+use crate::screen::image_out::Encoded;
 
 /// How a batch ended: the results of the actions that ran, and the error
 /// that stopped it (with the index of the failing action), if any.
@@ -111,18 +111,19 @@ pub async fn run_batch(
     Ok(outcome)
 }
 
-/// The screen as an image.
+/// The screen as an image (encoded once per screen change, see
+/// [`ScreenSession::screenshot`]).
 pub async fn screenshot(
     state: &AppState,
     ctx: &OpContext,
     id: &str,
     request: crate::actions::ImageRequest,
-) -> Result<Encoded, ApiError> {
+) -> Result<Arc<Encoded>, ApiError> {
     let session = session(state, ctx, id, Permission::ScreenView).await?;
     let detail = json!({ "format": format!("{:?}", request.format), "size": request.size });
     let run = async {
-        let frame = session.snapshot();
-        tokio::task::spawn_blocking(move || image_out::encode(&frame, request.format, request.size))
+        let session = session.clone();
+        tokio::task::spawn_blocking(move || session.screenshot(request.format, request.size))
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
             .map_err(|e| ApiError::internal(e.to_string()))
@@ -136,7 +137,7 @@ pub async fn screenshot(
             Some(id),
             detail,
             run,
-            |out: &Encoded| json!({ "bytes": out.bytes.len() }),
+            |out: &Arc<Encoded>| json!({ "bytes": out.bytes.len() }),
         )
         .await
 }

@@ -18,6 +18,18 @@ use tokio_util::sync::CancellationToken;
 use vnc::{PixelFormat, VncClient, VncConnector, VncEncoding, VncEvent, X11Event};
 
 pub use framebuffer::Framebuffer;
+use image_out::{EncodeError, Encoded, Format};
+
+/// Encoded screenshots kept per framebuffer version (formats and sizes).
+const CACHED_VARIANTS: usize = 4;
+
+/// A screenshot encoded from one framebuffer version.
+struct Cached {
+    version: u64,
+    format: Format,
+    size: Option<(u32, u32)>,
+    image: Arc<Encoded>,
+}
 
 /// How often the session asks for an incremental update.
 const REFRESH: Duration = Duration::from_millis(15);
@@ -61,6 +73,9 @@ pub struct ScreenSession {
     /// The workspace is paused: no update requests pile up in front of a
     /// frozen Xvnc.
     paused: std::sync::atomic::AtomicBool,
+    /// Screenshots of the current framebuffer version, encoded once and
+    /// reused until the screen changes.
+    encoded: Mutex<Vec<Cached>>,
     cancel: CancellationToken,
 }
 
@@ -88,6 +103,7 @@ impl ScreenSession {
             actions: tokio::sync::Mutex::new(()),
             coordinate_space: Mutex::new(None),
             paused: std::sync::atomic::AtomicBool::new(false),
+            encoded: Mutex::new(Vec::new()),
             cancel: CancellationToken::new(),
         });
         session.client.input(X11Event::FullRefresh).await?;
@@ -120,6 +136,46 @@ impl ScreenSession {
     /// A copy of the current framebuffer.
     pub fn snapshot(&self) -> Framebuffer {
         self.frame.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The screen as an image: encoded once per framebuffer version (and
+    /// format and size), then served from the cache until the screen
+    /// changes. Encoding runs on the calling thread: call it from a
+    /// blocking task where a miss must not hold up the runtime.
+    pub fn screenshot(
+        &self,
+        format: Format,
+        size: Option<(u32, u32)>,
+    ) -> Result<Arc<Encoded>, EncodeError> {
+        // The version is read before the pixels, so the pixels are at
+        // least as new as the version they are filed under.
+        let version = *self.version.borrow();
+        let cached = |cache: &Vec<Cached>| {
+            cache
+                .iter()
+                .find(|c| c.version == version && c.format == format && c.size == size)
+                .map(|c| c.image.clone())
+        };
+        if let Some(hit) = cached(&self.encoded.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(hit);
+        }
+        let frame = self.snapshot();
+        let image = Arc::new(image_out::encode(&frame, format, size)?);
+        let mut cache = self.encoded.lock().unwrap_or_else(|p| p.into_inner());
+        cache.retain(|c| c.version == version);
+        if let Some(raced) = cached(&cache) {
+            return Ok(raced);
+        }
+        if cache.len() >= CACHED_VARIANTS {
+            cache.remove(0);
+        }
+        cache.push(Cached {
+            version,
+            format,
+            size,
+            image: image.clone(),
+        });
+        Ok(image)
     }
 
     pub fn size(&self) -> (u32, u32) {
@@ -202,9 +258,10 @@ async fn pump(session: Arc<ScreenSession>, version: watch::Sender<u64>) {
 fn apply(frame: &RwLock<Framebuffer>, event: VncEvent) -> bool {
     let mut frame = frame.write().unwrap_or_else(|p| p.into_inner());
     match event {
+        // A new size is a new (blank) screen: cached screenshots are stale.
         VncEvent::SetResolution(screen) => {
             *frame = Framebuffer::new(screen.width.into(), screen.height.into());
-            false
+            true
         }
         VncEvent::RawImage(rect, data) => match frame.apply_raw(rect, &data) {
             Ok(()) => true,
