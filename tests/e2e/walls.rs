@@ -826,6 +826,19 @@ async fn files_run_as_the_user(daemon: &Daemon, a: &Ws) {
     );
     let (status, body) = files(daemon, Method::GET, &a.id, "path=/home/user/mine.txt", b"").await;
     assert_eq!((status, body.as_str()), (200, "m"));
+    // A folder only the user may enter is a working directory for exec.
+    sh(daemon, &a.id, "mkdir -m 700 /home/user/private").await;
+    let body = json!({ "command": "pwd", "cwd": "/home/user/private" }).to_string();
+    let (status, out) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{}/exec", a.id),
+            Some(&body),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["stdout"], "/home/user/private\n", "{out}");
     // The supervisor serves files, but with the user's permissions: not
     // its own memory or environment, nor the browser's profile.
     let guest_inside = sh(daemon, &a.id, "pgrep -x cubicle-guest").await;

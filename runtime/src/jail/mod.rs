@@ -51,6 +51,15 @@
 //! browser's network namespace); nothing it starts inherits any capability.
 //! The seccomp filter lets `unshare` through only for a new network
 //! namespace, which needs a capability only the supervisor ever has.
+//!
+//! What is left: `/tmp` is shared, so while Xvnc restarts a user process
+//! can put its own socket or lock in `/tmp/.X11-unix` (Xvnc makes it 1777)
+//! and so keep the display down or offer the desktop and the browser a
+//! display of its own — nothing beyond the X access it has anyway (the
+//! daemon makes that folder afresh, the services', at every start).
+//! Chromium runs without its own sandbox as the services' uid, so a
+//! renderer exploit lands next to RFB and DevTools. The microVM guest does
+//! not separate the uids yet.
 
 pub mod command;
 pub mod guest_log;

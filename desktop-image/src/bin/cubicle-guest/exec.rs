@@ -85,7 +85,15 @@ pub struct Running {
 pub fn spawn(request: &ExecRequest, stdin: bool) -> Result<Running, ExecError> {
     request.validate()?;
     let argv = request.program()?;
-    let cwd = working_dir(request.cwd.as_deref())?;
+    // Checked with the user's file ids: a folder only the user may enter
+    // is a fine cwd, one the user may not is not.
+    let cwd = {
+        let _as_user = crate::user::FilesAsUser::begin().map_err(|source| ExecError::Cwd {
+            path: request.cwd.clone().unwrap_or_else(|| HOME.to_owned()),
+            source,
+        })?;
+        working_dir(request.cwd.as_deref())?
+    };
     let mut command = tokio::process::Command::new(&argv[0]);
     command
         .args(&argv[1..])
