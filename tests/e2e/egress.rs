@@ -444,6 +444,61 @@ async fn downloads_wait_in_quarantine_until_an_operator_releases_them() {
         .iter()
         .filter_map(|e| e["kind"].as_str().map(str::to_owned))
         .collect();
+    // A policy that releases clean text on its own: the report goes
+    // straight to ~/Downloads, the EICAR file (text, but flagged) waits.
+    let policy = json!({"allow": [format!("origin.test:{http}"), format!("127.0.0.1/32:{http}")],
+        "auto_release": ["text/plain"]});
+    let (status, _) = w
+        .daemon
+        .call_as(
+            Some(&w.operator.secret),
+            Method::PUT,
+            &format!("/v1/workspaces/{}/egress", w.id),
+            Some(&policy.to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -D - -o /dev/null http://origin.test:{http}/report.txt"
+        ))
+        .await;
+    let auto = header(&got, "x-cubicle-download").expect("held first");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut record = Value::Null;
+    while Instant::now() < deadline {
+        let (_, one) = w
+            .daemon
+            .call(Method::GET, &format!("/v1/downloads/{auto}"), None)
+            .await
+            .unwrap();
+        record = one;
+        if record["state"] == "released" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(record["state"], "released", "{record}");
+    assert_eq!(record["decided_by"], "policy");
+    let mode = w.sh("stat -c %a /home/user/Downloads/bashrctxt.sh").await;
+    assert!(mode.starts_with("644"), "{mode}");
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -D - -o /dev/null http://origin.test:{http}/eicar.com"
+        ))
+        .await;
+    let flagged = header(&got, "x-cubicle-download").expect("held");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, one) = w
+        .daemon
+        .call(Method::GET, &format!("/v1/downloads/{flagged}"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        one["state"], "held",
+        "flagged files wait for a person: {one}"
+    );
     for kind in [
         "download.held",
         "download.release",

@@ -19,6 +19,22 @@ use tokio::net::TcpListener;
 /// The EICAR anti-malware test file.
 pub const EICAR: &[u8] = cubicle_runtime::quarantine::scan::EICAR;
 
+/// When the last `/bytes` body of this process was sent in full (wall
+/// clock, comparable with `date` inside a workspace on the same host).
+static LAST_BYTE: std::sync::Mutex<Option<std::time::SystemTime>> = std::sync::Mutex::new(None);
+
+fn note_last_byte() {
+    if let Ok(mut last) = LAST_BYTE.lock() {
+        *last = Some(std::time::SystemTime::now());
+    }
+}
+
+/// When the origin last finished sending a `/bytes` body (for the
+/// quarantine benchmark), if it did.
+pub fn last_byte() -> Option<std::time::SystemTime> {
+    LAST_BYTE.lock().ok().and_then(|last| *last)
+}
+
 /// The page's background colour, as a screenshot shows it.
 pub const PAGE_BLUE: [u8; 3] = [30, 144, 255];
 
@@ -87,10 +103,15 @@ fn answer(req: &Request<Incoming>) -> Response<Body> {
             let frames = futures_util::stream::unfold(n, move |left| {
                 let chunk = chunk.clone();
                 async move {
-                    (left > 0).then(|| {
-                        let take = left.min(chunk.len() as u64);
-                        (Ok(Frame::data(chunk.slice(..take as usize))), left - take)
-                    })
+                    if left == 0 {
+                        note_last_byte();
+                        return None;
+                    }
+                    let take = left.min(chunk.len() as u64);
+                    if take == left {
+                        note_last_byte();
+                    }
+                    Some((Ok(Frame::data(chunk.slice(..take as usize))), left - take))
                 }
             });
             let length = n.to_string();

@@ -218,62 +218,8 @@ pub async fn release(
         "size": record.size, "hits": record.hits, "reason": reason,
     });
     let ws = record.workspace_id.clone();
-    let run = async {
-        if record.size > MAX_FILE {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!(
-                    "{} is {} bytes; releases go through the guest channel, which takes at most {MAX_FILE} bytes a file",
-                    record.name, record.size
-                ),
-            ));
-        }
-        let source = state
-            .egress
-            .quarantine()
-            .and_then(|q| q.content_path(&record.sha256))
-            .ok_or_else(|| internal("the quarantine store is not configured"))?;
-        let bytes = tokio::fs::read(&source).await.map_err(internal)?;
-        let mkdir = ExecRequest {
-            argv: vec!["mkdir".into(), "-p".into(), DOWNLOADS_DIR.into()],
-            ..ExecRequest::default()
-        };
-        let made = channel.exec(&mkdir).await?;
-        if made.exit.exit_code != Some(0) {
-            return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "guest_error",
-                format!(
-                    "cannot make {DOWNLOADS_DIR}: {}",
-                    String::from_utf8_lossy(&made.stderr)
-                ),
-            ));
-        }
-        let path = free_name(&channel, &record.name).await?;
-        channel
-            .write_file(&path, &bytes, Some(RELEASED_MODE))
-            .await?;
-        let by = ctx.token.id.as_str();
-        if !records::decide(
-            &state.store,
-            id,
-            DownloadState::Released,
-            by,
-            reason,
-            Some(&path),
-        )
-        .await
-        .map_err(internal)?
-        {
-            let now = records::get(&state.store, id).await.map_err(internal)?;
-            return Err(conflict(now.as_ref().unwrap_or(&record)));
-        }
-        records::get(&state.store, id)
-            .await
-            .map_err(internal)?
-            .ok_or_else(|| not_found(id))
-    };
+    let by = ctx.token.id.clone();
+    let run = deliver(state, &channel, &record, &by, reason);
     state
         .audit
         .run(
@@ -285,6 +231,123 @@ pub async fn release(
             |r: &DownloadRecord| json!({ "path": r.released_path }),
         )
         .await
+}
+
+/// Writes a held download into its workspace's `~/Downloads` (cleaned
+/// name, never executable) and marks it released by `by`.
+async fn deliver(
+    state: &AppState,
+    channel: &cubicle_runtime::channel::GuestChannel,
+    record: &DownloadRecord,
+    by: &str,
+    reason: Option<&str>,
+) -> Result<DownloadRecord, ApiError> {
+    if record.size > MAX_FILE {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!(
+                "{} is {} bytes; releases go through the guest channel, which takes at most {MAX_FILE} bytes a file",
+                record.name, record.size
+            ),
+        ));
+    }
+    let source = state
+        .egress
+        .quarantine()
+        .and_then(|q| q.content_path(&record.sha256))
+        .ok_or_else(|| internal("the quarantine store is not configured"))?;
+    let bytes = tokio::fs::read(&source).await.map_err(internal)?;
+    let mkdir = ExecRequest {
+        argv: vec!["mkdir".into(), "-p".into(), DOWNLOADS_DIR.into()],
+        ..ExecRequest::default()
+    };
+    let made = channel.exec(&mkdir).await?;
+    if made.exit.exit_code != Some(0) {
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "guest_error",
+            format!(
+                "cannot make {DOWNLOADS_DIR}: {}",
+                String::from_utf8_lossy(&made.stderr)
+            ),
+        ));
+    }
+    let path = free_name(channel, &record.name).await?;
+    channel
+        .write_file(&path, &bytes, Some(RELEASED_MODE))
+        .await?;
+    if !records::decide(
+        &state.store,
+        &record.id,
+        DownloadState::Released,
+        by,
+        reason,
+        Some(&path),
+    )
+    .await
+    .map_err(internal)?
+    {
+        let now = records::get(&state.store, &record.id)
+            .await
+            .map_err(internal)?;
+        return Err(conflict(now.as_ref().unwrap_or(record)));
+    }
+    records::get(&state.store, &record.id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found(&record.id))
+}
+
+/// Releases `id` without an operator when its workspace's policy lists its
+/// sniffed type and no rule matched (an event either way).
+pub async fn auto_release(state: &AppState, workspace: &str, id: &str) {
+    let Ok(Some(record)) = records::get(&state.store, id).await else {
+        return;
+    };
+    let Ok(view) = state.egress.policy_of(workspace).await else {
+        return;
+    };
+    let listed = record
+        .sniffed_type
+        .as_ref()
+        .is_some_and(|t| view.policy.auto_release.iter().any(|a| a == t));
+    if record.state != DownloadState::Held || !record.hits.is_empty() || !listed {
+        return;
+    }
+    let Ok(ws) = state.manager.running(workspace).await else {
+        return;
+    };
+    let channel = cubicle_runtime::backend::Backend::channel(
+        state.manager.backend(),
+        &state.manager.spec(&ws),
+    );
+    let reason = "clean, and of a type the workspace's policy releases";
+    let result = deliver(state, &channel, &record, "policy", Some(reason)).await;
+    let (detail, outcome) = match &result {
+        Ok(done) => (
+            json!({ "download": id, "name": record.name, "sha256": record.sha256,
+                    "auto": true, "path": done.released_path }),
+            "ok".to_owned(),
+        ),
+        Err(err) => (
+            json!({ "download": id, "auto": true, "message": err.message }),
+            format!("error:{}", err.code),
+        ),
+    };
+    let noted = state
+        .audit
+        .note(
+            None,
+            EventKind::DownloadRelease,
+            Some(workspace),
+            detail,
+            Some(&outcome),
+        )
+        .await;
+    if let Err(err) = noted {
+        tracing::error!(workspace, err = %err.message, "cannot record an automatic release");
+    }
 }
 
 /// Marks it rejected; its content goes unless another record keeps it.

@@ -64,6 +64,10 @@ pub struct EgressHub {
     default: EgressDefault,
     ca_pem: Option<String>,
     live: Mutex<HashMap<String, Live>>,
+    /// Downloads just held, for the automatic release (taken by the first
+    /// start, which runs the task that reads it).
+    held: Mutex<Option<tokio::sync::mpsc::Receiver<(String, String)>>>,
+    auto_release: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// A policy as `GET .../egress` shows it.
@@ -87,7 +91,18 @@ impl EgressHub {
             default,
             ca_pem,
             live: Mutex::new(HashMap::new()),
+            held: Mutex::new(None),
+            auto_release: Mutex::new(None),
         }
+    }
+
+    /// Where the event sink reports held downloads (see [`AuditEvents`]).
+    fn with_held(self, held: tokio::sync::mpsc::Receiver<(String, String)>) -> Self {
+        *self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(held);
+        self
     }
 
     /// No proxy at all (the fast tests).
@@ -150,6 +165,23 @@ impl EgressHub {
         let Some(egress) = self.egress.clone() else {
             return;
         };
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mut held) = held {
+            let state = state.clone();
+            let task = tokio::spawn(async move {
+                while let Some((workspace, id)) = held.recv().await {
+                    super::downloads::auto_release(&state, &workspace, &id).await;
+                }
+            });
+            *self
+                .auto_release
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
+        }
         let record = match state.manager.get(workspace).await {
             Ok(record) => record,
             Err(err) => {
@@ -208,6 +240,14 @@ impl EgressHub {
 
     /// Every proxy, at daemon shutdown.
     pub async fn stop_all(&self) {
+        let task = self
+            .auto_release
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(task) = task {
+            task.abort();
+        }
         let all: Vec<Live> = self.lock().drain().map(|(_, live)| live).collect();
         for live in all {
             live.accept.abort();
@@ -277,14 +317,16 @@ pub async fn put(
         .await
 }
 
-/// The proxy's events into the event log.
+/// The proxy's events into the event log; held downloads are also handed
+/// to the automatic release.
 pub struct AuditEvents {
     audit: Audit,
+    held: Option<tokio::sync::mpsc::Sender<(String, String)>>,
 }
 
 impl AuditEvents {
     pub fn new(audit: Audit) -> Self {
-        Self { audit }
+        Self { audit, held: None }
     }
 }
 
@@ -305,15 +347,28 @@ impl EgressEvents for AuditEvents {
         workspace: &'a str,
         event: EgressEvent,
     ) -> cubicle_runtime::egress::events::Recorded<'a> {
+        let audit = self.audit.clone();
+        let workspace = workspace.to_owned();
+        if let (EgressEvent::DownloadHeld { id, .. }, Some(held)) = (&event, &self.held) {
+            // Full: it simply stays held for an operator.
+            let _ = held.try_send((workspace.clone(), id.clone()));
+        }
         Box::pin(async move {
             let kind = kind_of(&event);
             debug_assert_eq!(kind.as_str(), event.kind());
             let outcome = event.outcome();
             let detail = serde_json::to_value(&event).map_err(|e| e.to_string())?;
-            self.audit
-                .note(None, kind, Some(workspace), detail, Some(outcome))
-                .await
-                .map_err(|e| e.message)
+            // Its own task: the proxy's futures are dropped when a client
+            // goes away or the workspace stops, and an append cut off inside
+            // its transaction would hand a broken connection back to the
+            // pool. A spawned append always runs to its end.
+            let append = tokio::spawn(async move {
+                audit
+                    .note(None, kind, Some(&workspace), detail, Some(outcome))
+                    .await
+                    .map_err(|e| e.message)
+            });
+            append.await.map_err(|e| e.to_string())?
         })
     }
 }
@@ -403,15 +458,20 @@ pub fn open(config: &EgressConfig, store: Store) -> Result<Opened, String> {
         }
         None => Arc::new(SystemResolver),
     };
+    let (held_tx, held_rx) = tokio::sync::mpsc::channel(1024);
     let egress = Egress {
         resolver,
         interception,
         quarantine: Some(quarantine),
-        events: Arc::new(AuditEvents::new(Audit::new(store.clone()))),
+        events: Arc::new(AuditEvents {
+            audit: Audit::new(store.clone()),
+            held: Some(held_tx),
+        }),
         limits: Default::default(),
     };
     Ok(Opened {
-        hub: EgressHub::new(store, Some(Arc::new(egress)), config.default, ca_pem),
+        hub: EgressHub::new(store, Some(Arc::new(egress)), config.default, ca_pem)
+            .with_held(held_rx),
         trust_dir,
         rules,
     })
