@@ -69,6 +69,9 @@ pub struct Approval {
     pub reason: String,
     /// The browser tab and focus a screen action was going to land in.
     pub context: Option<BrowserContext>,
+    /// Why the browser could not be read, when it could not (the policy
+    /// then holds what a browser rule would hold).
+    pub context_error: Option<String>,
     pub state: ApprovalState,
     pub decided_by: Option<Actor>,
     pub decided_at: Option<i64>,
@@ -116,6 +119,7 @@ pub struct NewApproval {
     pub rule: String,
     pub reason: String,
     pub context: Option<BrowserContext>,
+    pub context_error: Option<String>,
 }
 
 struct Entry {
@@ -210,6 +214,7 @@ impl Approvals {
             rule,
             reason,
             context,
+            context_error,
         } = asked;
         let now = now_ms();
         let mut entries = self.lock();
@@ -238,6 +243,7 @@ impl Approvals {
             rule,
             reason,
             context,
+            context_error,
             state: ApprovalState::Pending,
             decided_by: None,
             decided_at: None,
@@ -414,6 +420,7 @@ mod tests {
             rule: "p#r".into(),
             reason: "why".into(),
             context: None,
+            context_error: None,
         }
     }
 

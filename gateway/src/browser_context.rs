@@ -43,7 +43,7 @@ use crate::app::AppState;
 use crate::cdp_proxy::BrowserSocket;
 
 /// How long one lookup may take before the context is unreadable.
-pub const LOOKUP_TIMEOUT: Duration = Duration::from_millis(1500);
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 /// Tabs looked at, at most.
 const MAX_PAGES: usize = 16;
 /// The isolated world's name (shows in DevTools).
@@ -83,7 +83,9 @@ pub enum Lookup {
     Absent,
     /// The browser did not answer in time, or answered nonsense (why).
     Unreadable(String),
-    Known(BrowserContext),
+    /// The tab the action lands in; several when the browser cannot tell
+    /// which of them has the keyboard (each is judged, the strictest counts).
+    Known(Vec<BrowserContext>),
 }
 
 /// One workspace's CDP session.
@@ -166,7 +168,10 @@ async fn lookup(
             .channel(&state.manager.spec(&record));
         let socket = crate::cdp_proxy::open_browser_endpoint(&channel)
             .await
-            .map_err(|_| LookupError::NoBrowser)?;
+            .map_err(|e| {
+                tracing::debug!(workspace = id, err = %e, "no browser to read a context from");
+                LookupError::NoBrowser
+            })?;
         *slot = Some(Session {
             socket,
             next_id: 0,
@@ -296,16 +301,24 @@ impl Session {
             let session = self.attach(target).await?;
             probes.push((target.clone(), session));
         }
-        // Every probe sent before any answer is read: one round trip for all tabs.
-        let mut sent = Vec::new();
+        // The worlds first (each a call of its own), then every probe sent
+        // before any answer is read: one round trip for all tabs.
+        let mut contexts = Vec::new();
         for (target, session) in &probes {
-            let context = self.world(target, session).await?;
+            contexts.push(self.world(target, session).await?);
+        }
+        let mut sent = Vec::new();
+        for ((_, session), context) in probes.iter().zip(contexts) {
             let params =
                 json!({ "expression": PROBE, "contextId": context, "returnByValue": true });
             sent.push(self.send("Runtime.evaluate", params, Some(session)).await?);
         }
         let replies = self.replies(&sent).await?;
-        let mut best: Option<(bool, BrowserContext)> = None;
+        // Every visible tab that says it has the focus (else every visible
+        // one): a CDP client's focus emulation (Playwright turns it on) makes
+        // several say so, and which window X gives the keys to cannot be read
+        // from here; the gate judges each and the strictest counts.
+        let (mut focused, mut visible) = (Vec::new(), Vec::new());
         let mut failed = 0;
         for (reply, (_, session)) in replies.iter().zip(&probes) {
             let value = &reply["result"]["result"]["value"];
@@ -318,23 +331,24 @@ impl Session {
             if value["visible"] != true {
                 continue;
             }
-            let focused = value["focused"] == true;
             let url = value["url"].as_str().unwrap_or_default();
             let context =
                 BrowserContext::at(url, focus_of(value["kind"].as_str().unwrap_or_default()));
-            if best
-                .as_ref()
-                .is_none_or(|(was_focused, _)| focused && !was_focused)
-            {
-                best = Some((focused, context));
+            match value["focused"] == true {
+                true => focused.push(context),
+                false => visible.push(context),
             }
         }
-        if best.is_none() && failed > 0 {
+        let candidates = if focused.is_empty() { visible } else { focused };
+        if failed > 0 {
             return Ok(Lookup::Unreadable(format!(
                 "{failed} tab(s) changed while they were read"
             )));
         }
-        Ok(best.map_or(Lookup::Absent, |(_, context)| Lookup::Known(context)))
+        Ok(match candidates.is_empty() {
+            true => Lookup::Absent,
+            false => Lookup::Known(candidates),
+        })
     }
 }
 

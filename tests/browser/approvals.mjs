@@ -72,19 +72,25 @@ try {
 
   // 1. Typed into the password field: held until the operator approves.
   const typing = api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/actions?wait=90`, { action: 'type', text: 's3cret-pw' });
-  const card = await operator.waitForSelector('#approvals-list .approval', { timeout: 30000 });
+  const card = await operator.waitForSelector('#approvals-list .approval', { timeout: 30000 }).catch(async (err) => {
+    const answered = await Promise.race([typing, sleep(1000).then(() => 'still waiting')]);
+    throw new Error(`no card in the page (${err.message}); the agent's call: ${JSON.stringify(answered)}`);
+  });
   step('the held action reached the operator page');
   out.titleHeld = await operator.title();
+  out.heldApproval = (await api(cfg.operator, 'GET', '/v1/approvals?state=pending')).body.approvals[0];
   out.badge = await operator.textContent('#approvals-badge');
-  out.card = await card.innerText();
-  out.cardFocus = await card.$eval('.context strong', (e) => e.dataset.focus).catch(() => null);
-  out.shot = await card.$eval('img.shot', async (img) => {
+  // The card is drawn again when its screenshot arrives: use the one with it.
+  const live = await operator.waitForSelector('#approvals-list .approval:has(img.shot)', { timeout: 15000 }).catch(() => card);
+  out.card = await live.innerText();
+  out.cardFocus = await live.$eval('.context strong', (e) => e.dataset.focus).catch(() => null);
+  out.shot = await live.$eval('img.shot', async (img) => {
     for (let i = 0; i < 50 && !img.complete; i++) await new Promise((r) => setTimeout(r, 100));
     return { width: img.naturalWidth, height: img.naturalHeight };
   }).catch(() => null);
   out.valueWhileHeld = await page.evaluate(() => document.querySelector('#pw').value);
-  await card.$eval('.reason', (input) => { input.value = 'expected login'; });
-  await card.$eval('button.approve', (b) => b.click());
+  await live.$eval('.reason', (input) => { input.value = 'expected login'; });
+  await live.$eval('button.approve', (b) => b.click());
   const typed = await typing;
   out.approvedStatus = typed.status;
   out.valueAfterApprove = await page.evaluate(() => document.querySelector('#pw').value);
@@ -96,7 +102,8 @@ try {
   await page.fill('#pw', '');
   await page.focus('#pw');
   const denied = api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/actions?wait=90`, { action: 'type', text: 'leak-me' });
-  const second = await operator.waitForSelector('#approvals-list .approval', { timeout: 30000 });
+  await operator.waitForSelector('#approvals-list .approval', { timeout: 30000 });
+  const second = await operator.waitForSelector('#approvals-list .approval:has(img.shot)', { timeout: 15000 });
   await second.$eval('.reason', (input) => { input.value = 'not this password'; });
   await second.$eval('button.deny', (b) => b.click());
   const refused = await denied;

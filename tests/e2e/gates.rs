@@ -165,7 +165,7 @@ async fn password_typing_and_navigation_wait_for_a_person() {
         .last()
         .and_then(|line| serde_json::from_str(line).ok())
         .unwrap_or_else(|| panic!("no result from approvals.mjs: {stdout}\n{stderr}"));
-    println!("approvals.mjs saw: {seen}");
+    println!("approvals.mjs saw ({}): {seen}", g.id);
     assert_eq!(seen["focused"]["id"], "pw", "{seen}");
     // Held: the page shows it with its context and a screenshot, the title counts it.
     assert_eq!(seen["valueWhileHeld"], "", "typed while held: {seen}");

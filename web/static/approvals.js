@@ -61,7 +61,9 @@ function card(a) {
   const context = a.context
     ? el('p', { class: 'context' }, 'in ', el('code', {}, a.context.url || '(no URL)'),
       ' — focus: ', el('strong', { 'data-focus': a.context.focus }, a.context.focus.replace('_', ' ')))
-    : null;
+    : a.context_error
+      ? el('p', { class: 'context unreadable' }, `browser not readable (${a.context_error}): held to be safe`)
+      : null;
   const shot = a.has_screenshot
     ? el('img', { class: 'shot', alt: `the screen when it was asked`, src: `/v1/approvals/${a.id}/screenshot`, loading: 'lazy' })
     : el('p', { class: 'no-shot' }, 'no screenshot');

@@ -243,16 +243,33 @@ pub async fn decide_all(
         }
         _ => Lookup::Absent,
     };
-    let browser = match &lookup {
-        Lookup::Absent => BrowserState::Absent,
-        Lookup::Unreadable(_) => BrowserState::Unreadable,
-        Lookup::Known(context) => BrowserState::Known(context),
+    let states: Vec<BrowserState<'_>> = match &lookup {
+        Lookup::Absent => vec![BrowserState::Absent],
+        Lookup::Unreadable(_) => vec![BrowserState::Unreadable],
+        Lookup::Known(tabs) => tabs.iter().map(BrowserState::Known).collect(),
     };
-    let context = Context { browser };
-    let mut outcome = policy.evaluate(&gated.subject, &context);
-    for subject in more {
-        outcome = outcome.stricter(policy.evaluate(subject, &context));
+    // Each tab the action may land in, each subject: the strictest counts,
+    // and the tab it came from is the one operators are shown.
+    let mut judged: Option<(Outcome, usize)> = None;
+    for (tab, browser) in states.into_iter().enumerate() {
+        let context = Context { browser };
+        for subject in std::iter::once(&gated.subject).chain(more) {
+            let outcome = policy.evaluate(subject, &context);
+            judged = Some(match judged {
+                None => (outcome, tab),
+                Some((best, at)) => {
+                    let stricter = best.clone().stricter(outcome);
+                    let moved = stricter != best;
+                    (stricter, if moved { tab } else { at })
+                }
+            });
+        }
     }
+    let (outcome, tab) = judged.expect("at least one subject is judged in at least one state");
+    let lookup = match lookup {
+        Lookup::Known(mut tabs) if tab < tabs.len() => Lookup::Known(vec![tabs.swap_remove(tab)]),
+        other => other,
+    };
     match outcome.decision {
         Decision::Allow => Ok(Verdict::Allow),
         Decision::Deny => Err(refuse(state, ctx, workspace, gated, &outcome).await),
@@ -334,9 +351,10 @@ async fn held(
     if let Some(existing) = approvals.reusable(&ctx.token.id, &sha256) {
         return Ok(existing);
     }
-    let context = match lookup {
-        Lookup::Known(context) => Some(context),
-        _ => None,
+    let (context, context_error) = match lookup {
+        Lookup::Known(mut tabs) => (tabs.pop(), None),
+        Lookup::Unreadable(why) => (None, Some(why)),
+        Lookup::Absent => (None, None),
     };
     let detail = json!({
         "operation": gated.operation,
@@ -344,6 +362,7 @@ async fn held(
         "reason": outcome.reason,
         "sha256": sha256,
         "context": context,
+        "context_error": context_error,
         "expires_in_ms": outcome.timeout.as_millis() as u64,
     });
     // No event, no hold: the request is recorded before anyone can see it.
@@ -369,6 +388,7 @@ async fn held(
             rule: outcome.rule,
             reason: outcome.reason,
             context,
+            context_error,
         })
         .map_err(approval_error)?;
     screenshot(state, workspace, &approval.id).await;
