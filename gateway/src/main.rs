@@ -2,6 +2,7 @@
 
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -13,6 +14,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info,sqlx=warn,tower_http=warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: logs piped to a
+        // file, journald or another program stay plain text.
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
     let args = cli::Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {

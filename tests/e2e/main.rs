@@ -26,5 +26,6 @@ mod microvm;
 mod operator;
 mod pause;
 mod replay;
+mod schemathesis;
 mod time_limits;
 mod walls;

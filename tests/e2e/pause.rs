@@ -206,4 +206,11 @@ async fn paused_workspace_uses_no_cpu_refuses_input_and_resumes_where_it_was() {
         .await
         .unwrap();
     assert_eq!((status, &body["state"]), (200, &json!("stopped")), "{body}");
+    // The daemon's log went to a file, not a terminal: no colour codes.
+    let log = std::fs::read(data.path().with_extension("daemon.log")).unwrap();
+    assert!(!log.is_empty(), "the daemon logged something");
+    assert!(
+        !log.contains(&0x1b),
+        "escape codes in a log that is not a terminal"
+    );
 }

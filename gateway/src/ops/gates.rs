@@ -69,7 +69,9 @@ impl Hold {
                                 "wait: {value:?} is not a number of seconds"
                             ))
                         })?;
-                    hold.wait = Duration::from_secs_f64(secs).min(MAX_WAIT);
+                    // Capped before the conversion, which panics past
+                    // u64::MAX seconds (schemathesis sent `wait=1.8e19`).
+                    hold.wait = Duration::from_secs_f64(secs.min(MAX_WAIT.as_secs_f64()));
                 }
                 "approval" => hold.approval = Some(value.into_owned()),
                 _ => {}
