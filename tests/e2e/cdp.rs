@@ -258,8 +258,23 @@ async fn cdp_calls_are_inspected_and_bad_clients_are_closed() {
         "{version}"
     );
 
-    // Download behaviour belongs to the gateway: acknowledged, not forwarded.
-    let params = json!({"behavior": "allow", "downloadPath": "/tmp"});
+    // Download behaviour belongs to the gateway: acknowledged, not
+    // forwarded. A browser context Chromium does not have shows who
+    // answered: Chromium, asked directly over the guest channel, says there
+    // is no such context; through the gateway the call is acknowledged.
+    let params = json!({"behavior": "allow", "browserContextId": "cubicle-no-such-context"});
+    let mut direct = direct_browser(&daemon, &id).await;
+    let rejected = call(
+        &mut direct,
+        2,
+        "Browser.setDownloadBehavior",
+        params.clone(),
+    )
+    .await;
+    assert!(
+        rejected["error"]["message"].is_string(),
+        "control: Chromium took an unknown context: {rejected}"
+    );
     let absorbed = call(&mut first, 2, "Browser.setDownloadBehavior", params).await;
     assert_eq!(absorbed, json!({"id": 2, "result": {}}));
     // A denied call gets a CDP error, and the connection keeps working.
@@ -278,9 +293,16 @@ async fn cdp_calls_are_inspected_and_bad_clients_are_closed() {
             .starts_with("Cubicle: "),
         "{denied}"
     );
+    // The same call tunnelled to a target is refused by the gateway, in its
+    // own words (Chromium would answer about the unknown target "x").
     let tunnel = json!({"targetId": "x", "message": r#"{"id":1,"method":"Page.setDownloadBehavior","params":{"behavior":"allow"}}"#});
     let denied = call(&mut first, 4, "Target.sendMessageToTarget", tunnel).await;
     assert_eq!(denied["error"]["code"], -32000, "{denied}");
+    assert_eq!(
+        denied["error"]["message"],
+        "Cubicle: downloads are owned by the gateway (quarantine); the call was acknowledged and not applied",
+        "{denied}"
+    );
     let again = call(&mut first, 5, "Browser.getVersion", json!({})).await;
     assert!(again["result"]["product"].is_string(), "{again}");
 
@@ -305,6 +327,22 @@ async fn cdp_calls_are_inspected_and_bad_clients_are_closed() {
     assert!(fresh["result"]["targetInfos"].is_array(), "{fresh}");
 
     measure_round_trips(&daemon, &id, &mut third).await;
+}
+
+/// A CDP client on the browser endpoint over the guest channel: Chromium
+/// itself, no gateway in between.
+async fn direct_browser(daemon: &Daemon, id: &str) -> WebSocketStream<tokio::net::UnixStream> {
+    let socket = daemon.channel_socket(id);
+    let version = guest::http_get(&socket, 9222, "/json/version")
+        .await
+        .unwrap();
+    let version: Value = serde_json::from_str(&version).unwrap();
+    let url = version["webSocketDebuggerUrl"].as_str().unwrap().to_owned();
+    let stream = guest::connect(&socket, 9222).await.unwrap();
+    tokio_tungstenite::client_async(url, stream)
+        .await
+        .unwrap()
+        .0
 }
 
 /// `Browser.getVersion` p50 over 100 calls: through the gateway, and
