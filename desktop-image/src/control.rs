@@ -183,7 +183,8 @@ pub struct FileData {
     pub eof: bool,
 }
 
-/// `write_file`: create or truncate a regular file with these bytes.
+/// `write_file`: create or truncate a regular file with these bytes, or
+/// (with `append`) add them at its end.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WriteFile {
     pub path: String,
@@ -192,6 +193,10 @@ pub struct WriteFile {
     /// Permission bits (e.g. 0o644) for the file; kept as is otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<u32>,
+    /// Add to the end of the file instead of replacing its content: a file
+    /// larger than [`MAX_FILE`] goes in pieces.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub append: bool,
 }
 
 /// An op that only takes a path.

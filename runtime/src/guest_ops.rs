@@ -268,6 +268,26 @@ impl GuestChannel {
             path: path.to_owned(),
             data: B64.encode(bytes),
             mode,
+            append: false,
+        });
+        self.call(&request, MAX_META_REPLY, FILES_TIMEOUT).await
+    }
+
+    /// Adds `bytes` (at most [`MAX_FILE`]) at the end of a regular file.
+    pub async fn append_file(&self, path: &str, bytes: &[u8]) -> Result<FileInfo, GuestOpError> {
+        normalise_path("path", path)?;
+        if bytes.len() as u64 > MAX_FILE {
+            return Err(GuestOpError::TooLarge {
+                what: "the content",
+                size: bytes.len() as u64,
+                limit: MAX_FILE,
+            });
+        }
+        let request = Request::WriteFile(WriteFile {
+            path: path.to_owned(),
+            data: B64.encode(bytes),
+            mode: None,
+            append: true,
         });
         self.call(&request, MAX_META_REPLY, FILES_TIMEOUT).await
     }

@@ -409,6 +409,24 @@ async fn downloads_wait_in_quarantine_until_an_operator_releases_them() {
     assert!(mode.contains("X5O!P%@AP"), "{mode}");
     let (status, again) = w.decide(&w.operator, &id, "reject").await;
     assert_eq!(status, 409, "decided once: {again}");
+    // Larger than one guest-channel write (16 MiB): released in pieces.
+    let big = 20 * 1024 * 1024;
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 60 -D - -o /dev/null 'http://origin.test:{http}/bytes?n={big}&download=1'"
+        ))
+        .await;
+    let blob = header(&got, "x-cubicle-download").expect("held");
+    let (status, released) = w.decide(&w.operator, &blob, "release").await;
+    assert_eq!(status, 200, "{released}");
+    let on_disk = w
+        .sh("stat -c '%s %a' /home/user/Downloads/blob.bin; sha256sum < /home/user/Downloads/blob.bin")
+        .await;
+    assert!(on_disk.starts_with(&format!("{big} 644\n")), "{on_disk}");
+    assert!(
+        on_disk.contains(released["sha256"].as_str().unwrap()),
+        "the same bytes: {on_disk}"
+    );
     // A hostile name is cleaned; reject leaves nothing.
     let got = w
         .sh(&format!(

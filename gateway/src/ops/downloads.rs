@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use cubicle_guest::control::{ExecRequest, MAX_FILE};
 use cubicle_runtime::quarantine::records::{self, DownloadRecord, DownloadState};
 use serde_json::json;
+use tokio::io::AsyncReadExt;
 
 use super::audit::EventKind;
 use super::{OpContext, Permission, access};
@@ -242,22 +243,11 @@ async fn deliver(
     by: &str,
     reason: Option<&str>,
 ) -> Result<DownloadRecord, ApiError> {
-    if record.size > MAX_FILE {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            format!(
-                "{} is {} bytes; releases go through the guest channel, which takes at most {MAX_FILE} bytes a file",
-                record.name, record.size
-            ),
-        ));
-    }
     let source = state
         .egress
         .quarantine()
         .and_then(|q| q.content_path(&record.sha256))
         .ok_or_else(|| internal("the quarantine store is not configured"))?;
-    let bytes = tokio::fs::read(&source).await.map_err(internal)?;
     let mkdir = ExecRequest {
         argv: vec!["mkdir".into(), "-p".into(), DOWNLOADS_DIR.into()],
         ..ExecRequest::default()
@@ -274,9 +264,32 @@ async fn deliver(
         ));
     }
     let path = free_name(channel, &record.name).await?;
-    channel
-        .write_file(&path, &bytes, Some(RELEASED_MODE))
-        .await?;
+    // In pieces the guest channel takes: the first makes the file (0644),
+    // the rest are appended.
+    let mut file = tokio::fs::File::open(&source).await.map_err(internal)?;
+    let mut piece = vec![0u8; MAX_FILE as usize];
+    let mut first = true;
+    loop {
+        let mut filled = 0;
+        while filled < piece.len() {
+            let n = file.read(&mut piece[filled..]).await.map_err(internal)?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if first {
+            channel
+                .write_file(&path, &piece[..filled], Some(RELEASED_MODE))
+                .await?;
+            first = false;
+        } else if filled > 0 {
+            channel.append_file(&path, &piece[..filled]).await?;
+        }
+        if filled < piece.len() {
+            break;
+        }
+    }
     if !records::decide(
         &state.store,
         &record.id,

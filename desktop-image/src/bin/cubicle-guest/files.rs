@@ -180,12 +180,15 @@ pub fn write(request: WriteFile) -> Result<FileInfo, FilesError> {
     let mut options = OpenOptions::new();
     options
         .write(true)
+        .append(request.append)
         .create(true)
         .mode(request.mode.unwrap_or(0o644) & !SPECIAL_BITS);
     // Not O_TRUNC: truncate only once it is known to be a regular file.
     let (mut file, _) = open_regular(&path, &mut options)?;
     let io = |err| FilesError::io(&path, err);
-    file.set_len(0).map_err(io)?;
+    if !request.append {
+        file.set_len(0).map_err(io)?;
+    }
     file.write_all(&bytes).map_err(io)?;
     // The asked-for mode, or the file's own, either without special bits.
     let current = file.metadata().map_err(io)?.mode();
@@ -298,6 +301,7 @@ mod tests {
                 path: file.clone(),
                 data: B64.encode(b"#!/bin/sh\n"),
                 mode: Some(asked),
+                append: false,
             })
             .unwrap();
             let on_disk = std::fs::metadata(&file).unwrap().mode() & 0o7777;
@@ -310,6 +314,7 @@ mod tests {
             path: file.clone(),
             data: B64.encode(b"x"),
             mode: None,
+            append: false,
         })
         .unwrap();
         assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o7777, 0o750);
@@ -324,9 +329,36 @@ mod tests {
             path: file.clone(),
             data: B64.encode(&bytes),
             mode: Some(0o600),
+            append: false,
         })
         .unwrap();
         assert_eq!((written.size, written.mode), (70_000, 0o600));
+        let appended = write(WriteFile {
+            path: file.clone(),
+            data: B64.encode(b"tail"),
+            mode: None,
+            append: true,
+        })
+        .unwrap();
+        assert_eq!(
+            (appended.size, appended.mode),
+            (70_004, 0o600),
+            "appended, mode kept"
+        );
+        let tail = read(ReadFile {
+            path: file.clone(),
+            offset: 70_000,
+            max_len: None,
+        })
+        .unwrap();
+        assert_eq!(B64.decode(&tail.data).unwrap(), b"tail");
+        write(WriteFile {
+            path: file.clone(),
+            data: B64.encode(&bytes),
+            mode: None,
+            append: false,
+        })
+        .unwrap();
         let whole = read(ReadFile {
             path: file.clone(),
             offset: 0,
