@@ -240,43 +240,48 @@ async fn measure_browser_context_cost_per_action() {
     let g = gated().await;
     let actions = format!("/v1/workspaces/{}/actions", g.id);
     let policy = format!("/v1/workspaces/{}/policy", g.id);
-    let run = async |label: &str| {
-        let mut samples = Vec::new();
-        for _ in 0..40 {
+    let run = async |samples: &mut Vec<f64>| {
+        for _ in 0..30 {
             let body = json!({ "action": "key", "text": "shift" });
             let started = Instant::now();
             let (status, out) = call(&g, &g.agent.secret, Method::POST, &actions, body).await;
             assert_eq!(status, 200, "{out}");
             samples.push(started.elapsed().as_secs_f64() * 1000.0);
         }
-        let p50 = percentile(&mut samples[5..].to_vec(), 50);
-        println!("measure: key round trip p50 {p50:.2} ms under {label}");
-        p50
     };
-    let with_context = run("gated (reads the browser context)").await;
-    let (status, _) = call(
-        &g,
-        &g.operator.secret,
-        Method::PUT,
-        &policy,
-        json!({"policy": "open"}),
-    )
-    .await;
-    assert_eq!(status, 200);
-    let without = run("open (no browser rule)").await;
-    let (status, _) = call(
-        &g,
-        &g.operator.secret,
-        Method::PUT,
-        &policy,
-        json!({"policy": "gated"}),
-    )
-    .await;
-    assert_eq!(status, 200);
-    let again = run("gated again").await;
+    // The first lookup opens the gateway's CDP session: measured apart.
+    let mut first = Vec::new();
+    run(&mut first).await;
+    let (mut gated_ms, mut open_ms) = (Vec::new(), Vec::new());
+    // Alternated, so both see the same machine.
+    for _ in 0..3 {
+        let (status, _) = call(
+            &g,
+            &g.operator.secret,
+            Method::PUT,
+            &policy,
+            json!({"policy": "open"}),
+        )
+        .await;
+        assert_eq!(status, 200);
+        run(&mut open_ms).await;
+        let (status, _) = call(
+            &g,
+            &g.operator.secret,
+            Method::PUT,
+            &policy,
+            json!({"policy": "gated"}),
+        )
+        .await;
+        assert_eq!(status, 200);
+        run(&mut gated_ms).await;
+    }
+    let (gated_p50, open_p50) = (percentile(&mut gated_ms, 50), percentile(&mut open_ms, 50));
     println!(
-        "measure: browser-context lookup adds {:.2} ms per action (p50 {with_context:.2}/{again:.2} vs {without:.2} ms; ratio {:.2})",
-        ((with_context + again) / 2.0) - without,
-        ((with_context + again) / 2.0) / without
+        "measure: key round trip p50 {gated_p50:.2} ms reading the browser context, {open_p50:.2} ms without (open policy); the lookup adds {:.2} ms (ratio {:.2}); first 30 with the session opening: p50 {:.2} ms, max {:.2} ms",
+        gated_p50 - open_p50,
+        gated_p50 / open_p50,
+        percentile(&mut first.clone(), 50),
+        first.iter().cloned().fold(0.0, f64::max),
     );
 }
