@@ -215,7 +215,12 @@ async fn control_and_token_apis_check_every_role() {
     let (status, _) = act(&daemon, &agent.secret, &id, click.clone()).await;
     assert_eq!(status, 200);
     // An admin can hand back for an operator who left.
-    control(&daemon, &bob.secret, &id, "take").await;
+    let (status, body) = control(&daemon, &bob.secret, &id, "take").await;
+    assert_eq!(
+        (status, body["holder"]["name"].as_str()),
+        (200, Some("bob")),
+        "{body}"
+    );
     let (status, body) = control(&daemon, &daemon.token, &id, "release").await;
     assert_eq!(
         (status, body["holder"]["kind"].as_str()),
@@ -406,6 +411,12 @@ async fn measure_viewers_per_workspace() {
                 println!("a viewer failed: {other:?}");
             }
         }
+    }
+    // A viewer still running 10 s after it was told to stop is stuck: a
+    // failure, not a viewer to forget.
+    if !viewers.is_empty() {
+        println!("{} viewers did not finish in time", viewers.len());
+        failed += viewers.len();
     }
     viewers.abort_all();
     println!(
