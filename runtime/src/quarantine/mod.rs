@@ -322,6 +322,51 @@ mod tests {
         );
     }
 
+    /// Unmounts a test tmpfs when dropped.
+    struct Mounted(std::path::PathBuf);
+
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_refuses_the_download_and_keeps_nothing() {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: needs root to mount a small tmpfs");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(&data)
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "mount a 1 MiB tmpfs");
+        let _unmount = Mounted(data.clone());
+        let store = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let q = Quarantine::open(&data, store, Scanner::new(None).unwrap(), 64 << 20).unwrap();
+        let chunks = (0..48).map(|_| {
+            Ok::<_, std::io::Error>(hyper::body::Frame::data(Bytes::from(vec![9u8; 64 * 1024])))
+        });
+        let body = StreamBody::new(futures_util::stream::iter(chunks));
+        let err = q.hold(meta("big.iso"), body).await.unwrap_err();
+        assert!(matches!(err, HoldError::Disk(_)), "{err}");
+        assert!(err.to_string().contains("nothing was kept"), "{err}");
+        assert!(files(&data.join("quarantine")).is_empty());
+        assert!(files(&data.join("quarantine/tmp")).is_empty());
+        assert!(
+            records::list(q.store(), None, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     #[test]
     fn sniffing() {
         assert_eq!(sniff(b"%PDF-1.7\n"), "application/pdf");
