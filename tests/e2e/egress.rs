@@ -547,19 +547,27 @@ async fn chromium_loads_an_allowed_https_page_errors_on_a_denied_one_and_a_click
         .await
         .unwrap();
     assert_eq!(heading, "Allowed origin");
-    // The screen shows it too: the page's blue fills the middle.
-    let shot = reqwest::Client::new()
-        .get(w.daemon.url(&format!("/v1/workspaces/{}/screenshot", w.id)))
-        .bearer_auth(&w.daemon.token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(shot.status(), 200);
-    let png = image::load_from_memory(&shot.bytes().await.unwrap())
-        .unwrap()
-        .to_rgb8();
-    let (width, height) = png.dimensions();
-    let middle = png.get_pixel(width / 2, height * 2 / 3).0;
+    // The screen shows it too: the page's blue fills the middle (once
+    // Chromium has painted it; under load that can trail the load event).
+    let painted = Instant::now() + Duration::from_secs(15);
+    let middle = loop {
+        let shot = reqwest::Client::new()
+            .get(w.daemon.url(&format!("/v1/workspaces/{}/screenshot", w.id)))
+            .bearer_auth(&w.daemon.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(shot.status(), 200);
+        let png = image::load_from_memory(&shot.bytes().await.unwrap())
+            .unwrap()
+            .to_rgb8();
+        let (width, height) = png.dimensions();
+        let middle = png.get_pixel(width / 2, height * 2 / 3).0;
+        if middle == origin::PAGE_BLUE || Instant::now() > painted {
+            break middle;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     assert_eq!(middle, origin::PAGE_BLUE, "the page is on the screen");
     // A denied origin: Chromium shows its error page.
     let _ = page
