@@ -329,6 +329,12 @@ async fn curl_reaches_allowed_origins_only_and_every_decision_is_an_event() {
         2,
         "{shown}"
     );
+    let (_, ws) = w
+        .daemon
+        .call(Method::GET, &format!("/v1/workspaces/{}", w.id), None)
+        .await
+        .unwrap();
+    assert_eq!(ws["egress"]["allow"], shown["policy"]["allow"], "{ws}");
     let (status, bad) = put(&w.operator, r#"{"allow":["ok.test","not a host"]}"#).await;
     assert_eq!(status, 400);
     assert!(

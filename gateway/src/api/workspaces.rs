@@ -36,6 +36,8 @@ pub async fn get(
     let mut view = WorkspaceView::from(&record);
     view.usage = serde_json::to_value(usage).ok();
     view.policy = Some(ops::approvals::policy_of(&state, &ctx, &id).await?);
+    let egress = ops::egress::get(&state, &ctx, &id).await?;
+    view.egress = Some(crate::wire::egress::EgressBody::of(&egress.policy));
     view.time_limits = Some(ops::expiry::view_of(&state, &id).await?);
     Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
 }

@@ -192,6 +192,10 @@ pub struct WorkspaceView {
     /// The policy it runs under (`GET /v1/workspaces/{id}` and create).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// What it may reach (`GET /v1/workspaces/{id}` only; also
+    /// `GET /v1/workspaces/{id}/egress`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<super::egress::EgressBody>,
     /// The time limits it runs under (`GET /v1/workspaces/{id}` and create).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limits: Option<super::time_limits::TimeLimitsView>,
@@ -219,6 +223,7 @@ impl From<&WorkspaceRecord> for WorkspaceView {
             limits: LimitsBody::from(&record.limits),
             usage: None,
             policy: None,
+            egress: None,
             time_limits: None,
             created_at_ms: record.created_at,
             updated_at_ms: record.updated_at,
