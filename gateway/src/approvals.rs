@@ -24,6 +24,9 @@ use tokio::sync::{broadcast, watch};
 pub const MAX_PENDING_PER_TOKEN: usize = 64;
 /// Decided records are forgotten after this long (the events keep them).
 const KEEP_DECIDED_MS: i64 = 3600 * 1000;
+/// Records kept at most: the oldest decided ones (and their screenshots)
+/// go first.
+const MAX_RECORDS: usize = 2048;
 /// Changes waiting for a slow stream reader before it misses some.
 const CHANGES_BUFFER: usize = 256;
 
@@ -222,6 +225,17 @@ impl Approvals {
             e.record.state == ApprovalState::Pending
                 || e.record.decided_at.unwrap_or(now) + KEEP_DECIDED_MS > now
         });
+        while entries.len() >= MAX_RECORDS {
+            let oldest = entries
+                .values()
+                .filter(|e| e.record.state != ApprovalState::Pending)
+                .min_by_key(|e| e.record.decided_at.unwrap_or(e.record.asked_at))
+                .map(|e| e.record.id.clone());
+            match oldest {
+                Some(id) => entries.remove(&id),
+                None => break,
+            };
+        }
         let pending = entries
             .values()
             .filter(|e| {
