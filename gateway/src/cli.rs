@@ -434,6 +434,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let stop_sealing = tokio_util::sync::CancellationToken::new();
     let sealer = tokio::spawn(replay.clone().run_checkpoints(stop_sealing.clone()));
     replay.resume(&state).await;
+    state.egress.resume(&state).await;
     let retention = tokio::spawn(cubicle_gateway::replay::retention::run(
         state.clone(),
         stop_sealing.clone(),

@@ -228,6 +228,19 @@ impl EgressHub {
         Ok(())
     }
 
+    /// Starts the proxies of workspaces that already run when the daemon
+    /// starts (re-attached by reconcile: no lifecycle event says so).
+    pub async fn resume(&self, state: &AppState) {
+        let Ok(all) = state.manager.list().await else {
+            return;
+        };
+        for record in all {
+            if record.state == cubicle_runtime::state::WorkspaceState::Running {
+                self.start(state, &record.id).await;
+            }
+        }
+    }
+
     /// Ends a workspace's proxy: connections and downloads in flight go
     /// with it (nothing partial is kept).
     pub async fn stop(&self, workspace: &str) {
