@@ -47,6 +47,9 @@ enum Command {
     },
     /// Serve MCP over stdio, forwarding to a running gateway's /v1/mcp.
     Mcp(McpArgs),
+    /// Measure the performance table against peers run alongside, print
+    /// it and write it as JSON (starts its own `serve` on a scratch dir).
+    Bench(Box<crate::bench::BenchArgs>),
     /// Check exported audit bundles (offline: no daemon, no database).
     Audit {
         #[command(subcommand)]
@@ -238,6 +241,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token {
             command: TokenCommand::Revoke { common, id },
         } => token_revoke(&common, &id).await,
+        Command::Bench(args) => crate::bench::run(*args).await,
         Command::Mcp(args) => Ok(cubicle_gateway::mcp::stdio::run(&args.url, &args.token).await?),
         Command::Audit {
             command: AuditCommand::Verify { bundle, key, json },

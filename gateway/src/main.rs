@@ -1,5 +1,6 @@
 //! The `cubicle` command: `serve`, `image build`, `doctor`.
 
+mod bench;
 mod cli;
 
 use std::io::IsTerminal;

@@ -1,0 +1,145 @@
+//! The `cubicle serve` the benchmark measures: this same binary, started as
+//! a child on a data dir of its own, reached over HTTP with its admin token.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+/// A running daemon and how to reach it.
+pub struct Daemon {
+    child: Child,
+    pub base: String,
+    pub token: String,
+    pub data_dir: PathBuf,
+    pub http: reqwest::Client,
+}
+
+impl Daemon {
+    /// Starts `cubicle serve` on `data_dir` with `extra` arguments and waits
+    /// until it listens.
+    pub fn start(data_dir: &Path, uid_base: u32, extra: &[String]) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(data_dir)?;
+        let log = std::fs::File::create(data_dir.join("daemon.log"))?;
+        let exe = std::env::current_exe().context("the cubicle binary's path")?;
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--uid-base",
+                &uid_base.to_string(),
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .context("starting cubicle serve")?;
+        let stdout = child.stdout.take().context("the daemon's stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let (mut token, mut base) = (None, None);
+        for line in lines.by_ref() {
+            let line = line?;
+            if let Some(secret) = line.strip_prefix("admin token (shown once, store it now): ") {
+                token = Some(secret.to_owned());
+            }
+            if let Some(url) = line.strip_prefix("listening on ") {
+                base = Some(url.to_owned());
+                break;
+            }
+        }
+        // Keep draining, so the daemon never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let Some(base) = base else {
+            let status = child.wait()?;
+            bail!(
+                "cubicle serve exited ({status}) before listening; see {}",
+                data_dir.join("daemon.log").display()
+            );
+        };
+        Ok(Self {
+            child,
+            base,
+            token: token.context("the daemon printed no admin token (a used data dir?)")?,
+            data_dir: data_dir.to_owned(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(300))
+                .build()?,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `host:port` of the gateway.
+    pub fn authority(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
+    /// Sends a request with the admin token; status and JSON body.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut request = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_owned());
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let text = response.text().await?;
+        let json = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Ok((status, json))
+    }
+
+    /// The guest channel socket of workspace `id` (microVM or jail).
+    pub fn channel_socket(&self, id: &str) -> PathBuf {
+        let dir = self.data_dir.join("workspaces").join(id);
+        let vm = dir.join("chan/guest.sock");
+        if vm.exists() {
+            vm
+        } else {
+            dir.join("host/guest.sock")
+        }
+    }
+
+    /// Stops the daemon (SIGTERM: it stops its workspaces) and waits.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..300 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

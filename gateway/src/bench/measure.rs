@@ -1,0 +1,456 @@
+//! Each row of the table: Cubicle's number and its peer's, in one run.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures_util::{SinkExt, StreamExt};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use super::daemon::Daemon;
+use super::peers::{self, PlainDesktop};
+use super::{BenchArgs, Row, Stat};
+
+/// How long a workspace sits idle before its memory is read.
+const IDLE: Duration = Duration::from_secs(10);
+/// How long a create may take before it counts as failed.
+const READY: Duration = Duration::from_secs(180);
+/// Time for a pointer move to reach the gateway's framebuffer.
+const SETTLE: Duration = Duration::from_millis(60);
+/// Longest wait for one CDP reply.
+const CALL: Duration = Duration::from_secs(10);
+
+fn say(text: &str) {
+    eprintln!("bench: {text}");
+}
+
+pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
+    let images = cubicle_runtime::image::ImageStore::new(args.image_cache.clone());
+    let image = tokio::task::spawn_blocking(move || images.ensure()).await??;
+    let scratch = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("cubicle-bench-{}", std::process::id())),
+    };
+    say(&format!("starting cubicle serve on {}", scratch.display()));
+    let daemon = Daemon::start(&scratch, args.uid_base, &[])?;
+    let result = rows(args, &daemon, &image.rootfs).await;
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    say("cold creates");
+    let (create, ws) = cold_creates(daemon, args.creates).await?;
+    say("plain bubblewrap desktops");
+    let (plain, plain_pss) = match plain_starts(rootfs, args.creates).await {
+        Ok(found) => found,
+        Err(err) => {
+            rows.push(Row::skipped("plain bubblewrap desktop", &err));
+            (Vec::new(), None)
+        }
+    };
+    rows.push(Row::new(
+        "create, cold (until ready)",
+        "ms",
+        Stat::of_durations(&create),
+        "plain bwrap desktop start",
+        Stat::of_durations(&plain),
+    ));
+    let id = ws["id"].as_str().context("the workspace's id")?.to_owned();
+    let host_uid = ws["host_uid"].as_u64().unwrap_or(0) as u32;
+    say("screenshots");
+    rows.extend(screenshots(daemon, &id, args.runs).await?);
+    say("actions and the core");
+    rows.extend(actions(daemon, &id, args.runs).await?);
+    say("CDP");
+    let limit = Duration::from_secs(60) + CALL * args.runs as u32;
+    rows.push(
+        match tokio::time::timeout(limit, cdp(daemon, &id, args.runs)).await {
+            Ok(Ok(row)) => row,
+            Ok(Err(err)) => Row::skipped("CDP round trip (Browser.getVersion)", format!("{err:#}")),
+            Err(_) => Row::skipped("CDP round trip (Browser.getVersion)", "timed out"),
+        },
+    );
+    say("exec");
+    rows.push(exec(daemon, &id, args.runs).await?);
+    say("idle memory");
+    tokio::time::sleep(IDLE).await;
+    let ours = peers::pss_mib(&peers::of_uids(&[host_uid, host_uid + 1]));
+    rows.push(
+        Row::new(
+            "idle PSS per workspace",
+            "MiB",
+            Stat::of(vec![ours]),
+            "plain bwrap desktop, idle",
+            plain_pss.and_then(|p| Stat::of(vec![p])),
+        )
+        .note("all processes of the workspace's two uids"),
+    );
+    if args.concurrent > 0 {
+        say(&format!("{} concurrent creates", args.concurrent));
+        rows.push(concurrent(daemon, args.concurrent, Stat::of_durations(&create)).await?);
+    }
+    if !args.no_vmm {
+        say("cubicle-vmm bench");
+        rows.extend(vmm());
+    }
+    Ok(rows)
+}
+
+async fn create(daemon: &Daemon) -> anyhow::Result<(Duration, Value)> {
+    let started = Instant::now();
+    let (status, ws) = daemon
+        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .await?;
+    if status != 201 {
+        bail!("create answered {status}: {ws}");
+    }
+    Ok((started.elapsed(), ws))
+}
+
+async fn delete(daemon: &Daemon, ws: &Value) {
+    if let Some(id) = ws["id"].as_str() {
+        let _ = daemon
+            .call(Method::DELETE, &format!("/v1/workspaces/{id}"), None)
+            .await;
+    }
+}
+
+/// `count` creates one after another; all but the last are deleted again.
+async fn cold_creates(daemon: &Daemon, count: usize) -> anyhow::Result<(Vec<Duration>, Value)> {
+    let mut times = Vec::new();
+    let mut last = Value::Null;
+    for i in 0..count.max(1) {
+        let (took, ws) = create(daemon).await?;
+        times.push(took);
+        if i + 1 < count.max(1) {
+            delete(daemon, &ws).await;
+        }
+        last = ws;
+    }
+    Ok((times, last))
+}
+
+/// `count` plain desktops one after another; the PSS of the last, idle.
+async fn plain_starts(rootfs: &Path, count: usize) -> anyhow::Result<(Vec<Duration>, Option<f64>)> {
+    let mut times = Vec::new();
+    let mut pss = None;
+    for i in 0..count.max(1) {
+        let started = Instant::now();
+        let mut desktop = PlainDesktop::start(rootfs, 90 + i as u32, 19_222)?;
+        let ready = desktop.ready(READY).await;
+        times.push(started.elapsed());
+        if let Err(err) = ready {
+            desktop.stop();
+            return Err(err);
+        }
+        if i + 1 == count.max(1) {
+            tokio::time::sleep(IDLE).await;
+            pss = Some(peers::pss_mib(&desktop.pids()));
+        }
+        desktop.stop();
+    }
+    Ok((times, pss))
+}
+
+async fn screenshots(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>> {
+    let shot_url = daemon.url(&format!("/v1/workspaces/{id}/screenshot"));
+    let actions = format!("/v1/workspaces/{id}/actions");
+    let exec_path = format!("/v1/workspaces/{id}/exec");
+    let peer = json!({"command": "xwd -root -silent | convert xwd:- png:- | wc -c"}).to_string();
+    let shot = async |query: &str| -> anyhow::Result<(Duration, usize)> {
+        let started = Instant::now();
+        let bytes = daemon
+            .http
+            .get(format!("{shot_url}{query}"))
+            .bearer_auth(&daemon.token)
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        Ok((started.elapsed(), bytes.len()))
+    };
+    shot("").await?;
+    daemon.call(Method::POST, &exec_path, Some(&peer)).await?;
+    let formats = [("PNG", ""), ("JPEG q80", "?format=jpeg&quality=80")];
+    let mut changed = vec![Vec::new(); formats.len()];
+    let mut same = vec![Vec::new(); formats.len()];
+    let mut sizes = vec![0; formats.len()];
+    let mut inside = Vec::new();
+    for run in 0..runs {
+        for (i, (_, query)) in formats.iter().enumerate() {
+            let x = 200 + ((run * 2 + i) % 40) * 10;
+            let body = json!({"action": "mouse_move", "coordinate": [x, 400]}).to_string();
+            daemon.call(Method::POST, &actions, Some(&body)).await?;
+            tokio::time::sleep(SETTLE).await;
+            let (took, size) = shot(query).await?;
+            changed[i].push(took);
+            sizes[i] = size;
+            same[i].push(shot(query).await?.0);
+        }
+        let (status, out) = daemon.call(Method::POST, &exec_path, Some(&peer)).await?;
+        if status == 200 && out["exit_code"] == 0 {
+            let ms = out["duration_ms"].as_f64().unwrap_or(0.0);
+            inside.push(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let peer = Stat::of_durations(&inside);
+    let mut rows = Vec::new();
+    for (i, (name, _)) in formats.iter().enumerate() {
+        rows.push(
+            Row::new(
+                &format!("screenshot {name}, screen changed"),
+                "ms",
+                Stat::of_durations(&changed[i]),
+                "xwd|convert PNG inside the guest",
+                peer,
+            )
+            .note(format!("{} bytes, 1280x800, over HTTP", sizes[i])),
+        );
+        rows.push(Row::new(
+            &format!("screenshot {name}, same screen"),
+            "ms",
+            Stat::of_durations(&same[i]),
+            "xwd|convert PNG inside the guest",
+            peer,
+        ));
+    }
+    Ok(rows)
+}
+
+async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>> {
+    let path = format!("/v1/workspaces/{id}/actions");
+    let (mut moves, mut cursor, mut me, mut xdotool) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let exec_path = format!("/v1/workspaces/{id}/exec");
+    for run in 0..runs {
+        let body = json!({"action": "mouse_move", "coordinate": [300 + run % 50, 300]}).to_string();
+        let started = Instant::now();
+        daemon.call(Method::POST, &path, Some(&body)).await?;
+        moves.push(started.elapsed());
+        let body = json!({"action": "cursor_position"}).to_string();
+        let started = Instant::now();
+        daemon.call(Method::POST, &path, Some(&body)).await?;
+        cursor.push(started.elapsed());
+        let started = Instant::now();
+        daemon.call(Method::GET, "/v1/me", None).await?;
+        me.push(started.elapsed());
+        let body =
+            json!({"command": format!("xdotool mousemove {} 310", 300 + run % 50)}).to_string();
+        let (status, out) = daemon.call(Method::POST, &exec_path, Some(&body)).await?;
+        if status == 200 {
+            let ms = out["duration_ms"].as_f64().unwrap_or(0.0);
+            xdotool.push(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let me = Stat::of_durations(&me);
+    Ok(vec![
+        Row::new(
+            "action round trip (mouse_move)",
+            "ms",
+            Stat::of_durations(&moves),
+            "GET /v1/me (HTTP + token only)",
+            me,
+        ),
+        Row::new(
+            "action round trip (mouse_move)",
+            "ms",
+            Stat::of_durations(&moves),
+            "xdotool mousemove, inside the guest",
+            Stat::of_durations(&xdotool),
+        ),
+        Row::new(
+            "core cost (cursor_position action)",
+            "ms",
+            Stat::of_durations(&cursor),
+            "GET /v1/me (HTTP + token only)",
+            me,
+        )
+        .note("permission, scope, lock, two event rows"),
+    ])
+}
+
+/// Round trips of `Browser.getVersion` on an open CDP WebSocket.
+async fn cdp_round_trips<S>(
+    ws: &mut tokio_tungstenite::WebSocketStream<S>,
+    runs: usize,
+) -> anyhow::Result<Vec<Duration>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut times = Vec::new();
+    for id in 1..=runs as u64 {
+        let call = json!({"id": id, "method": "Browser.getVersion"}).to_string();
+        let started = Instant::now();
+        ws.send(Message::text(call)).await?;
+        let reply = async {
+            loop {
+                let message = ws.next().await.context("the CDP socket closed")??;
+                if let Message::Text(text) = message {
+                    let reply: Value = serde_json::from_str(&text)?;
+                    if reply["id"] == id {
+                        return Ok::<_, anyhow::Error>(reply);
+                    }
+                }
+            }
+        };
+        let reply = tokio::time::timeout(CALL, reply)
+            .await
+            .map_err(|_| anyhow::anyhow!("no reply to Browser.getVersion within {CALL:?}"))??;
+        if reply.get("error").is_some() {
+            bail!("Browser.getVersion failed: {reply}");
+        }
+        times.push(started.elapsed());
+    }
+    Ok(times)
+}
+
+async fn cdp(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Row> {
+    let url = format!("ws://{}/v1/workspaces/{id}/cdp", daemon.authority());
+    let mut request = url.into_client_request()?;
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {}", daemon.token).parse()?);
+    let (mut proxied, _) = tokio_tungstenite::connect_async(request).await?;
+    say("CDP: through the proxy");
+    cdp_round_trips(&mut proxied, 3).await?;
+    let ours = cdp_round_trips(&mut proxied, runs).await?;
+    let socket = daemon.channel_socket(id);
+    say("CDP: straight through the guest channel");
+    let path = peers::devtools_path(&socket).await?;
+    let stream = peers::guest(&socket, 9222).await?.into_inner();
+    let (mut direct, _) =
+        tokio_tungstenite::client_async(format!("ws://127.0.0.1{path}"), stream).await?;
+    cdp_round_trips(&mut direct, 3).await?;
+    let theirs = cdp_round_trips(&mut direct, runs).await?;
+    Ok(Row::new(
+        "CDP round trip (Browser.getVersion)",
+        "ms",
+        Stat::of_durations(&ours),
+        "straight through the guest channel",
+        Stat::of_durations(&theirs),
+    )
+    .note("through the gateway's CDP proxy and policy"))
+}
+
+async fn exec(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Row> {
+    let path = format!("/v1/workspaces/{id}/exec");
+    let body = json!({"argv": ["true"]}).to_string();
+    let socket = daemon.channel_socket(id);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let started = Instant::now();
+        let (status, out) = daemon.call(Method::POST, &path, Some(&body)).await?;
+        if status != 200 {
+            bail!("exec answered {status}: {out}");
+        }
+        ours.push(started.elapsed());
+        let started = Instant::now();
+        if peers::guest_exec(&socket, &["true"]).await? {
+            theirs.push(started.elapsed());
+        }
+    }
+    Ok(Row::new(
+        "exec round trip (true)",
+        "ms",
+        Stat::of_durations(&ours),
+        "straight through the guest channel",
+        Stat::of_durations(&theirs),
+    ))
+}
+
+async fn concurrent(daemon: &Daemon, count: usize, alone: Option<Stat>) -> anyhow::Result<Row> {
+    let started = Instant::now();
+    let results = futures_util::future::join_all((0..count).map(|_| create(daemon))).await;
+    let wall = started.elapsed();
+    let mut times = Vec::new();
+    let mut failures = Vec::new();
+    for result in results {
+        match result {
+            Ok((took, ws)) => {
+                times.push(took);
+                delete(daemon, &ws).await;
+            }
+            Err(err) => failures.push(err.to_string()),
+        }
+    }
+    let mut note = format!(
+        "{} failed, wall {:.1} s",
+        failures.len(),
+        wall.as_secs_f64()
+    );
+    if let Some(first) = failures.first() {
+        note.push_str(&format!(
+            " (first: {})",
+            first.chars().take(120).collect::<String>()
+        ));
+    }
+    Ok(Row::new(
+        &format!("{count} concurrent creates"),
+        "ms",
+        Stat::of_durations(&times),
+        "one create alone",
+        alone,
+    )
+    .note(note))
+}
+
+/// `cubicle-vmm bench`, run beside this binary; its medians.
+fn vmm() -> Vec<Row> {
+    let name = "VMM start to first serial byte";
+    let Some(vmm) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("cubicle-vmm")))
+        .filter(|p| p.exists())
+    else {
+        return vec![Row::skipped(name, "no cubicle-vmm beside this binary")];
+    };
+    let out = match std::process::Command::new(&vmm)
+        .args(["bench", "--runs", "10"])
+        .output()
+    {
+        Ok(out) => out,
+        Err(err) => return vec![Row::skipped(name, err)],
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return vec![Row::skipped(name, why.lines().last().unwrap_or("failed"))];
+    }
+    // `<who>: first serial byte min X ms  median Y ms | exit min X ms  median Y ms`
+    let medians = |who: &str| -> Option<(f64, f64)> {
+        let line = text.lines().find(|l| l.trim_start().starts_with(who))?;
+        let numbers: Vec<f64> = line
+            .split("median")
+            .skip(1)
+            .filter_map(|part| part.split_whitespace().next()?.parse().ok())
+            .collect();
+        Some((*numbers.first()?, *numbers.get(1)?))
+    };
+    let ours = medians("cubicle-vmm:");
+    let qemu = medians("qemu microvm:");
+    let stat = |v: Option<f64>| v.and_then(|v| Stat::of(vec![v]));
+    vec![
+        Row::new(
+            name,
+            "ms",
+            stat(ours.map(|m| m.0)),
+            "qemu -M microvm, same guest",
+            stat(qemu.map(|m| m.0)),
+        )
+        .note("medians of 10 (cubicle-vmm bench)"),
+        Row::new(
+            "VMM start to guest exit",
+            "ms",
+            stat(ours.map(|m| m.1)),
+            "qemu -M microvm, same guest",
+            stat(qemu.map(|m| m.1)),
+        ),
+    ]
+}

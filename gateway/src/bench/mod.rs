@@ -1,0 +1,224 @@
+//! `cubicle bench`: the whole performance table in one command, each number
+//! next to a peer measured in the same run on the same host, printed as a
+//! table and written as JSON (to compare across commits).
+//!
+//! It starts this binary's own `cubicle serve` on a scratch data dir and
+//! measures, against:
+//!
+//! | what | peer |
+//! | --- | --- |
+//! | create (cold, until ready) | the same desktop started plainly with bubblewrap |
+//! | screenshot PNG/JPEG, screen just changed and unchanged | `xwd -root \| convert png:-` inside the workspace |
+//! | action round trip (`mouse_move`) | `GET /v1/me` (same HTTP and token check, no operation) |
+//! | the core's cost (`cursor_position`) | `GET /v1/me` |
+//! | CDP round trip through the proxy | the same call straight through the guest channel |
+//! | exec round trip | the same command straight through the guest channel |
+//! | idle PSS per workspace | the plain bubblewrap desktop's PSS |
+//! | N concurrent creates (failures, p50/p95, wall) | one create alone |
+//! | VMM start (`cubicle-vmm bench`) | `qemu -M microvm` on the same test guest |
+//!
+//! Ratios are peer / Cubicle: above 1, Cubicle is faster (or smaller).
+//! Nothing is asserted about time; a part that cannot run here is reported
+//! as skipped with the reason.
+
+mod daemon;
+mod measure;
+mod peers;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Arguments of `cubicle bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Where the JSON results go.
+    #[arg(long, default_value = "bench.json")]
+    pub out: PathBuf,
+    /// Samples of each round trip.
+    #[arg(long, default_value_t = 30)]
+    pub runs: usize,
+    /// Cold creates (and plain bubblewrap starts) timed one after another.
+    #[arg(long, default_value_t = 3)]
+    pub creates: usize,
+    /// Workspaces created at once for the concurrency row (0 skips it).
+    #[arg(long, default_value_t = 10)]
+    pub concurrent: usize,
+    /// Scratch data dir for the daemon (removed afterwards); a fresh
+    /// folder under /var/tmp by default.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// First host uid of the bench's workspaces (apart from a real daemon's).
+    #[arg(long, default_value_t = 1_800_000)]
+    pub uid_base: u32,
+    /// Built images, as for `serve`.
+    #[arg(
+        long,
+        env = "CUBICLE_IMAGE_CACHE",
+        default_value = "/var/cache/cubicle"
+    )]
+    pub image_cache: PathBuf,
+    /// Skip `cubicle-vmm bench` (the VMM vs QEMU row).
+    #[arg(long)]
+    pub no_vmm: bool,
+}
+
+/// p50 / p95 of a sample, in its unit.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Stat {
+    pub p50: f64,
+    pub p95: f64,
+    pub n: usize,
+}
+
+impl Stat {
+    pub fn of(mut values: Vec<f64>) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let at = |p: usize| values[(values.len() * p / 100).min(values.len() - 1)];
+        Some(Self {
+            p50: at(50),
+            p95: at(95),
+            n: values.len(),
+        })
+    }
+
+    pub fn of_durations(values: &[Duration]) -> Option<Self> {
+        Self::of(values.iter().map(|d| d.as_secs_f64() * 1000.0).collect())
+    }
+}
+
+/// One line of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub unit: &'static str,
+    pub cubicle: Option<Stat>,
+    pub peer: String,
+    pub peer_stat: Option<Stat>,
+    /// Peer p50 / Cubicle p50.
+    pub ratio: Option<f64>,
+    /// Anything else worth knowing (failures, sizes, why skipped).
+    pub note: String,
+}
+
+impl Row {
+    pub fn new(
+        name: &str,
+        unit: &'static str,
+        cubicle: Option<Stat>,
+        peer: &str,
+        peer_stat: Option<Stat>,
+    ) -> Self {
+        let ratio = match (cubicle, peer_stat) {
+            (Some(ours), Some(theirs)) if ours.p50 > 0.0 => Some(theirs.p50 / ours.p50),
+            _ => None,
+        };
+        Self {
+            name: name.to_owned(),
+            unit,
+            cubicle,
+            peer: peer.to_owned(),
+            peer_stat,
+            ratio,
+            note: String::new(),
+        }
+    }
+
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = note.into();
+        self
+    }
+
+    pub fn skipped(name: &str, why: impl std::fmt::Display) -> Self {
+        Self::new(name, "", None, "", None).note(format!("skipped: {why}"))
+    }
+}
+
+/// The JSON document.
+#[derive(Debug, Serialize)]
+struct Report {
+    version: &'static str,
+    commit: Option<String>,
+    host: String,
+    started_at_ms: i64,
+    rows: Vec<Row>,
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let started_at_ms = cubicle_runtime::state::now_ms();
+    let rows = measure::all(&args).await?;
+    print_table(&rows);
+    let report = Report {
+        version: env!("CARGO_PKG_VERSION"),
+        commit: commit(),
+        host: host(),
+        started_at_ms,
+        rows,
+    };
+    std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")?;
+    println!("results written to {}", args.out.display());
+    Ok(())
+}
+
+fn print_table(rows: &[Row]) {
+    let cell = |s: Option<Stat>| match s {
+        Some(s) => format!("{:>9.1} {:>9.1}", s.p50, s.p95),
+        None => format!("{:>9} {:>9}", "-", "-"),
+    };
+    println!();
+    println!(
+        "{:<40} {:>5} {:>19}  {:<34} {:>19} {:>8}",
+        "measurement", "unit", "cubicle p50 / p95", "peer", "peer p50 / p95", "peer/us"
+    );
+    for row in rows {
+        let ratio = row
+            .ratio
+            .map(|r| format!("{r:.2}x"))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<40} {:>5} {}  {:<34} {} {:>8}  {}",
+            row.name,
+            row.unit,
+            cell(row.cubicle),
+            row.peer,
+            cell(row.peer_stat),
+            ratio,
+            row.note
+        );
+    }
+    println!();
+}
+
+/// The source commit, when run from a git checkout.
+fn commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// CPUs, memory and kernel, in one line.
+fn host() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{cpus} CPUs, {:.1} GiB, Linux {}",
+        mem as f64 / 1048576.0,
+        kernel.trim()
+    )
+}

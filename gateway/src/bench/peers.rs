@@ -1,0 +1,229 @@
+//! What Cubicle is measured against, in the same run: the same desktop
+//! started plainly under bubblewrap (no gateway, no guest supervisor, no
+//! limits), the guest's services reached straight through the guest channel
+//! (no gateway in between), and the processes' memory as the kernel counts
+//! it (PSS).
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// The desktop of the image started directly with bubblewrap: Xvnc, an XFCE
+/// session and Chromium, as `cubicle-guest` starts them, but nothing else.
+/// Ready when Chromium's DevTools answer (what Cubicle's readiness waits
+/// for last). Its network is the host's, so the bench can ask Chromium.
+pub struct PlainDesktop {
+    child: Child,
+    pub port: u16,
+}
+
+impl PlainDesktop {
+    pub fn start(rootfs: &Path, display: u32, port: u16) -> anyhow::Result<Self> {
+        let script = format!(
+            "export HOME=/tmp/home DISPLAY=:{display}; mkdir -p $HOME; \
+             Xvnc :{display} -geometry 1280x800 -depth 24 -rfbport -1 -SecurityTypes None \
+               -AlwaysShared >/dev/null 2>&1 & \
+             for i in $(seq 100); do [ -e /tmp/.X11-unix/X{display} ] && break; sleep 0.02; done; \
+             dbus-launch --exit-with-session startxfce4 >/dev/null 2>&1 & \
+             chromium --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+               --disable-component-update --disable-sync --remote-debugging-port={port} \
+               --remote-debugging-address=127.0.0.1 --user-data-dir=/tmp/chrome about:blank \
+               >/dev/null 2>&1 & \
+             wait"
+        );
+        let mut command = Command::new("bwrap");
+        command
+            .args(["--unshare-all", "--share-net", "--die-with-parent"])
+            .arg("--ro-bind")
+            .arg(rootfs)
+            .arg("/")
+            .args([
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+            ])
+            .args([
+                "--hostname",
+                "plain",
+                "--cap-drop",
+                "ALL",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let child = command
+            .spawn()
+            .context("starting bwrap (is bubblewrap installed?)")?;
+        Ok(Self { child, port })
+    }
+
+    /// Waits until Chromium's `/json/version` answers.
+    pub async fn ready(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + limit;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let url = format!("http://127.0.0.1:{}/json/version", self.port);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                bail!("the plain bubblewrap desktop exited: {status}");
+            }
+            if http
+                .get(&url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("the plain bubblewrap desktop was not ready within {limit:?}")
+    }
+
+    /// Every process of it.
+    pub fn pids(&self) -> Vec<i32> {
+        let top = i32::try_from(self.child.id()).unwrap_or(0);
+        let mut pids = descendants(top);
+        pids.push(top);
+        pids
+    }
+
+    pub fn stop(mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `(pid, ppid, real uid)` of every process.
+fn processes() -> Vec<(i32, i32, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<i64>().ok())
+            };
+            Some((
+                pid,
+                i32::try_from(field("PPid:")?).ok()?,
+                u32::try_from(field("Uid:")?).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Every descendant of `top`.
+pub fn descendants(top: i32) -> Vec<i32> {
+    let all = processes();
+    let mut found = vec![top];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(all.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Processes running as any of `uids`.
+pub fn of_uids(uids: &[u32]) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| uids.contains(&p.2))
+        .map(|p| p.0)
+        .collect()
+}
+
+/// Proportional set size of `pids` together, in MiB.
+pub fn pss_mib(pids: &[i32]) -> f64 {
+    let kib: u64 = pids
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .filter_map(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("Pss:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .sum();
+    kib as f64 / 1024.0
+}
+
+/// A stream to guest service `port` straight through the workspace's guest
+/// channel socket (the handshake, without the gateway).
+pub async fn guest(socket: &Path, port: u16) -> anyhow::Result<BufReader<UnixStream>> {
+    let mut stream = UnixStream::connect(socket)
+        .await
+        .with_context(|| format!("connecting to {}", socket.display()))?;
+    stream
+        .write_all(format!("CONNECT {port}\n").as_bytes())
+        .await?;
+    let mut reader = BufReader::new(stream);
+    let mut reply = String::new();
+    reader.read_line(&mut reply).await?;
+    if !reply.starts_with("OK ") {
+        bail!("the guest refused port {port}: {reply:?}");
+    }
+    Ok(reader)
+}
+
+/// Runs `argv` through the guest's control service directly; true if it
+/// exited 0.
+pub async fn guest_exec(socket: &Path, argv: &[&str]) -> anyhow::Result<bool> {
+    let mut stream = guest(socket, 1024).await?;
+    let request = serde_json::json!({ "op": "exec", "argv": argv }).to_string() + "\n";
+    stream.get_mut().write_all(request.as_bytes()).await?;
+    let mut line = String::new();
+    stream.read_line(&mut line).await?;
+    let reply: serde_json::Value = serde_json::from_str(&line).context("the guest's exec reply")?;
+    Ok(reply["exit_code"] == 0)
+}
+
+/// The browser-level DevTools WebSocket path (`/devtools/browser/...`),
+/// asked of Chromium directly through the guest channel.
+pub async fn devtools_path(socket: &Path) -> anyhow::Result<String> {
+    let mut stream = guest(socket, 9222).await?;
+    stream
+        .get_mut()
+        .write_all(b"GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await?;
+    // Read until the body parses: the channel may stay open after it.
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let doc: serde_json::Value = loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            bail!("the browser closed before /json/version was complete");
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&bytes);
+        if let Some((_, body)) = text.split_once("\r\n\r\n")
+            && let Ok(doc) = serde_json::from_str(body.trim())
+        {
+            break doc;
+        }
+    };
+    let url = doc["webSocketDebuggerUrl"]
+        .as_str()
+        .context("no webSocketDebuggerUrl")?;
+    url.split_once("/devtools/")
+        .map(|(_, rest)| format!("/devtools/{rest}"))
+        .context("an unexpected webSocketDebuggerUrl")
+}
