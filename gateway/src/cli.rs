@@ -182,6 +182,11 @@ struct ServeArgs {
     /// the chain); 0 keeps them for ever.
     #[arg(long, default_value_t = 0)]
     recording_retention_days: u64,
+    /// Keep this many ready workspaces (default geometry and limits, owned
+    /// by no one); a create that asks for nothing else takes one at once and
+    /// the pool refills in the background (`GET /v1/pool` counts hits).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=256))]
+    warm: u64,
     /// Stop (or delete, see --on-expiry) each workspace this many seconds
     /// after it starts, unless its create set its own; 0: no TTL.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
@@ -435,6 +440,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         state.clone(),
         stop_sweeping.clone(),
     ));
+    let stop_pool = tokio_util::sync::CancellationToken::new();
+    let pool = (args.warm > 0).then(|| {
+        say(&format!("warm pool: {} ready workspaces", args.warm));
+        tokio::spawn(
+            manager
+                .clone()
+                .fill_pool(args.warm as usize, stop_pool.clone()),
+        )
+    });
     let stop_sealing = tokio_util::sync::CancellationToken::new();
     let sealer = tokio::spawn(replay.clone().run_checkpoints(stop_sealing.clone()));
     replay.resume(&state).await;
@@ -460,6 +474,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     )
     .await?;
     say("shutting down: sealing recordings, stopping workspaces");
+    stop_pool.cancel();
+    if let Some(pool) = pool {
+        let _ = pool.await;
+    }
     replay.stop_all().await;
     state_egress.stop_all().await;
     manager.shutdown().await;

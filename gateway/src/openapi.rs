@@ -110,6 +110,7 @@ impl Modify for BearerAuth {
         crate::api::workspaces::start,
         crate::api::workspaces::stop,
         crate::api::workspaces::pause,
+        crate::api::workspaces::pool,
         crate::api::workspaces::resume,
         crate::api::actions::actions,
         crate::api::actions::screenshot,

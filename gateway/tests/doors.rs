@@ -723,6 +723,7 @@ async fn the_openapi_document_has_every_door() {
         ("get", "/v1/workspaces/{id}/control/events"),
         ("get", "/v1/recordings"),
         ("get", "/v1/audit/key"),
+        ("get", "/v1/pool"),
         ("get", "/v1/egress/ca"),
     ] {
         if doc["paths"][path][method].is_null() {

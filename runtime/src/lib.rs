@@ -26,6 +26,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod manager;
 pub mod microvm;
+pub mod pool;
 pub mod proc_scan;
 pub mod quarantine;
 pub mod rootfs_modes;

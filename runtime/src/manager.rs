@@ -18,6 +18,7 @@ use crate::backend::{
 use crate::geometry::Geometry;
 use crate::lifecycle::{Change, Lifecycle, Publisher};
 use crate::limits::{Limits, LimitsError, LimitsPolicy, LimitsRequest, Usage};
+use crate::pool::{POOL_NAME, Pool, PoolStats};
 use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
 use crate::time_limits::TimeLimits;
 
@@ -98,6 +99,8 @@ pub struct Manager<B: Backend> {
     oom_seen: Mutex<HashMap<String, u64>>,
     /// Time limits of workspaces that set none of their own.
     time_limits: Mutex<TimeLimits>,
+    /// Ready workspaces for creates that ask for nothing special.
+    pool: Pool,
 }
 
 impl<B: Backend> Manager<B> {
@@ -115,6 +118,7 @@ impl<B: Backend> Manager<B> {
             limits_policy: Mutex::new(LimitsPolicy::for_host()),
             oom_seen: Mutex::new(HashMap::new()),
             time_limits: Mutex::new(TimeLimits::default()),
+            pool: Pool::default(),
         })
     }
 
@@ -313,6 +317,90 @@ impl<B: Backend> Manager<B> {
         }
     }
 
+    /// Like [`Manager::create`], but a request for the default geometry and
+    /// limits is served from the warm pool when it has a ready workspace
+    /// (which then gets the request's owner and name); true if it was.
+    pub async fn create_or_take(
+        self: &Arc<Self>,
+        request: CreateRequest,
+    ) -> Result<(WorkspaceRecord, bool), ManagerError> {
+        let default_limits = self.limits_policy().default;
+        let matches = request.geometry == Geometry::default()
+            && request.limits.is_none_or(|l| l == default_limits);
+        if matches && self.pool.size() > 0 {
+            while let Some(id) = self.pool.take() {
+                let taken = match self.store.get(&id).await? {
+                    Some(record) if record.state == WorkspaceState::Running => {
+                        let name = request.name.clone().unwrap_or_else(|| id.clone());
+                        self.store
+                            .claim(&id, request.owner_token.as_deref(), &name)
+                            .await?
+                    }
+                    _ => false,
+                };
+                if taken {
+                    tracing::info!(workspace = %id, "workspace taken from the warm pool");
+                    return Ok((self.get(&id).await?, true));
+                }
+                self.pool.untake();
+            }
+        }
+        Ok((self.create(request).await?, false))
+    }
+
+    /// The warm pool's size, what is ready, hits and misses.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
+    }
+
+    /// Keeps `size` ready workspaces in the warm pool until `cancel`,
+    /// starting one at a time. First adopts the pool's workspaces a previous
+    /// daemon left running and deletes those it left stopped.
+    pub async fn fill_pool(self: Arc<Self>, size: usize, cancel: CancellationToken) {
+        self.pool.set_size(size);
+        if let Ok(records) = self.store.list().await {
+            for record in records
+                .into_iter()
+                .filter(|r| r.owner_token.is_none() && r.name == POOL_NAME)
+            {
+                if record.state == WorkspaceState::Running {
+                    self.pool.put(record.id);
+                } else if !record.state.may_have_processes() {
+                    let _ = self.delete(&record.id).await;
+                }
+            }
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if self.pool.wanted() == 0 {
+                continue;
+            }
+            self.pool.filling(1);
+            let request = CreateRequest {
+                name: Some(POOL_NAME.to_owned()),
+                ..CreateRequest::default()
+            };
+            let made = tokio::select! {
+                () = cancel.cancelled() => None,
+                made = self.create(request) => Some(made),
+            };
+            self.pool.filling(-1);
+            match made {
+                Some(Ok(record)) => self.pool.put(record.id),
+                Some(Err(err)) => {
+                    self.pool.failed();
+                    tracing::warn!(%err, "cannot start a warm-pool workspace");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                None => return,
+            }
+        }
+    }
+
     async fn insert_new(&self, request: CreateRequest) -> Result<WorkspaceRecord, ManagerError> {
         let _alloc = self.alloc.lock().await;
         // Each workspace holds a pair: its user's uid and its services'.
@@ -465,6 +553,7 @@ impl<B: Backend> Manager<B> {
             if cancel.is_cancelled() {
                 return;
             }
+            manager.pool.remove(&spec.id);
             let reason = format!("the workspace's processes ended unexpectedly ({how})");
             tracing::warn!(workspace = %spec.id, %reason);
             let _ = manager.backend.stop(&spec).await;
@@ -511,6 +600,7 @@ impl<B: Backend> Manager<B> {
         let lock = self.lock_for(id);
         let _held = self.try_hold(&lock, &record)?;
         let spec = self.spec(&record);
+        self.pool.remove(id);
         self.stop_processes(&spec, record.state).await?;
         self.store
             .set_state(id, WorkspaceState::Stopped, None, None)
@@ -563,6 +653,7 @@ impl<B: Backend> Manager<B> {
         let lock = self.lock_for(id);
         let _held = self.try_hold(&lock, &record)?;
         let spec = self.spec(&record);
+        self.pool.remove(id);
         self.stop_processes(&spec, record.state).await?;
         self.backend.destroy(&spec)?;
         self.store

@@ -301,6 +301,27 @@ impl Store {
         Ok(())
     }
 
+    /// Gives an unowned workspace (from the warm pool) its owner and name;
+    /// false if it already has an owner.
+    pub async fn claim(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+        name: &str,
+    ) -> Result<bool, StateError> {
+        let done = sqlx::query(
+            "UPDATE workspaces SET owner_token = ?, name = ?, updated_at = ? \
+             WHERE id = ? AND owner_token IS NULL",
+        )
+        .bind(owner)
+        .bind(name)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn get(&self, id: &str) -> Result<Option<WorkspaceRecord>, StateError> {
         let row: Option<Row> = sqlx::query_as(concat!(
             "SELECT ",

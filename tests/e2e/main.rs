@@ -25,6 +25,7 @@ mod mcp;
 mod microvm;
 mod operator;
 mod pause;
+mod pool;
 mod replay;
 mod schemathesis;
 mod time_limits;

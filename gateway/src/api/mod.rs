@@ -40,6 +40,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/workspaces/{id}/stop",
             axum::routing::post(workspaces::stop),
         )
+        .route("/v1/pool", get(workspaces::pool))
         .route(
             "/v1/workspaces/{id}/pause",
             axum::routing::post(workspaces::pause),

@@ -71,6 +71,12 @@ pub async fn create(
     ))
 }
 
+#[utoipa::path(get, path = "/v1/pool", tag = "workspaces", responses((status = 200, description = "The warm pool (`cubicle serve --warm N`): `size`, `ready`, `filling`, `hits` (creates served from it), `misses` (creates that matched but found it empty), `failures`"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
+pub async fn pool(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
+    let stats = ops::workspaces::pool(&state, &ctx)?;
+    Ok(Json(serde_json::to_value(stats).unwrap_or(Value::Null)))
+}
+
 #[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn start(
     State(state): State<AppState>,

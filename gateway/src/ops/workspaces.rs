@@ -35,17 +35,26 @@ pub async fn create(
     });
     let kind = EventKind::WorkspaceCreate;
     let started = state.audit.begin(ctx, kind, None, detail).await?;
-    let created = state.manager.create(request).await;
-    // The outcome row is the workspace's: made and running, or made and
-    // removed again with the reason.
+    let created = state.manager.create_or_take(request).await;
+    // The outcome row is the workspace's: made and running (or taken ready
+    // from the warm pool), or made and removed again with the reason.
     let (workspace, detail) = match &created {
-        Ok(ws) => (Some(ws.id.clone()), json!({ "backend": ws.backend })),
+        Ok((ws, pooled)) => {
+            if *pooled {
+                // Its time limits count from now, not from when it was pooled.
+                state.audit.activity().started(&ws.id);
+            }
+            (
+                Some(ws.id.clone()),
+                json!({ "backend": ws.backend, "from_pool": pooled }),
+            )
+        }
         Err(ManagerError::StartFailed { id, reason }) => {
             (Some(id.clone()), json!({ "reason": reason }))
         }
         Err(err) => (None, json!({ "reason": err.to_string() })),
     };
-    let created = match created.map_err(ApiError::from) {
+    let created = match created.map(|(ws, _)| ws).map_err(ApiError::from) {
         Ok(ws) => state
             .gates
             .assign(&state.store, &ws.id, &policy, Some(&ctx.token.id))
@@ -57,6 +66,15 @@ pub async fn create(
         .finish_on(workspace.as_deref(), &created, detail)
         .await;
     created
+}
+
+/// The warm pool's counters (size, ready, filling, hits, misses, failures).
+pub fn pool(
+    state: &AppState,
+    ctx: &OpContext,
+) -> Result<cubicle_runtime::pool::PoolStats, ApiError> {
+    ctx.require(Permission::WorkspacesView)?;
+    Ok(state.manager.pool_stats())
 }
 
 /// The workspaces the caller may see.
