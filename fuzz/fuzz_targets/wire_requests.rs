@@ -1,0 +1,21 @@
+//! Every request body type of the API (`gateway/src/wire/`): create
+//! workspace (with its limits, egress and time limits), exec, token,
+//! approval decision, policy switch, download decision, egress policy.
+#![no_main]
+
+use cubicle_gateway::wire;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = wire::workspace::CreateWorkspace::parse(data);
+    let _ = wire::workspace::CreateWorkspace::policy_in(data);
+    let _ = wire::workspace::CreateWorkspace::record_in(data);
+    let _ = wire::time_limits::TimeLimitsBody::in_create(data);
+    let _ = wire::exec::ExecBody::parse(data);
+    let _ = wire::token::NewToken::parse(data);
+    let _ = wire::approval::Decide::parse(data);
+    let _ = wire::parse::<wire::approval::SetPolicy>(data);
+    let _ = wire::download::Decision::parse(data);
+    let _ = wire::egress::EgressBody::parse(data);
+    let _ = wire::exec::text_and_bytes(data);
+});
