@@ -20,7 +20,10 @@ fuzz_target!(|data: &[u8]| {
         }
         // What the guest accepts, the host can send again unchanged.
         let again = serde_json::to_vec(&request).expect("a parsed request serialises");
-        assert_eq!(serde_json::from_slice::<Request>(&again).ok(), Some(request));
+        assert_eq!(
+            serde_json::from_slice::<Request>(&again).ok(),
+            Some(request)
+        );
     }
     let _ = serde_json::from_slice::<Health>(data);
     let _ = serde_json::from_slice::<ExecResult>(data);

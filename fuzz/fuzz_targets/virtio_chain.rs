@@ -29,7 +29,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM)]).expect("guest memory");
-    let _ = mem.write_slice(&payload[..payload.len().min(MEM - DATA as usize)], GuestAddress(DATA));
+    let _ = mem.write_slice(
+        &payload[..payload.len().min(MEM - DATA as usize)],
+        GuestAddress(DATA),
+    );
     let queue = MockSplitQueue::create(&mem, GuestAddress(0), QUEUE);
     let descs: Vec<RawDescriptor> = table
         .chunks_exact(16)

@@ -39,7 +39,63 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let result = rows(args, &daemon, &image.rootfs).await;
     drop(daemon);
     let _ = std::fs::remove_dir_all(&scratch);
-    result
+    let mut rows = result?;
+    if args.pool_creates > 0 {
+        say("creates from the warm pool (a second daemon, --warm 1)");
+        let at = rows
+            .iter()
+            .position(|r| r.name.starts_with("create, cold"))
+            .map_or(0, |i| i + 1);
+        let cold = at.checked_sub(1).and_then(|i| rows[i].cubicle);
+        let scratch = scratch.with_extension("pool");
+        let row = match Daemon::start(
+            &scratch,
+            args.uid_base + 10_000,
+            &["--warm".into(), "1".into()],
+        ) {
+            Ok(daemon) => pool_creates(&daemon, args.pool_creates, cold).await,
+            Err(err) => Err(err),
+        };
+        let _ = std::fs::remove_dir_all(&scratch);
+        rows.insert(
+            at,
+            row.unwrap_or_else(|err| Row::skipped("create from the warm pool", format!("{err:#}"))),
+        );
+    }
+    Ok(rows)
+}
+
+/// Waits until the daemon's warm pool has a ready workspace.
+async fn pool_ready(daemon: &Daemon) -> anyhow::Result<()> {
+    let deadline = Instant::now() + READY;
+    while Instant::now() < deadline {
+        let (_, stats) = daemon.call(Method::GET, "/v1/pool", None).await?;
+        if stats["ready"].as_u64().unwrap_or(0) > 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the warm pool had nothing ready within {READY:?}")
+}
+
+/// `count` creates each served from a refilled pool of one.
+async fn pool_creates(daemon: &Daemon, count: usize, cold: Option<Stat>) -> anyhow::Result<Row> {
+    let mut times = Vec::new();
+    for _ in 0..count {
+        pool_ready(daemon).await?;
+        let (took, ws) = create(daemon).await?;
+        times.push(took);
+        delete(daemon, &ws).await;
+    }
+    let (_, stats) = daemon.call(Method::GET, "/v1/pool", None).await?;
+    Ok(Row::new(
+        "create from the warm pool",
+        "ms",
+        Stat::of_durations(&times),
+        "create, cold (until ready)",
+        cold,
+    )
+    .note(format!("pool hits {} of {count}", stats["hits"])))
 }
 
 async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Result<Vec<Row>> {

@@ -8,6 +8,7 @@
 //! | what | peer |
 //! | --- | --- |
 //! | create (cold, until ready) | the same desktop started plainly with bubblewrap |
+//! | create from the warm pool (`--warm 1`) | the cold create |
 //! | screenshot PNG/JPEG, screen just changed and unchanged | `xwd -root \| convert png:-` inside the workspace |
 //! | action round trip (`mouse_move`) | `GET /v1/me` (same HTTP and token check, no operation) |
 //! | the core's cost (`cursor_position`) | `GET /v1/me` |
@@ -42,6 +43,10 @@ pub struct BenchArgs {
     /// Cold creates (and plain bubblewrap starts) timed one after another.
     #[arg(long, default_value_t = 3)]
     pub creates: usize,
+    /// Creates served from a warm pool of one (a second daemon with
+    /// `--warm 1`; 0 skips it).
+    #[arg(long, default_value_t = 5)]
+    pub pool_creates: usize,
     /// Workspaces created at once for the concurrency row (0 skips it).
     #[arg(long, default_value_t = 10)]
     pub concurrent: usize,
