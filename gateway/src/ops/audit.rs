@@ -239,6 +239,9 @@ impl Audit {
             ctx,
             kind,
             workspace,
+            // The workspace is in use for as long as the operation runs (a
+            // long exec or a wait for an approval is not idleness).
+            _in_use: workspace.map(|id| self.activity.watch(id)),
         })
     }
 
@@ -273,6 +276,7 @@ pub struct Started<'a> {
     ctx: &'a OpContext,
     kind: EventKind,
     workspace: Option<&'a str>,
+    _in_use: Option<super::expiry::Watching>,
 }
 
 impl Started<'_> {

@@ -1,6 +1,7 @@
 //! Time limits, the gateway's half: who used which workspace last (every
-//! operation of the core with a caller touches its workspace; an open live
-//! view keeps it in use for as long as it is open), the sweeper that
+//! operation of the core with a caller touches its workspace and keeps it
+//! in use while it runs; an open live view keeps it in use for as long as
+//! it is open), the sweeper that
 //! expires workspaces past their TTL or idle timeout (stop, home kept, or
 //! delete, as set), and setting a workspace's limits at create.
 //!
@@ -32,7 +33,7 @@ struct Seen {
     started_ms: Option<i64>,
     /// Its last operation by anyone (Unix ms).
     active_ms: i64,
-    /// Live views open now.
+    /// Live views open and operations running now.
     viewers: usize,
 }
 
@@ -78,7 +79,8 @@ impl Activity {
         }
     }
 
-    /// A live view of workspace `id` is open until the guard drops.
+    /// Workspace `id` is in use (a live view is open, an operation runs)
+    /// until the guard drops.
     pub fn watch(self: &Arc<Self>, id: &str) -> Watching {
         self.with(id, |seen| {
             seen.viewers += 1;
