@@ -27,6 +27,8 @@ const NEVER: &str = "^POST /v1/workspaces$|/events$";
 /// One schemathesis pass; its output, and whether it passed.
 fn pass(daemon: &Daemon, config: &Path, filter: &[&str], examples: &str) -> (bool, String) {
     let output = Command::new(SCHEMATHESIS)
+        // Its caches go next to the config, not into the source tree.
+        .current_dir(config.parent().unwrap_or(Path::new(".")))
         .arg("--config-file")
         .arg(config)
         .args(["run", &daemon.url("/v1/openapi.json")])
@@ -58,7 +60,8 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
     let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let ws = daemon.create_workspace(r#"{"name":"schemathesis"}"#).await;
     let id = ws["id"].as_str().unwrap();
-    let config = data.path().with_extension("schemathesis.toml");
+    // In the test's own folder: schemathesis keeps its caches beside it.
+    let config = data.path().join("schemathesis.toml");
     std::fs::write(
         &config,
         format!(
