@@ -320,12 +320,18 @@ fn choose_backend(
     host: HostKind,
     image: &cubicle_runtime::image::Image,
     guest: &Path,
+    shim: &Path,
     egress_trust: Option<PathBuf>,
 ) -> anyhow::Result<AnyBackend> {
     let requested = (args.backend != "auto").then_some(args.backend.as_str());
     let data_dir = &args.common.data_dir;
     let jail = || {
-        let jail = JailBackend::new(image.rootfs.clone(), guest.to_owned(), args.xvnc.clone())?;
+        let jail = JailBackend::new(
+            image.rootfs.clone(),
+            guest.to_owned(),
+            shim.to_owned(),
+            args.xvnc.clone(),
+        )?;
         Ok(match &egress_trust {
             Some(dir) => jail.with_egress_trust(dir.clone()),
             None => jail,
@@ -339,7 +345,7 @@ fn choose_backend(
             .map_err(|e| unavailable(&e))?;
         let vmm = install_binary(data_dir, "cubicle-vmm").map_err(|e| unavailable(&e))?;
         ensure_kernel().map_err(|e| unavailable(&e))?;
-        MicrovmConfig::locate(vmm, ext4, data_dir)
+        MicrovmConfig::locate(vmm, shim.to_owned(), ext4, data_dir)
     };
     Ok(AnyBackend::select(requested, host, jail, microvm)?)
 }
@@ -391,6 +397,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let image = ensure_image(&args.common).await?;
     let guest = install_binary(&args.common.data_dir, "cubicle-guest")?;
+    // Running shims keep the binary they started from (a new file is
+    // renamed over it): an upgrade does not touch them.
+    let shim = install_binary(&args.common.data_dir, "cubicle-shim")?;
     if args.uid_base < 100_000 {
         bail!(
             "--uid-base {} is too low: workspace uids must not collide with real users (use 100000 or more)",
@@ -398,7 +407,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let egress = open_egress(&args, &store, &image)?;
-    let backend = choose_backend(&args, host, &image, &guest, egress.trust_dir.clone())?;
+    let backend = choose_backend(&args, host, &image, &guest, &shim, egress.trust_dir.clone())?;
     say(&format!("backend: {}", backend.name()));
     let config = ManagerConfig {
         data_dir: args.common.data_dir.clone(),
@@ -467,20 +476,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     say(&format!("listening on http://{}", listener.local_addr()?));
-    cubicle_gateway::listener::serve(
-        listener,
-        cubicle_gateway::api::router(state),
-        shutdown_signal(),
-    )
+    let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+    cubicle_gateway::listener::serve(listener, cubicle_gateway::api::router(state), async move {
+        let _ = exit_tx.send(shutdown_signal().await);
+    })
     .await?;
-    say("shutting down: sealing recordings, stopping workspaces");
+    let exit = exit_rx.await.unwrap_or(Exit::StopWorkspaces);
+    let stop_workspaces = exit == Exit::StopWorkspaces;
+    say(if stop_workspaces {
+        "shutting down (interrupted): sealing recordings, stopping workspaces"
+    } else {
+        "shutting down (terminated): sealing recordings; workspaces keep running and are re-attached at the next start"
+    });
     stop_pool.cancel();
     if let Some(pool) = pool {
         let _ = pool.await;
     }
     replay.stop_all().await;
     state_egress.stop_all().await;
-    manager.shutdown().await;
+    manager.shutdown(stop_workspaces).await;
     stop_following.cancel();
     let _ = follower.await;
     stop_sweeping.cancel();
@@ -610,14 +624,28 @@ fn audit_verify(bundle: &Path, key: Option<&str>, json: bool) -> anyhow::Result<
     }
 }
 
-async fn shutdown_signal() {
+/// How the daemon was asked to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exit {
+    /// SIGTERM (a service manager's stop or restart, an upgrade): the
+    /// workspaces keep running under their shims.
+    KeepWorkspaces,
+    /// SIGINT (Ctrl-C at the terminal): the person who started it is done,
+    /// so every workspace is stopped (homes kept).
+    StopWorkspaces,
+}
+
+async fn shutdown_signal() -> Exit {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,
-        Err(_) => return std::future::pending().await,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return Exit::StopWorkspaces;
+        }
     };
     tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => Exit::KeepWorkspaces,
+        _ = tokio::signal::ctrl_c() => Exit::StopWorkspaces,
     }
 }
 

@@ -101,6 +101,7 @@ async fn fixture() -> Fixture {
     let jail = JailBackend::new(
         dir.path().join("rootfs"),
         dir.path().join("cubicle-guest"),
+        dir.path().join("cubicle-shim"),
         "/usr/bin/Xvnc".into(),
     )
     .unwrap();

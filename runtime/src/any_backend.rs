@@ -136,7 +136,12 @@ mod tests {
     use super::*;
 
     fn jail() -> Result<JailBackend, BackendError> {
-        JailBackend::new("/img".into(), "/bin/guest".into(), "/usr/bin/Xvnc".into())
+        JailBackend::new(
+            "/img".into(),
+            "/bin/guest".into(),
+            "/bin/shim".into(),
+            "/usr/bin/Xvnc".into(),
+        )
     }
 
     fn no_microvm() -> Result<MicrovmConfig, BackendError> {

@@ -30,6 +30,7 @@ pub mod pool;
 pub mod proc_scan;
 pub mod quarantine;
 pub mod rootfs_modes;
+pub mod shim;
 pub mod state;
 pub mod time_limits;
 pub mod tokens;

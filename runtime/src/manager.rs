@@ -768,6 +768,11 @@ impl<B: Backend> Manager<B> {
                 .is_some_and(|pid| self.backend.is_running(&spec, pid));
             // A workspace paused by the daemon before it went is thawed and
             // judged like a running one (re-attached if it still answers).
+            // Still frozen under its shim: it stays paused.
+            if alive && record.state == WorkspaceState::Paused {
+                self.reattach(spec, record.pid.unwrap_or_default());
+                continue;
+            }
             let record = if record.state == WorkspaceState::Paused {
                 self.thaw_for_stop(&spec, record.state).await;
                 if alive {
@@ -818,13 +823,20 @@ impl<B: Backend> Manager<B> {
         Ok(())
     }
 
-    /// Watches a workspace this daemon did not start (no child handle) by
-    /// polling its top process.
+    /// Follows a workspace a previous daemon started, through its shim
+    /// (`crate::shim`); without one (a backend that does not use shims),
+    /// by polling its top process.
     fn reattach(self: &Arc<Self>, spec: WorkspaceSpec, pid: i32) {
         tracing::info!(workspace = %spec.id, pid, "re-attached to running workspace");
         let manager = self.clone();
         let poll_spec = spec.clone();
         self.watch(spec, async move {
+            match crate::shim::attach(&poll_spec, pid).await {
+                Ok(exit) => return exit.await.ok(),
+                Err(why) => {
+                    tracing::warn!(workspace = %poll_spec.id, "polling its top process: {why}");
+                }
+            }
             while manager.backend.is_running(&poll_spec, pid) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -834,12 +846,26 @@ impl<B: Backend> Manager<B> {
         });
     }
 
-    /// Stops every workspace (daemon shutdown), recording each as stopped.
-    pub async fn shutdown(&self) {
+    /// Daemon shutdown. Workspaces run under shims of their own and outlive
+    /// the daemon: with `stop_workspaces` false they are left running (the
+    /// next daemon re-attaches them); with it, every one is stopped and
+    /// recorded as stopped.
+    pub async fn shutdown(&self, stop_workspaces: bool) {
         self.shutdown.cancel();
         let Ok(records) = self.store.list().await else {
             return;
         };
+        if !stop_workspaces {
+            let left = records
+                .iter()
+                .filter(|r| r.state.may_have_processes())
+                .count();
+            tracing::info!(
+                workspaces = left,
+                "left running under their shims; the next daemon on this data dir re-attaches them"
+            );
+            return;
+        }
         for record in records.into_iter().filter(|r| r.state.may_have_processes()) {
             let spec = self.spec(&record);
             self.thaw_for_stop(&spec, record.state).await;

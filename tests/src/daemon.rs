@@ -200,16 +200,31 @@ impl Daemon {
         let _ = self.child.wait();
     }
 
-    /// Stops the daemon gracefully (SIGTERM) and waits for it.
+    /// Stops the daemon as a service manager or an upgrade does (SIGTERM)
+    /// and waits for it: its workspaces keep running under their shims.
     pub fn terminate(&mut self) {
+        self.signal("-TERM");
+    }
+
+    /// Stops the daemon as Ctrl-C does (SIGINT) and waits for it: it stops
+    /// every workspace first. What each test's daemon gets at its end.
+    pub fn interrupt(&mut self) {
+        self.signal("-INT");
+    }
+
+    fn signal(&mut self, signal: &str) {
         let Ok(pid) = i32::try_from(self.child.id()) else {
             return;
         };
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
         let _ = Command::new("kill")
-            .arg("-TERM")
+            .arg(signal)
             .arg(pid.to_string())
             .status();
-        for _ in 0..100 {
+        // Stopping every workspace takes a grace period each.
+        for _ in 0..600 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;
             }
@@ -221,6 +236,6 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        self.terminate();
+        self.interrupt();
     }
 }

@@ -2,8 +2,9 @@
 //! `setpriv` (the workspace's services uid) → `bwrap` (joins the two-id user
 //! namespace the daemon made; namespaces, mounts, capabilities, seccomp) →
 //! `cubicle-guest`. Each execs the next, so
-//! the whole chain is one process, the daemon's child, and bubblewrap's
-//! `--die-with-parent` ties the workspace to the daemon.
+//! the whole chain is one process, the child of the workspace's shim
+//! (`crate::shim`), and bubblewrap's `--die-with-parent` ties the
+//! workspace to the shim, not to the daemon.
 
 use std::os::fd::RawFd;
 
@@ -168,8 +169,13 @@ mod tests {
 
     #[test]
     fn jail_joins_the_two_id_namespace_as_the_services_uid() {
-        let jail =
-            JailBackend::new("/img".into(), "/bin/guest".into(), "/usr/bin/Xvnc".into()).unwrap();
+        let jail = JailBackend::new(
+            "/img".into(),
+            "/bin/guest".into(),
+            "/bin/shim".into(),
+            "/usr/bin/Xvnc".into(),
+        )
+        .unwrap();
         let spec = WorkspaceSpec {
             id: "ws-1".into(),
             geometry: crate::geometry::Geometry::default(),

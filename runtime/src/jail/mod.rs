@@ -70,7 +70,6 @@ pub mod userns;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
@@ -90,6 +89,8 @@ pub struct JailBackend {
     pub rootfs: PathBuf,
     /// The `cubicle-guest` binary to run inside (bound read-only).
     pub guest_bin: PathBuf,
+    /// The `cubicle-shim` binary each jail is started under.
+    pub shim_bin: PathBuf,
     /// The Xvnc path inside the image.
     pub xvnc: String,
     /// The installation's egress trust files (`crate::egress::trust`),
@@ -121,13 +122,19 @@ fn freeze_err(
 }
 
 impl JailBackend {
-    pub fn new(rootfs: PathBuf, guest_bin: PathBuf, xvnc: String) -> Result<Self, BackendError> {
+    pub fn new(
+        rootfs: PathBuf,
+        guest_bin: PathBuf,
+        shim_bin: PathBuf,
+        xvnc: String,
+    ) -> Result<Self, BackendError> {
         let seccomp =
             seccomp::jail_filter_bytes().map_err(|e| BackendError::Spawn(e.to_string()))?;
         let cgroups = Hierarchy::detect().map_err(|e| e.to_string());
         Ok(Self {
             rootfs,
             guest_bin,
+            shim_bin,
             xvnc,
             egress_trust: None,
             seccomp,
@@ -204,7 +211,6 @@ impl Backend for JailBackend {
         let cgroup = self.apply_limits(spec)?;
         // Opened now, written by the child between fork and exec.
         let join = cgroup.open_join_files()?;
-        let join_fds = cgroup::raw_fds(&join);
         // The guest channel: bound here by root, listened on by the guest.
         // The egress reverse channel's folder (the gateway binds its socket).
         crate::egress::listener::prepare_dir(&spec.dir).map_err(io_err(&spec.dir))?;
@@ -214,75 +220,27 @@ impl Backend for JailBackend {
         let seccomp_fd = seccomp.as_raw_fd();
         let userns = userns::create(spec)?;
         let userns_fd = userns.as_raw_fd();
-        // Output goes through a pipe the daemon drains: the jail can only
-        // append to its root-owned log, and only so much.
-        let log = guest_log::GuestLog::open(spec)?;
         let fds = command::Fds {
             seccomp: seccomp_fd,
             channel: channel_fd,
             userns: userns_fd,
         };
-        let argv = command::argv(self, spec, fds);
-        let mut cmd = tokio::process::Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .stdin(Stdio::null())
-            .stdout(log.stdout)
-            .stderr(log.stderr)
-            .kill_on_drop(false);
-        // SAFETY: the closure runs in the forked child before exec and only
-        // calls write(2) on descriptors opened above (kept open until after
-        // spawn), which is async-signal-safe and allocates nothing: the
-        // child joins the workspace's cgroup before anything of it runs.
-        unsafe {
-            cmd.pre_exec(move || cgroup::join_from_child(&join_fds));
-        }
-        // SAFETY: the closure runs in the forked child before exec and only
-        // calls fcntl, which is async-signal-safe; it clears close-on-exec on
-        // the seccomp, channel and user namespace fds so bubblewrap (and
-        // nothing spawned elsewhere) gets them.
-        unsafe {
-            cmd.pre_exec(move || {
-                for fd in [seccomp_fd, channel_fd, userns_fd] {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| BackendError::Spawn(format!("{}: {e}", argv[0])))?;
+        // Under a shim of its own, so the workspace outlives the daemon; it
+        // drains the output into the root-owned log (see [`guest_log`]).
+        let started = crate::shim::launch(crate::shim::Launch {
+            shim: &self.shim_bin,
+            spec,
+            log: spec.dir.join("guest.log"),
+            log_max: guest_log::MAX_LOG,
+            join_fds: cgroup::raw_fds(&join),
+            pass_fds: vec![seccomp_fd, channel_fd, userns_fd],
+            argv: command::argv(self, spec, fds),
+        });
         drop(seccomp);
         drop(userns);
         drop(join);
         drop(channel);
-        let pid = child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .ok_or_else(|| BackendError::Spawn("bubblewrap exited at once".into()))?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let drain = log.drain;
-        tokio::spawn(async move {
-            let logging = drain.run();
-            tokio::pin!(logging);
-            let status = tokio::select! {
-                status = child.wait() => {
-                    // The pid namespace is gone: the last writers close soon.
-                    let _ = tokio::time::timeout(guest_log::DRAIN_GRACE, &mut logging).await;
-                    status
-                }
-                () = &mut logging => child.wait().await,
-            };
-            let description = match status {
-                Ok(status) => format!("sandbox exited: {status}"),
-                Err(err) => format!("cannot wait for the sandbox: {err}"),
-            };
-            let _ = tx.send(Exit { description });
-        });
-        Ok((pid, rx))
+        started
     }
 
     fn is_running(&self, spec: &WorkspaceSpec, pid: i32) -> bool {

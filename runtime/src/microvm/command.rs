@@ -1,11 +1,10 @@
 //! The command line that starts one microVM: `prlimit` (resource limits) →
 //! `setpriv` (the workspace's own unprivileged uid, plus the group of
 //! `/dev/kvm`, parent-death signal) → `cubicle-vmm run`. Each execs the
-//! next, so the whole chain is one process, the daemon's child. Its
-//! parent-death signal (set by `setpriv` after the uid change, which would
-//! clear an earlier one) ties the VM to the daemon as bubblewrap's
-//! `--die-with-parent` ties a jail; like it, it fires when the *thread* that
-//! spawned the VMM ends, so start VMs from the runtime's worker threads.
+//! next, so the whole chain is one process, the child of the workspace's
+//! shim (`crate::shim`). Its parent-death signal (set again by `setpriv`
+//! after the uid change, which clears the shim's) ties the VM to its shim
+//! as bubblewrap's `--die-with-parent` ties a jail, never to the daemon.
 //!
 //! The guest kernel's command line makes `cubicle-guest` init; the kernel
 //! hands everything after ` -- ` to init as its arguments (the VMM keeps
@@ -148,6 +147,7 @@ mod tests {
         MicrovmBackend::with_kvm_gid(
             MicrovmConfig::new(
                 "/opt/cubicle/cubicle-vmm".into(),
+                "/opt/cubicle/cubicle-shim".into(),
                 "/var/lib/cubicle/kernel/vmlinux".into(),
                 "/img/desktop.ext4".into(),
             ),

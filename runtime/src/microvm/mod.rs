@@ -24,7 +24,6 @@ pub mod layer;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
@@ -36,6 +35,8 @@ use layer::{Layer, io_err};
 
 /// Grace period between SIGTERM and SIGKILL when a workspace stops.
 const STOP_GRACE: Duration = Duration::from_millis(1500);
+/// The most of the VMM's output kept in `vmm.log` per start.
+const VMM_LOG_MAX: u64 = 8 * 1024 * 1024;
 /// The VMM's process name, checked before re-attaching to a pid.
 const VMM_NAME: &str = "cubicle-vmm";
 
@@ -44,6 +45,8 @@ const VMM_NAME: &str = "cubicle-vmm";
 pub struct MicrovmConfig {
     /// The `cubicle-vmm` binary.
     pub vmm_bin: PathBuf,
+    /// The `cubicle-shim` binary each VMM is started under.
+    pub shim_bin: PathBuf,
     /// The guest kernel (see [`kernel::find`] and [`kernel::stage`]); it must
     /// be readable by the workspaces' uids.
     pub kernel: PathBuf,
@@ -63,18 +66,20 @@ impl MicrovmConfig {
     /// `Unavailable` with the build command when it is not built.
     pub fn locate(
         vmm_bin: PathBuf,
+        shim_bin: PathBuf,
         base_ext4: PathBuf,
         data_dir: &Path,
     ) -> Result<Self, BackendError> {
         let built = kernel::find(&kernel::KernelSearch::from_env())?;
         let kernel = kernel::stage(&built, data_dir)?;
-        Ok(Self::new(vmm_bin, kernel, base_ext4))
+        Ok(Self::new(vmm_bin, shim_bin, kernel, base_ext4))
     }
 
     /// 2 GiB and 2 vCPUs: the desktop idles at about 570 MiB (FACTS.md).
-    pub fn new(vmm_bin: PathBuf, kernel: PathBuf, base_ext4: PathBuf) -> Self {
+    pub fn new(vmm_bin: PathBuf, shim_bin: PathBuf, kernel: PathBuf, base_ext4: PathBuf) -> Self {
         Self {
             vmm_bin,
+            shim_bin,
             kernel,
             base_ext4,
             xvnc: "/usr/bin/Xvnc".into(),
@@ -206,29 +211,20 @@ impl Backend for MicrovmBackend {
         layer.prepare_run(spec)?;
         let argv =
             command::argv(self, spec, &base).map_err(|e| BackendError::Spawn(e.to_string()))?;
-        let log_path = layer.vmm_log();
-        let log = std::fs::File::create(&log_path).map_err(io_err(&log_path))?;
-        let log_err = log.try_clone().map_err(io_err(&log_path))?;
-        let mut child = tokio::process::Command::new(&argv[0])
-            .args(&argv[1..])
-            .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .kill_on_drop(false)
-            .spawn()
-            .map_err(|e| BackendError::Spawn(format!("{}: {e}", argv[0])))?;
-        let pid = child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .ok_or_else(|| BackendError::Spawn("cubicle-vmm exited at once".into()))?;
+        // Under a shim of its own, so the workspace outlives the daemon.
+        let (pid, exited) = crate::shim::launch(crate::shim::Launch {
+            shim: &self.config.shim_bin,
+            spec,
+            log: layer.vmm_log(),
+            log_max: VMM_LOG_MAX,
+            join_fds: Vec::new(),
+            pass_fds: Vec::new(),
+            argv,
+        })?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
-            let description = match child.wait().await {
-                Ok(status) => format!("cubicle-vmm exited: {status}; {}", layer.vmm_log_tail()),
-                Err(err) => format!("cannot wait for cubicle-vmm: {err}"),
-            };
+            let how = exited.await.map(|e| e.description).unwrap_or_default();
+            let description = format!("cubicle-vmm {how}; {}", layer.vmm_log_tail());
             let _ = tx.send(Exit { description });
         });
         Ok((pid, rx))
@@ -279,6 +275,7 @@ mod tests {
     fn config() -> MicrovmConfig {
         MicrovmConfig::new(
             "/opt/cubicle/cubicle-vmm".into(),
+            "/opt/cubicle/cubicle-shim".into(),
             "/var/lib/cubicle/kernel/vmlinux".into(),
             "/var/cache/cubicle/images/abc/ext4/def.ext4".into(),
         )
