@@ -28,5 +28,6 @@ mod pause;
 mod pool;
 mod replay;
 mod schemathesis;
+mod survive;
 mod time_limits;
 mod walls;

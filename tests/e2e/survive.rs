@@ -1,0 +1,307 @@
+//! Workspaces outlive the daemon: each runs under a `cubicle-shim` of its
+//! own. A daemon killed with `kill -9`, or stopped with SIGTERM and started
+//! again (an upgrade), finds both of its workspaces running: the same
+//! desktops (a process started before is still there), the live view
+//! connects again, and no event is lost. A killed shim takes its workspace
+//! with it, and the daemon says so.
+
+use std::time::{Duration, Instant};
+
+use cubicle_tests::{Daemon, procs, rfb};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+fn host_uid(ws: &Value) -> u32 {
+    ws["host_uid"]
+        .as_u64()
+        .and_then(|u| u32::try_from(u).ok())
+        .expect("the workspace view has its host uid")
+}
+
+async fn exec(daemon: &Daemon, id: &str, command: &str) -> String {
+    let body = json!({ "command": command, "timeout_ms": 30_000 }).to_string();
+    let (status, out) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(&body),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "exec {command}: {out}");
+    out["stdout"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Every event of the log, page by page.
+async fn events(daemon: &Daemon) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut after = 0;
+    loop {
+        let (status, body) = daemon
+            .call(
+                Method::GET,
+                &format!("/v1/events?limit=1000&after={after}"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        let page = body["events"].as_array().cloned().unwrap_or_default();
+        let Some(last) = page.last().and_then(|e| e["id"].as_i64()) else {
+            return all;
+        };
+        after = last;
+        all.extend(page);
+    }
+}
+
+/// One workspace as the test follows it: a process its user started, and
+/// the desktop's top process (bubblewrap, the shim's child).
+struct Followed {
+    id: String,
+    uid: u32,
+    sleeper: String,
+    top: i32,
+}
+
+/// The jail's top process: bubblewrap, run as the services uid.
+fn top_process(uid: u32) -> i32 {
+    let services = procs::workspace_uids(uid)[1];
+    procs::of_uid(services)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"bwrap\0"))
+        })
+        .expect("the workspace's bubblewrap runs")
+}
+
+fn parent_of(pid: i32) -> i32 {
+    cubicle_runtime::proc_scan::parent_pid(pid).expect("the process has a parent")
+}
+
+async fn follow(daemon: &Daemon) -> Followed {
+    let ws = daemon.create_workspace("{}").await;
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let uid = host_uid(&ws);
+    let sleeper = exec(
+        daemon,
+        &id,
+        "setsid sleep 900 >/dev/null 2>&1 </dev/null & echo $!",
+    )
+    .await
+    .trim()
+    .to_owned();
+    let top = top_process(uid);
+    Followed {
+        id,
+        uid,
+        sleeper,
+        top,
+    }
+}
+
+/// After a restart: running, the same top process, the process started
+/// before still there, and the screen and the browser answer.
+async fn same_desktop(daemon: &Daemon, ws: &Followed) {
+    let (status, view) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{}", ws.id), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["state"], "running", "{view}");
+    assert_eq!(top_process(ws.uid), ws.top, "the desktop never restarted");
+    let alive = exec(
+        daemon,
+        &ws.id,
+        &format!("kill -0 {} && echo alive", ws.sleeper),
+    )
+    .await;
+    assert_eq!(alive, "alive\n", "the process started before the restart");
+    let (status, shot) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{}/actions", ws.id),
+            Some(r#"{"action": "cursor_position"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "an agent's action after the restart: {shot}");
+}
+
+/// Event ids of the log, and no crash or stop of `ids` among the events
+/// after `after`.
+fn no_end_of(events: &[Value], ids: &[&str], after: i64) {
+    for event in events.iter().filter(|e| e["id"].as_i64() > Some(after)) {
+        let kind = event["kind"].as_str().unwrap_or_default();
+        let workspace = event["workspace"].as_str().unwrap_or_default();
+        assert!(
+            !(ids.contains(&workspace)
+                && matches!(kind, "workspace.crashed" | "workspace.stopped")),
+            "the restart ended a workspace: {event}"
+        );
+    }
+}
+
+fn ids_of(events: &[Value]) -> Vec<i64> {
+    events.iter().filter_map(|e| e["id"].as_i64()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_outlive_a_killed_and_an_upgraded_daemon() {
+    let data = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let token = daemon.token.clone();
+    let a = follow(&daemon).await;
+    let b = follow(&daemon).await;
+    // An operator watching a.
+    let view = daemon.ws_url(&format!("/v1/workspaces/{}/vnc", a.id));
+    rfb::first_full_frame(&view, Duration::from_secs(60))
+        .await
+        .expect("the live view shows the desktop");
+    let before = events(&daemon).await;
+    let last_before = *ids_of(&before).last().unwrap();
+
+    // A crash.
+    daemon.kill9();
+    for ws in [&a, &b] {
+        assert!(
+            cubicle_runtime::proc_scan::is_alive(ws.top),
+            "{} died with the daemon",
+            ws.id
+        );
+    }
+    let restarted = Instant::now();
+    let mut daemon = Daemon::start(data.path(), Some(&token), &[]).unwrap();
+    eprintln!(
+        "kill -9: the next daemon listened with 2 workspaces re-attached after {} ms",
+        restarted.elapsed().as_millis()
+    );
+    for ws in [&a, &b] {
+        same_desktop(&daemon, ws).await;
+    }
+    let view = daemon.ws_url(&format!("/v1/workspaces/{}/vnc", a.id));
+    rfb::first_full_frame(&view, Duration::from_secs(60))
+        .await
+        .expect("the live view connects again");
+    let after_kill = events(&daemon).await;
+    let ids = ids_of(&after_kill);
+    for id in ids_of(&before) {
+        assert!(ids.contains(&id), "event {id} was lost in the crash");
+    }
+    no_end_of(&after_kill, &[&a.id, &b.id], last_before);
+
+    // An upgrade: SIGTERM, then the (new) binary starts on the same data.
+    let last_before = *ids.last().unwrap();
+    daemon.terminate();
+    let restarted = Instant::now();
+    let daemon = Daemon::start(data.path(), Some(&token), &[]).unwrap();
+    eprintln!(
+        "SIGTERM: the next daemon listened with 2 workspaces re-attached after {} ms",
+        restarted.elapsed().as_millis()
+    );
+    for ws in [&a, &b] {
+        same_desktop(&daemon, ws).await;
+        // The shim is the same one too: no new process holds the desktop.
+        assert_eq!(
+            std::fs::read_to_string(format!("/proc/{}/comm", parent_of(ws.top)))
+                .unwrap()
+                .trim(),
+            "cubicle-shim"
+        );
+    }
+    let after_upgrade = events(&daemon).await;
+    let ids = ids_of(&after_upgrade);
+    for id in ids_of(&after_kill) {
+        assert!(ids.contains(&id), "event {id} was lost in the upgrade");
+    }
+    no_end_of(&after_upgrade, &[&a.id, &b.id], last_before);
+
+    // Stop and delete still end everything.
+    let (status, _) = daemon
+        .call(Method::POST, &format!("/v1/workspaces/{}/stop", a.id), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let left = procs::wait_workspace_gone(a.uid, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "stopped workspace left {left:?}");
+    assert!(
+        !cubicle_runtime::proc_scan::is_alive(parent_of_or_none(a.top)),
+        "its shim went with it"
+    );
+    let (status, _) = daemon
+        .call(Method::DELETE, &format!("/v1/workspaces/{}", b.id), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 204);
+    let left = procs::wait_workspace_gone(b.uid, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "deleted workspace left {left:?}");
+}
+
+/// The parent of a process that may be gone (then pid 0, never alive).
+fn parent_of_or_none(pid: i32) -> i32 {
+    cubicle_runtime::proc_scan::parent_pid(pid).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_shim_ends_its_workspace_and_the_daemon_says_so() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let ws = follow(&daemon).await;
+    let shim = parent_of(ws.top);
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{shim}/comm"))
+            .unwrap()
+            .trim(),
+        "cubicle-shim"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &shim.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut crashed = None;
+    while Instant::now() < deadline && crashed.is_none() {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (_, log) = daemon
+            .call(
+                Method::GET,
+                &format!("/v1/events?workspace={}", ws.id),
+                None,
+            )
+            .await
+            .unwrap();
+        crashed = log["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "workspace.crashed")
+            .cloned();
+    }
+    let crashed = crashed.expect("a workspace.crashed event");
+    let reason = crashed["detail"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("its shim (pid {shim})")),
+        "{reason}"
+    );
+    assert!(reason.contains("killed"), "{reason}");
+    let (_, view) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{}", ws.id), None)
+        .await
+        .unwrap();
+    assert_eq!(view["state"], "stopped", "{view}");
+    assert!(view["error"].as_str().unwrap().contains("shim"), "{view}");
+    let left = procs::wait_workspace_gone(ws.uid, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "the workspace outlived its shim: {left:?}");
+    // And it starts again, under a new shim.
+    let (status, view) = daemon
+        .call(
+            Method::POST,
+            &format!("/v1/workspaces/{}/start", ws.id),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{view}");
+    assert_ne!(parent_of(top_process(ws.uid)), shim);
+}
