@@ -16,6 +16,8 @@ pub struct Daemon {
     pub token: String,
     pub data_dir: PathBuf,
     pub http: reqwest::Client,
+    uid_base: u32,
+    extra: Vec<String>,
 }
 
 impl Daemon {
@@ -23,7 +25,37 @@ impl Daemon {
     /// until it listens.
     pub fn start(data_dir: &Path, uid_base: u32, extra: &[String]) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir)?;
-        let log = std::fs::File::create(data_dir.join("daemon.log"))?;
+        Self::spawn(data_dir, uid_base, extra, None)
+    }
+
+    /// Stops the daemon as an upgrade does (SIGTERM: its workspaces keep
+    /// running) and starts it again on the same data dir; returns how long
+    /// the new one took from its start until it listened, every running
+    /// workspace re-attached.
+    pub fn restart(&mut self) -> anyhow::Result<Duration> {
+        self.signal("-TERM");
+        let started = std::time::Instant::now();
+        let next = Self::spawn(
+            &self.data_dir,
+            self.uid_base,
+            &self.extra,
+            Some(self.token.clone()),
+        )?;
+        let took = started.elapsed();
+        *self = next;
+        Ok(took)
+    }
+
+    fn spawn(
+        data_dir: &Path,
+        uid_base: u32,
+        extra: &[String],
+        token: Option<String>,
+    ) -> anyhow::Result<Self> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.join("daemon.log"))?;
         let exe = std::env::current_exe().context("the cubicle binary's path")?;
         let mut child = Command::new(exe)
             .arg("serve")
@@ -43,7 +75,7 @@ impl Daemon {
             .context("starting cubicle serve")?;
         let stdout = child.stdout.take().context("the daemon's stdout")?;
         let mut lines = BufReader::new(stdout).lines();
-        let (mut token, mut base) = (None, None);
+        let (mut token, mut base) = (token, None);
         for line in lines.by_ref() {
             let line = line?;
             if let Some(secret) = line.strip_prefix("admin token (shown once, store it now): ") {
@@ -71,6 +103,8 @@ impl Daemon {
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(300))
                 .build()?,
+            uid_base,
+            extra: extra.to_vec(),
         })
     }
 
@@ -121,13 +155,21 @@ impl Daemon {
         }
     }
 
-    /// Stops the daemon (SIGTERM: it stops its workspaces) and waits.
+    /// Stops the daemon as Ctrl-C does (SIGINT: it stops its workspaces)
+    /// and waits.
     pub fn stop(&mut self) {
+        self.signal("-INT");
+    }
+
+    fn signal(&mut self, signal: &str) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
         let _ = Command::new("kill")
-            .arg("-TERM")
+            .arg(signal)
             .arg(self.child.id().to_string())
             .status();
-        for _ in 0..300 {
+        for _ in 0..600 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;
             }

@@ -35,8 +35,16 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         None => std::env::temp_dir().join(format!("cubicle-bench-{}", std::process::id())),
     };
     say(&format!("starting cubicle serve on {}", scratch.display()));
-    let daemon = Daemon::start(&scratch, args.uid_base, &[])?;
-    let result = rows(args, &daemon, &image.rootfs).await;
+    let mut daemon = Daemon::start(&scratch, args.uid_base, &[])?;
+    let mut result = rows(args, &daemon, &image.rootfs).await;
+    if let Ok(rows) = &mut result {
+        say("daemon restarts with workspaces running and with none");
+        rows.push(
+            restarts(&mut daemon)
+                .await
+                .unwrap_or_else(|err| Row::skipped("daemon restart", format!("{err:#}"))),
+        );
+    }
     drop(daemon);
     let _ = std::fs::remove_dir_all(&scratch);
     let mut rows = result?;
@@ -62,7 +70,100 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
             row.unwrap_or_else(|err| Row::skipped("create from the warm pool", format!("{err:#}"))),
         );
     }
+    if args.pool_creates > 0 && args.concurrent > 0 {
+        let n = args.concurrent;
+        say(&format!("{n} concurrent creates from a warm pool of {n}"));
+        let cold = rows
+            .iter()
+            .find(|r| r.name == format!("{n} concurrent creates"))
+            .and_then(|r| r.cubicle);
+        let scratch = scratch.with_extension("pool-n");
+        let row = match Daemon::start(
+            &scratch,
+            args.uid_base + 20_000,
+            &["--warm".into(), n.to_string()],
+        ) {
+            Ok(daemon) => pooled_concurrent(&daemon, n, cold).await,
+            Err(err) => Err(err),
+        };
+        let _ = std::fs::remove_dir_all(&scratch);
+        rows.push(row.unwrap_or_else(|err| {
+            Row::skipped(
+                &format!("{n} concurrent creates, warm pool"),
+                format!("{err:#}"),
+            )
+        }));
+    }
     Ok(rows)
+}
+
+/// Restarts (SIGTERM, then a new daemon on the same data dir) with two
+/// workspaces running, which the new daemon re-attaches before it listens,
+/// against restarts with none.
+async fn restarts(daemon: &mut Daemon) -> anyhow::Result<Row> {
+    const RESTARTS: usize = 3;
+    let (_, list) = daemon.call(Method::GET, "/v1/workspaces", None).await?;
+    let mut running: Vec<Value> = list["workspaces"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|w| w["state"] == "running")
+        .collect();
+    while running.len() < 2 {
+        running.push(create(daemon).await?.1);
+    }
+    let mut with = Vec::new();
+    for _ in 0..RESTARTS {
+        with.push(daemon.restart()?);
+    }
+    for ws in &running {
+        let id = ws["id"].as_str().unwrap_or_default();
+        let (_, view) = daemon
+            .call(Method::GET, &format!("/v1/workspaces/{id}"), None)
+            .await?;
+        if view["state"] != "running" {
+            bail!("workspace {id} did not survive the restarts: {view}");
+        }
+        delete(daemon, ws).await;
+    }
+    let mut without = Vec::new();
+    for _ in 0..RESTARTS {
+        without.push(daemon.restart()?);
+    }
+    Ok(Row::new(
+        &format!("daemon restart, {} workspaces re-attached", running.len()),
+        "ms",
+        Stat::of_durations(&with),
+        "daemon restart with none",
+        Stat::of_durations(&without),
+    )
+    .note("SIGTERM, then a new daemon until it listens; the desktops keep running"))
+}
+
+/// `n` concurrent creates once a pool of `n` is ready, against `n` cold.
+async fn pooled_concurrent(daemon: &Daemon, n: usize, cold: Option<Stat>) -> anyhow::Result<Row> {
+    let deadline = Instant::now() + READY * u32::try_from(n).unwrap_or(u32::MAX).max(1);
+    loop {
+        let (_, stats) = daemon.call(Method::GET, "/v1/pool", None).await?;
+        if stats["ready"].as_u64().unwrap_or(0) >= n as u64 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the warm pool of {n} was not full in time: {stats}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let served = concurrent(daemon, n, None).await?;
+    let (_, stats) = daemon.call(Method::GET, "/v1/pool", None).await?;
+    Ok(Row::new(
+        &format!("{n} concurrent creates, warm pool of {n}"),
+        "ms",
+        served.cubicle,
+        &format!("{n} concurrent creates, cold"),
+        cold,
+    )
+    .note(format!("{}; pool hits {}", served.note, stats["hits"])))
 }
 
 /// Waits until the daemon's warm pool has a ready workspace.
