@@ -21,6 +21,7 @@ mod geometry;
 mod isolation;
 mod lifecycle;
 mod limits;
+mod live_view_log;
 mod mcp;
 mod microvm;
 mod operator;

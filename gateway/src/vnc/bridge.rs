@@ -43,11 +43,14 @@ pub struct Viewer {
     pub server_init: Vec<u8>,
 }
 
-/// Why a connection ended, as told to the viewer.
+/// Why a connection ended, as told to the viewer (and kept in the
+/// `live_view.close` event).
 #[derive(Debug)]
-struct Close {
-    code: u16,
-    reason: String,
+pub struct Close {
+    /// The WebSocket close code: 1000 when the viewer left.
+    pub code: u16,
+    /// Empty when the viewer left.
+    pub reason: String,
 }
 
 impl Close {
@@ -66,7 +69,7 @@ impl Close {
     }
 }
 
-pub async fn run(socket: WebSocket, guest: UnixStream, viewer: Viewer) {
+pub async fn run(socket: WebSocket, guest: UnixStream, viewer: Viewer) -> Close {
     let (mut ws_tx, mut ws_rx) = socket.split();
     let (guest_rx, guest_tx) = guest.into_split();
     let (queue_tx, queue_rx) = mpsc::channel(QUEUE);
@@ -105,6 +108,7 @@ pub async fn run(socket: WebSocket, guest: UnixStream, viewer: Viewer) {
         };
         let _ = tokio::time::timeout(CLOSE_LIMIT, ws_tx.send(Message::Close(Some(frame)))).await;
     }
+    close
 }
 
 fn truncate(reason: &str) -> &str {

@@ -76,6 +76,9 @@ pub async fn upgrade(
             None,
         )
         .await?;
+    let audit = state.audit.clone();
+    let ctx = caller.clone();
+    let workspace = id.clone();
     let viewer = bridge::Viewer {
         control: state.control.subscribe(&id),
         revoked: state
@@ -89,7 +92,22 @@ pub async fn upgrade(
         .protocols(["binary"])
         .max_message_size(MAX_VIEWER_MESSAGE)
         .on_upgrade(move |socket| async move {
-            bridge::run(socket, guest, viewer).await;
+            let opened = std::time::Instant::now();
+            let close = bridge::run(socket, guest, viewer).await;
             drop(watching);
+            // Who ended it and why: the viewer (1000), or the gateway with
+            // its reason (revoked token, malformed RFB, too slow, ...).
+            let detail = json!({
+                "code": close.code,
+                "by": if close.code == 1000 { "viewer" } else { "gateway" },
+                "reason": close.reason,
+                "seconds": opened.elapsed().as_secs(),
+            });
+            let noted = audit
+                .note(Some(&ctx), EventKind::LiveViewClose, Some(&workspace), detail, None)
+                .await;
+            if let Err(err) = noted {
+                tracing::error!(workspace = %workspace, err = %err.message, "cannot record a live view's close");
+            }
         }))
 }
