@@ -16,6 +16,7 @@ mod doors;
 mod egress;
 mod exec_files;
 mod first_light;
+mod first_start;
 mod gates;
 mod geometry;
 mod isolation;
