@@ -29,6 +29,7 @@ mod operator;
 mod pause;
 mod pool;
 mod replay;
+mod restarts;
 mod schemathesis;
 mod survive;
 mod time_limits;

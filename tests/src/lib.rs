@@ -7,6 +7,7 @@
 //! (`cargo build --workspace` first; `scripts/test` does).
 
 pub mod cdp;
+pub mod cgroup;
 pub mod daemon;
 pub mod desk;
 pub mod guest;
