@@ -662,6 +662,8 @@ async fn every_operation_is_an_event_with_its_request_id() {
             .unwrap()
             .contains("frame-ancestors 'none'")
     );
+    assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(response.headers()["referrer-policy"], "no-referrer");
 }
 
 #[tokio::test]
