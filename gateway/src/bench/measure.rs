@@ -528,19 +528,33 @@ async fn concurrent(daemon: &Daemon, count: usize, alone: Option<Stat>) -> anyho
     let wall = started.elapsed();
     let mut times = Vec::new();
     let mut failures = Vec::new();
+    let mut made = Vec::new();
     for result in results {
         match result {
             Ok((took, ws)) => {
                 times.push(took);
-                delete(daemon, &ws).await;
+                made.push(ws);
             }
             Err(err) => failures.push(err.to_string()),
         }
     }
+    // All of them idle at once: what one desktop costs at this density.
+    tokio::time::sleep(IDLE).await;
+    let uids: Vec<u32> = made
+        .iter()
+        .filter_map(|ws| ws["host_uid"].as_u64())
+        .filter_map(|uid| u32::try_from(uid).ok())
+        .flat_map(|uid| [uid, uid + 1])
+        .collect();
+    let pss = peers::pss_mib(&peers::of_uids(&uids)) / made.len().max(1) as f64;
+    for ws in &made {
+        delete(daemon, ws).await;
+    }
     let mut note = format!(
-        "{} failed, wall {:.1} s",
+        "{} failed, wall {:.1} s, idle PSS {pss:.0} MiB per workspace with {} running",
         failures.len(),
-        wall.as_secs_f64()
+        wall.as_secs_f64(),
+        made.len()
     );
     if let Some(first) = failures.first() {
         note.push_str(&format!(
