@@ -77,3 +77,71 @@ impl Replay {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::ReplayConfig;
+    use cubicle_runtime::events::{self, NewEvent};
+    use cubicle_runtime::state::Store;
+
+    async fn append(store: &Store, ws: &str, n: usize) {
+        for _ in 0..n {
+            let event = NewEvent {
+                kind: "action",
+                workspace_id: Some(ws),
+                ..NewEvent::default()
+            };
+            events::append(store, &event).await.unwrap();
+        }
+    }
+
+    async fn signed_up_to(replay: &Replay, ws: &str) -> u64 {
+        chain_store::head(replay.store(), ws)
+            .await
+            .unwrap()
+            .expect("the chain has a head")
+            .checkpoint_seq
+    }
+
+    /// README "Audit": the head of each chain is signed every 100 records
+    /// or 10 seconds, whichever comes first.
+    #[tokio::test]
+    async fn a_chain_is_signed_every_n_records_or_t_seconds_whichever_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cubicle.db")).await.unwrap();
+        let config = ReplayConfig::new(dir.path());
+        assert_eq!(
+            (config.checkpoint_records, config.checkpoint_every),
+            (100, Duration::from_secs(10)),
+            "the defaults the README states"
+        );
+        let mut replay = Replay::open(store.clone(), config).unwrap();
+        let ws = "ws-0123456789ab";
+
+        // A new chain is signed at the first look.
+        append(&store, ws, 1).await;
+        assert_eq!(replay.checkpoint_due().await.unwrap(), 1);
+        assert_eq!(signed_up_to(&replay, ws).await, 1);
+        // 99 more records within 10 s: not yet...
+        append(&store, ws, 99).await;
+        assert_eq!(replay.checkpoint_due().await.unwrap(), 0);
+        assert_eq!(signed_up_to(&replay, ws).await, 1);
+        // ...the 100th since the last checkpoint is.
+        append(&store, ws, 1).await;
+        assert_eq!(replay.checkpoint_due().await.unwrap(), 1);
+        assert_eq!(signed_up_to(&replay, ws).await, 101);
+
+        // Time: one record, then nothing for longer than the interval (a
+        // short one here; the rule is the same for 10 s).
+        replay.config.checkpoint_every = Duration::from_millis(300);
+        append(&store, ws, 1).await;
+        assert_eq!(replay.checkpoint_due().await.unwrap(), 0, "too soon");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(replay.checkpoint_due().await.unwrap(), 1);
+        assert_eq!(signed_up_to(&replay, ws).await, 102);
+        // Nothing new: nothing to sign, however long it has been.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(replay.checkpoint_due().await.unwrap(), 0);
+    }
+}
