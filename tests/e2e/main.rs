@@ -31,6 +31,7 @@ mod pool;
 mod replay;
 mod restarts;
 mod schemathesis;
+mod scopes;
 mod survive;
 mod time_limits;
 mod walls;
