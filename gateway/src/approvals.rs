@@ -6,19 +6,23 @@
 //!
 //! This is the store only: who may decide, and the events of every step,
 //! are the operations core's ([`crate::ops::gates`], [`crate::ops::approvals`]).
-//! Records live in memory: a held request does not outlive the daemon, and
-//! the event log is the lasting record. The store is bounded.
+//! Records live in memory and are written behind to SQLite
+//! ([`Approvals::persist_to`], [`Approvals::load`]): a held operation
+//! outlives a daemon restart, so an operator can still decide it and the
+//! agent can still make the approved call. The event log is the lasting
+//! record. The store is bounded.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cubicle_policy::BrowserContext;
 use cubicle_runtime::events::Actor;
+use cubicle_runtime::state::Store;
 use cubicle_runtime::state::now_ms;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 /// The most approvals one token may have pending at once.
 pub const MAX_PENDING_PER_TOKEN: usize = 64;
@@ -31,7 +35,7 @@ const MAX_RECORDS: usize = 2048;
 const CHANGES_BUFFER: usize = 256;
 
 /// Where an approval stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalState {
     Pending,
@@ -53,7 +57,7 @@ impl ApprovalState {
 }
 
 /// One held operation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Approval {
     pub id: String,
     pub workspace: String,
@@ -135,6 +139,8 @@ struct Entry {
 pub struct Approvals {
     entries: Mutex<HashMap<String, Entry>>,
     changes: broadcast::Sender<Approval>,
+    /// The writer to SQLite, once [`Approvals::persist_to`] started it.
+    persist: Mutex<Option<mpsc::UnboundedSender<Persist>>>,
 }
 
 impl Default for Approvals {
@@ -142,8 +148,15 @@ impl Default for Approvals {
         Self {
             entries: Mutex::default(),
             changes: broadcast::channel(CHANGES_BUFFER).0,
+            persist: Mutex::default(),
         }
     }
+}
+
+/// One change for the SQLite writer.
+enum Persist {
+    Record(Box<Approval>),
+    Screenshot(String, Arc<Vec<u8>>),
 }
 
 /// JSON with object keys sorted and no spaces: one byte string per value.
@@ -201,8 +214,66 @@ impl Approvals {
     }
 
     fn publish(&self, record: &Approval) {
+        self.write_behind(Persist::Record(Box::new(record.clone())));
         // Nobody listening is fine.
         let _ = self.changes.send(record.clone());
+    }
+
+    fn write_behind(&self, change: Persist) {
+        if let Some(writer) = &*self.persist.lock().unwrap_or_else(|p| p.into_inner()) {
+            // A writer that ended (daemon shutdown) takes nothing more.
+            let _ = writer.send(change);
+        }
+    }
+
+    /// Loads what a previous daemon kept: pending approvals (the sweep
+    /// expires those whose time is up, with an event), and decided ones
+    /// from the last hour. Call before [`Approvals::persist_to`].
+    pub async fn load(&self, store: &Store) -> Result<usize, cubicle_runtime::state::StateError> {
+        let since = now_ms() - KEEP_DECIDED_MS;
+        let rows = cubicle_runtime::approval_rows::load(store, since, MAX_RECORDS).await?;
+        let mut entries = self.lock();
+        let mut loaded = 0;
+        for row in rows {
+            // A row this version cannot read is left out, not fatal: the
+            // events keep what happened to it.
+            let Ok(record) = serde_json::from_str::<Approval>(&row.record) else {
+                tracing::warn!("an approval row cannot be read; left out");
+                continue;
+            };
+            let entry = Entry {
+                state: watch::channel(record.state).0,
+                screenshot: row.screenshot.map(Arc::new),
+                record,
+            };
+            entries.insert(entry.record.id.clone(), entry);
+            loaded += 1;
+        }
+        Ok(loaded)
+    }
+
+    /// Starts writing every change to `store` in the background. The
+    /// returned handle ends once [`Approvals::close`] was called and
+    /// everything before it is written.
+    pub fn persist_to(&self, store: Store) -> tokio::task::JoinHandle<()> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        *self.persist.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        tokio::spawn(async move {
+            while let Some(change) = rx.recv().await {
+                if let Err(err) = write(&store, change).await {
+                    tracing::error!(%err, "cannot keep an approval in the database; it will not outlive this daemon");
+                }
+            }
+        })
+    }
+
+    /// Stops taking changes for the database (daemon shutdown); the writer
+    /// finishes what it has.
+    pub fn close(&self) {
+        self.persist
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     /// A new pending approval (its id and timestamps are set here).
@@ -309,8 +380,10 @@ impl Approvals {
             let Some(entry) = entries.get_mut(id) else {
                 return;
             };
-            entry.screenshot = Some(Arc::new(png));
+            let png = Arc::new(png);
+            entry.screenshot = Some(png.clone());
             entry.record.has_screenshot = true;
+            self.write_behind(Persist::Screenshot(id.to_owned(), png));
             entry.record.clone()
         };
         self.publish(&record);
@@ -407,6 +480,28 @@ impl Approvals {
             .filter(|e| e.record.workspace == workspace && e.record.state == ApprovalState::Pending)
             .map(|e| e.record.id.clone())
             .collect()
+    }
+}
+
+/// Writes one change; decided rows older than [`KEEP_DECIDED_MS`] go.
+async fn write(store: &Store, change: Persist) -> Result<(), cubicle_runtime::state::StateError> {
+    use cubicle_runtime::approval_rows;
+    match change {
+        Persist::Record(record) => {
+            let json = serde_json::to_string(&record).unwrap_or_default();
+            let now = now_ms();
+            approval_rows::save(
+                store,
+                &record.id,
+                &record.workspace,
+                record.state.as_str(),
+                &json,
+                now,
+                now - KEEP_DECIDED_MS,
+            )
+            .await
+        }
+        Persist::Screenshot(id, png) => approval_rows::save_screenshot(store, &id, &png).await,
     }
 }
 

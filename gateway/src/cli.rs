@@ -419,6 +419,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let replay = open_replay(&args, &store)?;
     let policies = cubicle_policy::PolicySet::load_dir(&args.policy_dir)?;
     let gates = cubicle_gateway::ops::gates::Gates::new(policies, &args.default_policy)?;
+    // Held operations outlive a restart, as workspaces do.
+    let kept = gates.approvals.load(&store).await?;
+    if kept > 0 {
+        say(&format!("approvals: {kept} kept from before the restart"));
+    }
+    let approvals_writer = gates.approvals.persist_to(store.clone());
     say(&format!(
         "policies: {} (default {})",
         gates.policies.names().join(", "),
@@ -440,6 +446,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         gates: std::sync::Arc::new(gates),
     };
     let state_egress = state.egress.clone();
+    let state_gates = state.gates.clone();
     let stop_sweeping = tokio_util::sync::CancellationToken::new();
     let sweeper = tokio::spawn(cubicle_gateway::ops::gates::sweep(
         state.clone(),
@@ -495,6 +502,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     replay.stop_all().await;
     state_egress.stop_all().await;
     manager.shutdown(stop_workspaces).await;
+    state_gates.approvals.close();
+    let _ = approvals_writer.await;
     stop_following.cancel();
     let _ = follower.await;
     stop_sweeping.cancel();

@@ -15,7 +15,7 @@ use crate::state::{StateError, Store, now_ms};
 use crate::tokens::Token;
 
 /// Who did something.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Actor {
     pub id: String,
     pub name: String,

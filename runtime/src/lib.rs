@@ -12,6 +12,7 @@
 //! and it writes each state change before reporting it.
 
 pub mod any_backend;
+pub mod approval_rows;
 pub mod backend;
 pub mod chain_store;
 pub mod channel;

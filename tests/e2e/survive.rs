@@ -305,3 +305,121 @@ async fn a_killed_shim_ends_its_workspace_and_the_daemon_says_so() {
     assert_eq!(status, 200, "{view}");
     assert_ne!(parent_of(top_process(ws.uid)), shim);
 }
+
+/// A policy holding one command pattern, as an operator would set it.
+const HELD: &str = r#"
+description = "e2e: one command pattern held for a person"
+default = "allow"
+
+[[rule]]
+id = "held-files"
+subject = "exec"
+command = ["touch /home/user/held-*"]
+decision = "confirm"
+reason = "making a held file"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_operation_outlives_a_restart_and_runs_once_approved() {
+    use cubicle_tests::desk;
+    let data = tempfile::tempdir().unwrap();
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("held.toml"), HELD).unwrap();
+    let dir = policies.path().to_str().unwrap().to_owned();
+    let args = ["--policy-dir", dir.as_str(), "--default-policy", "held"];
+    let mut daemon = Daemon::start(data.path(), None, &args).unwrap();
+    let admin = daemon.token.clone();
+    let agent = desk::token(&daemon, "bot", "agent").await;
+    let operator = desk::token(&daemon, "alice", "operator").await;
+    let (status, ws) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let exec = format!("/v1/workspaces/{id}/exec");
+    let touch = json!({ "command": "touch /home/user/held-across" }).to_string();
+    let (status, held) = daemon
+        .call_as(Some(&agent.secret), Method::POST, &exec, Some(&touch))
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{held}");
+    let approval = held["approval"]["id"].as_str().unwrap().to_owned();
+    let record = format!("/v1/approvals/{approval}");
+    // Its screenshot is taken in the background: wait for it.
+    let mut before = Value::Null;
+    for _ in 0..40 {
+        let (_, got) = daemon
+            .call_as(Some(&operator.secret), Method::GET, &record, None)
+            .await
+            .unwrap();
+        before = got;
+        if before["has_screenshot"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(before["has_screenshot"], true, "{before}");
+
+    daemon.terminate();
+    let daemon = Daemon::start(data.path(), Some(&admin), &args).unwrap();
+    let (status, after) = daemon
+        .call_as(Some(&operator.secret), Method::GET, &record, None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "the approval outlived the restart: {after}");
+    assert_eq!(after["state"], "pending", "{after}");
+    assert_eq!(after["sha256"], before["sha256"]);
+    assert_eq!(after["params"], before["params"]);
+    let shot = reqwest::Client::new()
+        .get(daemon.url(&format!("{record}/screenshot")))
+        .bearer_auth(&operator.secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shot.status(), 200);
+    let png = shot.bytes().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "the screenshot came back too");
+    assert!(
+        !desk::exists(&daemon, &id, "held-across").await,
+        "it ran while held"
+    );
+
+    let (status, decided) = daemon
+        .call_as(
+            Some(&operator.secret),
+            Method::POST,
+            &format!("{record}/approve"),
+            Some(r#"{"reason": "ok after the restart"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{decided}");
+    let (status, ran) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            &format!("{exec}?approval={approval}"),
+            Some(&touch),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "the approved call runs: {ran}");
+    assert!(desk::exists(&daemon, &id, "held-across").await);
+    // Once.
+    let (status, again) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            &format!("{exec}?approval={approval}"),
+            Some(&touch),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 403, "an approval runs its operation once: {again}");
+}
