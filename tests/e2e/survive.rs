@@ -133,13 +133,23 @@ async fn same_desktop(daemon: &Daemon, ws: &Followed) {
 fn no_end_of(events: &[Value], ids: &[&str], after: i64) {
     for event in events.iter().filter(|e| e["id"].as_i64() > Some(after)) {
         let kind = event["kind"].as_str().unwrap_or_default();
-        let workspace = event["workspace"].as_str().unwrap_or_default();
+        let workspace = event["workspace_id"].as_str().unwrap_or_default();
         assert!(
-            !(ids.contains(&workspace)
-                && matches!(kind, "workspace.crashed" | "workspace.stopped")),
+            !(ids.contains(&workspace) && matches!(kind, "workspace.crashed" | "workspace.stop")),
             "the restart ended a workspace: {event}"
         );
     }
+}
+
+/// The field names `no_end_of` reads are the log's: a workspace's own
+/// create event is found by them.
+fn names_hold(events: &[Value], id: &str) {
+    assert!(
+        events
+            .iter()
+            .any(|e| e["workspace_id"] == id && e["kind"] == "workspace.create"),
+        "no workspace.create event with workspace_id {id}"
+    );
 }
 
 fn ids_of(events: &[Value]) -> Vec<i64> {
@@ -159,6 +169,7 @@ async fn workspaces_outlive_a_killed_and_an_upgraded_daemon() {
         .await
         .expect("the live view shows the desktop");
     let before = events(&daemon).await;
+    names_hold(&before, &a.id);
     let last_before = *ids_of(&before).last().unwrap();
 
     // A crash.
