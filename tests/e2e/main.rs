@@ -22,6 +22,7 @@ mod geometry;
 mod isolation;
 mod lifecycle;
 mod limits;
+mod limits_asked;
 mod live_view_log;
 mod mcp;
 mod microvm;

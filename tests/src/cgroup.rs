@@ -49,3 +49,39 @@ pub fn cpu_usec(file: &Path) -> u64 {
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
         / 1000
 }
+
+/// The folder of workspace `id`'s cgroup that holds `controller`'s files
+/// (`memory`, `pids`, `cpu`): the one folder on cgroup v2, that
+/// controller's hierarchy on v1. `None` if it is not there.
+pub fn controller_dir(id: &str, controller: &str) -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let dir = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+        Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'))
+    } else {
+        let (mount, path) = own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| (controllers.to_owned(), path.to_owned()))
+        })?;
+        Path::new("/sys/fs/cgroup")
+            .join(mount)
+            .join(path.trim_start_matches('/'))
+    };
+    let dir = dir.join("cubicle").join(id);
+    dir.is_dir().then_some(dir)
+}
+
+/// A cgroup file's first line, trimmed.
+pub fn read(dir: &Path, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
