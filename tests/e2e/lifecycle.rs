@@ -47,7 +47,6 @@ async fn call(daemon: &Daemon, token: &str, method: Method, path: &str) -> (u16,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure (open, issue 14): a file written through the files API was not found after stop/start in the last full run (exec-written files survive)"]
 async fn stop_keeps_the_home_and_start_brings_it_back_with_who_and_when_in_the_log() {
     let Desk {
         daemon,

@@ -228,7 +228,6 @@ async fn limits_memory_bomb_is_killed_inside_its_workspace_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure (open, issue 9): after the disk-fill and a restart the home marker was missing in the last full run"]
 async fn limits_fork_bomb_and_disk_fill_stop_at_the_workspace_limits() {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &[]).unwrap();

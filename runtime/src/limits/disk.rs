@@ -9,13 +9,27 @@
 //! without the `quota`/`project` feature, and turning that on needs an
 //! unmounted filesystem. The image persists across stop and start (the home
 //! survives) and goes with the workspace's directory on delete.
+//!
+//! One filesystem on the image at a time. A stopped jail's mount namespace
+//! (its binds of `home`, `tmp`, `browser`) can outlive its last process for
+//! a while (the kernel frees it after the exit, later under load), and with
+//! it the image's filesystem and loop device. So a stop flushes the
+//! filesystem to the image before it unmounts, and a start never sets up a
+//! second loop device while the first still holds the image: it waits for
+//! it to go, or mounts that device (sharing the live filesystem).
 
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 const IMAGE: &str = "disk.img";
 const MOUNT: &str = "disk";
+/// Mount options of every workspace disk.
+const OPTIONS: &str = "nosuid,nodev,noatime";
+/// How long a start waits for the filesystem of the last run to go away.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
+const RELEASE_POLL: Duration = Duration::from_millis(50);
 
 /// What can go wrong with a workspace's disk.
 #[derive(Debug, thiserror::Error)]
@@ -94,11 +108,7 @@ impl WorkspaceDisk {
         }
         std::fs::create_dir_all(&self.mount).map_err(io_err(&self.mount))?;
         if !self.is_mounted() {
-            let options = "loop,nosuid,nodev,noatime";
-            run(Command::new("mount")
-                .args(["-t", "ext4", "-o", options])
-                .arg(&self.image)
-                .arg(&self.mount))?;
+            self.mount_image(RELEASE_WAIT)?;
         }
         // Root-owned, traversable: each folder below is the uid's own.
         std::fs::set_permissions(&self.mount, std::fs::Permissions::from_mode(0o711))
@@ -186,12 +196,80 @@ impl WorkspaceDisk {
         mount_points(&mountinfo).any(|p| p == point)
     }
 
-    /// Unmounts the disk (lazily if something still holds it); the image
-    /// stays. Nothing to do when it is not mounted.
+    /// Mounts the image at the mount point. If a loop device still holds
+    /// the image (the filesystem of the last run, not freed yet), waits up
+    /// to `wait` for it to go; if it stays, mounts that device, so the live
+    /// filesystem is shared: a second loop device would be a second
+    /// filesystem on the same blocks, reading what the first has not
+    /// written yet and later overwriting what this one wrote.
+    fn mount_image(&self, wait: Duration) -> Result<(), DiskError> {
+        let mut mount = Command::new("mount");
+        mount.args(["-t", "ext4"]);
+        match self.wait_released(wait) {
+            None => mount
+                .args(["-o", &format!("loop,{OPTIONS}")])
+                .arg(&self.image),
+            Some(device) => {
+                tracing::warn!(
+                    image = %self.image.display(),
+                    device = %device.display(),
+                    "the workspace disk's last filesystem is still alive; mounting its loop device again"
+                );
+                mount.args(["-o", OPTIONS]).arg(device)
+            }
+        };
+        run(mount.arg(&self.mount))
+    }
+
+    /// Waits up to `limit` until no loop device holds the image; the one
+    /// that still does after that, if any.
+    fn wait_released(&self, limit: Duration) -> Option<PathBuf> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let device = self.loop_device()?;
+            if Instant::now() >= deadline {
+                return Some(device);
+            }
+            std::thread::sleep(RELEASE_POLL);
+        }
+    }
+
+    /// The loop device backed by the image, if one is.
+    fn loop_device(&self) -> Option<PathBuf> {
+        let image = self.image.canonicalize().ok()?;
+        let devices = std::fs::read_dir("/sys/block").ok()?;
+        devices.filter_map(Result::ok).find_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            if !name.starts_with("loop") {
+                return None;
+            }
+            let backing = std::fs::read_to_string(entry.path().join("loop/backing_file")).ok()?;
+            (Path::new(backing.trim_end()) == image).then(|| Path::new("/dev").join(name))
+        })
+    }
+
+    /// Writes everything of the mounted filesystem to the image: what the
+    /// workspace wrote last may still be only in memory, and the filesystem
+    /// can outlive this mount (see the module docs).
+    fn flush(&self) -> Result<(), DiskError> {
+        use std::os::fd::AsRawFd;
+        let dir = std::fs::File::open(&self.mount).map_err(io_err(&self.mount))?;
+        // SAFETY: syncfs takes a descriptor, which `dir` keeps open for the
+        // whole call.
+        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+            return Err(io_err(&self.mount)(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Flushes the disk to its image and unmounts it (lazily if something
+    /// still holds it); the image stays. Nothing to do when it is not
+    /// mounted.
     pub fn unmount(&self) -> Result<(), DiskError> {
         if !self.is_mounted() {
             return Ok(());
         }
+        self.flush()?;
         if run(Command::new("umount").arg(&self.mount)).is_err() {
             tracing::warn!(mount = %self.mount.display(), "disk busy; unmounting lazily");
             run(Command::new("umount").arg("-l").arg(&self.mount))?;
@@ -341,6 +419,70 @@ mod tests {
             "the symlink was not followed"
         );
         disk.unmount().unwrap();
+    }
+
+    /// On the real host (root only): a filesystem that outlives its
+    /// unmount (as a stopped jail's mount namespace can keep it) is flushed
+    /// to the image first, and the next mount shares it instead of putting
+    /// a second filesystem on the same image.
+    #[test]
+    fn a_disk_still_held_elsewhere_is_flushed_and_shared_not_mounted_twice() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to mount");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let disk = WorkspaceDisk::of(dir.path());
+        disk.ensure_mounted(64 << 20, 65534, 65533).unwrap();
+        // What holds it on: a bind of the home elsewhere, as a jail has.
+        let held = dir.path().join("held");
+        std::fs::create_dir(&held).unwrap();
+        run(Command::new("mount")
+            .arg("--bind")
+            .arg(disk.home())
+            .arg(&held))
+        .unwrap();
+        std::fs::write(held.join("last.txt"), "written just before the stop").unwrap();
+        disk.unmount().unwrap();
+        assert!(!disk.is_mounted());
+        let device = disk
+            .loop_device()
+            .expect("the held filesystem keeps its loop device");
+        // Flushed: the image itself has the file, whatever reads it next.
+        let dump = Command::new("debugfs")
+            .args(["-R", "cat /home/last.txt"])
+            .arg(&disk.image)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&dump.stdout),
+            "written just before the stop"
+        );
+        disk.mount_image(Duration::ZERO).unwrap();
+        assert!(disk.is_mounted());
+        assert_eq!(
+            disk.loop_device(),
+            Some(device),
+            "one loop device for the image"
+        );
+        let devices = std::fs::read_dir("/sys/block")
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| {
+                std::fs::read_to_string(e.path().join("loop/backing_file"))
+                    .is_ok_and(|b| Path::new(b.trim_end()) == disk.image.canonicalize().unwrap())
+            })
+            .count();
+        assert_eq!(devices, 1, "a second filesystem on the same image");
+        assert_eq!(
+            std::fs::read_to_string(disk.home().join("last.txt")).unwrap(),
+            "written just before the stop"
+        );
+        run(Command::new("umount").arg(&held)).unwrap();
+        disk.unmount().unwrap();
+        // Released now: the next mount waits for nothing.
+        assert!(disk.wait_released(Duration::from_secs(10)).is_none());
     }
 
     #[test]
