@@ -11,6 +11,7 @@
 
 mod actions;
 mod cdp;
+mod checkpoints;
 mod control_attacks;
 mod doors;
 mod egress;
