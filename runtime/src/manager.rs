@@ -726,6 +726,12 @@ impl<B: Backend> Manager<B> {
         }
     }
 
+    /// Whether an operation on workspace `id` (start, stop, delete, pause,
+    /// resume) is running now.
+    pub fn busy(&self, id: &str) -> bool {
+        self.lock_for(id).try_lock().is_err()
+    }
+
     fn try_hold<'a>(
         &self,
         lock: &'a Arc<tokio::sync::Mutex<()>>,

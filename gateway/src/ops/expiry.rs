@@ -160,10 +160,15 @@ pub async fn sweep(state: AppState, cancel: CancellationToken) {
             continue;
         };
         for record in records {
-            if !matches!(
-                record.state,
-                WorkspaceState::Running | WorkspaceState::Paused
-            ) {
+            // `stopping` with no operation on it: an expiry (or a stop)
+            // that failed half-way; it is tried again, not left there.
+            let stuck = record.state == WorkspaceState::Stopping && !state.manager.busy(&record.id);
+            if !(stuck
+                || matches!(
+                    record.state,
+                    WorkspaceState::Running | WorkspaceState::Paused
+                ))
+            {
                 continue;
             }
             let Ok(limits) = state.manager.time_limits(&record.id).await else {
