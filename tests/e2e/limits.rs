@@ -25,33 +25,28 @@ struct Limited {
     pids: u64,
 }
 
-/// Creates a workspace asking for `limits`; falls back to the defaults,
-/// loudly, where the gateway refuses the field.
+/// Creates a workspace asking for `limits`; it must get them (201, and the
+/// view says so).
 async fn create(daemon: &Daemon, limits: Value) -> Limited {
     let body = json!({ "limits": limits }).to_string();
     let (status, ws) = daemon
         .call(Method::POST, "/v1/workspaces", Some(&body))
         .await
         .unwrap();
-    let (ws, asked) = if status == 201 {
-        (ws, true)
-    } else {
-        assert_eq!(status, 400, "{ws}");
-        eprintln!("NOTE: the gateway does not take \"limits\" yet ({ws}); testing the defaults");
-        (daemon.create_workspace("{}").await, false)
-    };
+    assert_eq!(status, 201, "create with limits {limits}: {ws}");
     assert_eq!(ws["state"], "running", "{ws}");
-    let given = |field: &str, default: u64| {
-        ws["limits"][field]
-            .as_u64()
-            .or_else(|| asked.then(|| limits[field].as_u64()).flatten())
-            .unwrap_or(default)
+    let given = |field: &str| {
+        let got = ws["limits"][field].as_u64();
+        if let Some(asked) = limits[field].as_u64() {
+            assert_eq!(got, Some(asked), "{field}: {ws}");
+        }
+        got.unwrap_or_else(|| panic!("the view has limits.{field}: {ws}"))
     };
     Limited {
         id: ws["id"].as_str().unwrap().to_owned(),
-        memory_mb: given("memory_mb", 2048),
-        disk_mb: given("disk_mb", 4096),
-        pids: given("pids", 4096),
+        memory_mb: given("memory_mb"),
+        disk_mb: given("disk_mb"),
+        pids: given("pids"),
     }
 }
 
