@@ -6,14 +6,26 @@
 //! write ([`crate::wire`]); only the computer-use action, whose parser is
 //! hand-written, is described by a schema type here.
 //!
+//! Every status an operation can answer is listed: the refusals every
+//! request can get (400, 401, 403: [`CallerRefusals`]) are added to each
+//! operation here, the rest are named by the operation's annotation, most
+//! through the shared sets below ([`NoWorkspace`], [`Lifecycle`],
+//! [`InGuest`], [`Held`], [`TooLarge`]). Server faults (500, and 503
+//! `audit_unavailable` when the event log cannot be written, so nothing is
+//! done) are not listed per operation.
+//!
 //! The document is committed as `gateway/openapi.json`; a test fails when
 //! it differs from the generated one (`UPDATE_OPENAPI=1 cargo test -p
 //! cubicle-gateway openapi` rewrites it).
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use serde_json::Value;
+use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
 use crate::auth::OpContext;
 
@@ -77,6 +89,144 @@ pub struct ActionRequest {
 pub struct ActionResponse {
     result: Option<Value>,
     results: Option<Vec<Value>>,
+}
+
+/// An answer with an [`ErrorBody`].
+fn error_answer(description: &str) -> RefOr<Response> {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("ErrorBody")))
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", content)
+        .build()
+        .into()
+}
+
+/// A set of error answers several operations share, for their annotations'
+/// `responses(...)` (a status the annotation also lists after it keeps
+/// the annotation's description).
+macro_rules! error_answers {
+    ($(#[$doc:meta])* $name:ident { $($status:literal => $description:literal,)+ }) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<Response>> {
+                [$(($status.to_owned(), error_answer($description))),+].into_iter().collect()
+            }
+        }
+    };
+}
+
+error_answers!(
+    /// What any request can be refused for, by the token check every
+    /// operation starts with (added to every operation by [`CallerRefusals`]).
+    Refused {
+        "400" => "A query parameter (such as `wait`) or a body this operation cannot take; the message names it",
+        "401" => "No token, or one that is not valid or was revoked",
+        "403" => "The token's role may not do this, or a cookie-authenticated request came from another origin",
+    }
+);
+
+error_answers!(
+    /// A workspace named by the path that the caller cannot reach.
+    NoWorkspace {
+        "404" => "No such workspace, or one outside the token's scope",
+    }
+);
+
+error_answers!(
+    /// A lifecycle change (start, stop, pause, resume, delete).
+    Lifecycle {
+        "404" => "No such workspace, or one outside the token's scope",
+        "409" => "Not in a state this change applies to, or another lifecycle change on it is in progress",
+    }
+);
+
+error_answers!(
+    /// An operation carried out inside a running workspace (its guest,
+    /// display or browser).
+    InGuest {
+        "404" => "No such workspace (or outside the token's scope), or no such path in it",
+        "409" => "Not running, paused (`paused`), or an operator holds control (`control_held`)",
+        "502" => "The workspace did not answer or failed to (`guest_unreachable`, `guest_error`, `display_unavailable`)",
+        "504" => "The workspace did not answer in time (`guest_timeout`)",
+    }
+);
+
+error_answers!(
+    /// A change the workspace's policy may hold for an operator's approval.
+    Held {
+        "202" => "Held for an operator's approval (`held`), with `approval` {id, url, expires_at, reason, rule}: wait at its url, then send the same request again; a denied or expired approval, or a policy's deny, is a 403",
+        "429" => "Too many approvals of this caller are pending (`too_many_pending`)",
+    }
+);
+
+error_answers!(
+    /// A body over the operation's limit.
+    TooLarge {
+        "413" => "Over the size limit (`too_large`)",
+    }
+);
+
+/// Adds [`Refused`] to every operation that does not describe those
+/// statuses itself; the MCP endpoint answers them as JSON-RPC errors,
+/// and gets its transport's refusals instead.
+struct CallerRefusals;
+
+impl Modify for CallerRefusals {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                match path.as_str() {
+                    crate::mcp::PATH => add_missing(operation, mcp_refusals()),
+                    _ => add_missing(operation, Refused::responses()),
+                }
+            }
+        }
+    }
+}
+
+fn add_missing(operation: &mut Operation, answers: BTreeMap<String, RefOr<Response>>) {
+    for (status, answer) in answers {
+        operation
+            .responses
+            .responses
+            .entry(status)
+            .or_insert(answer);
+    }
+}
+
+/// `POST /v1/mcp`'s refusals of a request its Streamable HTTP transport
+/// cannot take, JSON-RPC errors but for the size limit (`crate::mcp::described`
+/// lists the rest; these belong beside them, and are here until they move
+/// there).
+fn mcp_refusals() -> BTreeMap<String, RefOr<Response>> {
+    let json_rpc = |description: &str| ResponseBuilder::new().description(description).build();
+    let mut answers: BTreeMap<String, RefOr<Response>> = [
+        (
+            "400",
+            "JSON-RPC error: a body that is not JSON-RPC, or a bad `wait` query",
+        ),
+        (
+            "406",
+            "JSON-RPC error: the client must accept both application/json and text/event-stream",
+        ),
+        ("415", "JSON-RPC error: the body must be application/json"),
+    ]
+    .into_iter()
+    .map(|(status, description)| (status.to_owned(), json_rpc(description).into()))
+    .collect();
+    answers.extend(TooLarge::responses());
+    answers
 }
 
 struct BearerAuth;
@@ -169,14 +319,14 @@ impl Modify for BearerAuth {
         crate::wire::download::Decision, crate::wire::egress::EgressBody,
         crate::wire::egress::EgressView,
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CallerRefusals),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
 
 /// This document.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
-    responses((status = 200, description = "The OpenAPI 3 document"), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "The OpenAPI 3 document")))]
 pub async fn serve(_caller: OpContext) -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }

@@ -1,8 +1,9 @@
 //! Schemathesis (property-based API testing, from PyPI; `scripts/setup`
 //! installs it into `/var/cache/cubicle/py`) against the live gateway's own
 //! `GET /v1/openapi.json`: every operation gets generated requests, valid
-//! and invalid, and must answer with no 5xx and a response that matches its
-//! documented schema and content type.
+//! and invalid, and must answer with no 5xx, with a status its operation
+//! documents, and with a response that matches its documented schema and
+//! content type.
 //!
 //! Destructive operations are scoped to a workspace this test made: every
 //! `{id}` path parameter is that workspace's id. Lifecycle changes (stop,
@@ -18,7 +19,7 @@ use cubicle_tests::Daemon;
 
 const SCHEMATHESIS: &str = "/var/cache/cubicle/py/bin/schemathesis";
 /// Checks every response must pass.
-const CHECKS: &str = "not_a_server_error,response_schema_conformance,content_type_conformance";
+const CHECKS: &str = "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance";
 /// Operations generated against (regexes on the path, `METHOD /path`).
 const LIFECYCLE: &str =
     "^POST /v1/workspaces/\\{id\\}/(stop|pause)$|^DELETE /v1/workspaces/\\{id\\}$";

@@ -3,13 +3,14 @@
 //! `GET /v1/workspaces/{id}/screenshot`: the screen as an image, raw bytes.
 
 use axum::Json;
-use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+use super::body::Body;
 use crate::actions::run::RunError;
 use crate::actions::{Action, MAX_BATCH, parse_action};
 use crate::app::AppState;
@@ -62,12 +63,12 @@ pub fn parse_body(body: &[u8]) -> Result<(Vec<Action>, Vec<Value>, bool), ApiErr
     Ok((actions, list.clone(), true))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/actions", tag = "computer", params(("id" = String, Path)), request_body = crate::openapi::ActionRequest, responses((status = 200, body = crate::openapi::ActionResponse), (status = 400, body = crate::openapi::ErrorBody, description = "Names the bad field"), (status = 409, body = crate::openapi::ErrorBody, description = "Not running, or an operator holds control"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/actions", tag = "computer", params(("id" = String, Path)), request_body = crate::openapi::ActionRequest, responses((status = 200, body = crate::openapi::ActionResponse), crate::openapi::InGuest, crate::openapi::Held, crate::openapi::TooLarge, (status = 400, body = crate::openapi::ErrorBody, description = "Names the bad field (in a batch: `error.index`, and `results` of the actions run before it)")))]
 pub async fn actions(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Response, ApiError> {
     let (actions, sent, batch) = parse_body(&body)?;
     let mut outcome = ops::actions::run_batch(&state, &ctx, &id, &actions, &sent).await?;
@@ -98,13 +99,14 @@ fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
     (err.status, Json(body)).into_response()
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<String>, Query, description = "png or jpeg"), ("quality" = Option<u8>, Query), ("width" = Option<u32>, Query), ("height" = Option<u32>, Query)), responses((status = 200, content_type = "image/png", description = "The screen"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<String>, Query, description = "png or jpeg"), ("quality" = Option<u8>, Query), ("width" = Option<u32>, Query), ("height" = Option<u32>, Query)), responses((status = 200, content(("image/png"), ("image/jpeg")), description = "The screen, PNG or (`format=jpeg`) JPEG"), crate::openapi::InGuest))]
 pub async fn screenshot(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    Query(query): Query<Map<String, Value>>,
+    query: Result<Query<Map<String, Value>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     // Query values arrive as strings; the screenshot action wants numbers.
     let mut fields: Map<String, Value> = query
         .into_iter()

@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -25,6 +24,7 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
+use super::body::Body;
 use crate::app::AppState;
 use crate::approvals::{Approval, ApprovalState};
 use crate::error::ApiError;
@@ -73,7 +73,7 @@ fn filter(raw: Option<&str>) -> Result<Filter, ApiError> {
 }
 
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(("state" = Option<String>, Query, description = "pending, approved, denied, expired or all"), ("workspace" = Option<String>, Query)),
-    responses((status = 200, description = "{\"approvals\": [...]}: id, workspace, operation, params (as operators see them), sha256, asked_by, asked_at, expires_at, rule, reason, context (tab URL, origin, host, focus), state, decided_by, decision_reason, used, has_screenshot, url"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "{\"approvals\": [...]}: id, workspace, operation, params (as operators see them), sha256, asked_by, asked_at, expires_at, rule, reason, context (tab URL, origin, host, focus), state, decided_by, decision_reason, used, has_screenshot, url")))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -87,7 +87,7 @@ pub async fn list(
 }
 
 #[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = String, Path), ("wait" = Option<f64>, Query, description = "Seconds (up to 300) to wait for a decision")),
-    responses((status = 200, description = "The approval (see GET /v1/approvals)"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The approval (see GET /v1/approvals)"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval, or one the caller may not see")))]
 pub async fn one(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -98,7 +98,7 @@ pub async fn one(
 }
 
 #[utoipa::path(get, path = "/v1/approvals/{id}/screenshot", tag = "approvals", params(("id" = String, Path)),
-    responses((status = 200, content_type = "image/png", description = "The screen when the action was asked"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, content_type = "image/png", description = "The screen when the action was asked"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval, one the caller may not see, or one without a screenshot")))]
 pub async fn screenshot(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -109,23 +109,23 @@ pub async fn screenshot(
 }
 
 #[utoipa::path(post, path = "/v1/approvals/{id}/approve", tag = "approvals", params(("id" = String, Path)), request_body(content = crate::wire::approval::Decide, description = "May be empty"),
-    responses((status = 200, description = "The approval, approved: the held operation runs once, for exactly its parameters"), (status = 403, body = crate::openapi::ErrorBody, description = "Not an operator or admin, or the token that asked"), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided or expired")))]
+    responses((status = 200, description = "The approval, approved: the held operation runs once, for exactly its parameters"), (status = 403, body = crate::openapi::ErrorBody, description = "Not an operator or admin, or the token that asked"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided or expired (`decided`)"), crate::openapi::TooLarge))]
 pub async fn approve(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
     decide(state, ctx, id, body, true).await
 }
 
 #[utoipa::path(post, path = "/v1/approvals/{id}/deny", tag = "approvals", params(("id" = String, Path)), request_body(content = crate::wire::approval::Decide, description = "May be empty"),
-    responses((status = 200, description = "The approval, denied: the agent gets 403 with the reason"), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The approval, denied: the agent gets 403 with the reason"), (status = 403, body = crate::openapi::ErrorBody, description = "Not an operator or admin, or the token that asked"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided or expired (`decided`)"), crate::openapi::TooLarge))]
 pub async fn deny(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
     decide(state, ctx, id, body, false).await
 }
@@ -134,7 +134,7 @@ async fn decide(
     state: AppState,
     ctx: OpContext,
     id: String,
-    body: Bytes,
+    body: axum::body::Bytes,
     approve: bool,
 ) -> Result<Json<Value>, ApiError> {
     ctx.require(crate::ops::Permission::ApprovalsDecide)?;
@@ -144,7 +144,7 @@ async fn decide(
 }
 
 #[utoipa::path(get, path = "/v1/approvals/events", tag = "approvals",
-    responses((status = 200, content_type = "text/event-stream", description = "Server-Sent Events `approval` (the approval as JSON): every pending one first, then each change (asked, decided, expired, used)"), (status = 401, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, content_type = "text/event-stream", description = "Server-Sent Events `approval` (the approval as JSON): every pending one first, then each change (asked, decided, expired, used)")))]
 pub async fn events(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -196,7 +196,7 @@ pub async fn events(
 }
 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/policy", tag = "approvals", params(("id" = String, Path)),
-    responses((status = 200, description = "{\"policy\", \"default\", \"policies\": [{name, description}]}"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "{\"policy\", \"default\", \"policies\": [{name, description}]}"), crate::openapi::NoWorkspace))]
 pub async fn policy(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -207,12 +207,12 @@ pub async fn policy(
 }
 
 #[utoipa::path(put, path = "/v1/workspaces/{id}/policy", tag = "approvals", params(("id" = String, Path)), request_body = crate::wire::approval::SetPolicy,
-    responses((status = 200, description = "The workspace's policy, switched (a policy.switch event)"), (status = 400, body = crate::openapi::ErrorBody, description = "No such policy"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The workspace's policy, switched (a policy.switch event)"), crate::openapi::NoWorkspace, crate::openapi::TooLarge, (status = 400, body = crate::openapi::ErrorBody, description = "No such policy, or a body this operation cannot take")))]
 pub async fn set_policy(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
     ctx.require(crate::ops::Permission::PolicySwitch)?;
     let body: SetPolicy = crate::wire::parse(&body)?;

@@ -10,7 +10,8 @@
 //! | `GET`, `PUT /v1/workspaces/{id}/egress` | who sees it / operators, admins | the egress policy, changed (an event) |
 //! | `GET /v1/egress/ca` | any token | the interception CA's certificate (PEM) |
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +21,7 @@ use cubicle_runtime::quarantine::records::DownloadState;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::body::Body as RequestBody;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext};
@@ -49,12 +51,13 @@ pub struct ListQuery {
 }
 
 #[utoipa::path(get, path = "/v1/downloads", tag = "downloads", params(ListQuery),
-    responses((status = 200, body = DownloadList), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, body = DownloadList), (status = 404, body = crate::openapi::ErrorBody, description = "No such `workspace`, or one outside the token's scope")))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
-    Query(query): Query<ListQuery>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<DownloadList>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let held_state = match query.state.as_deref() {
         None => None,
         Some(text) => Some(DownloadState::parse(text).ok_or_else(|| {
@@ -69,7 +72,7 @@ pub async fn list(
 }
 
 #[utoipa::path(get, path = "/v1/downloads/{id}", tag = "downloads", params(("id" = String, Path)),
-    responses((status = 200, body = DownloadView), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, body = DownloadView), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see")))]
 pub async fn one(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -80,7 +83,7 @@ pub async fn one(
 }
 
 #[utoipa::path(get, path = "/v1/downloads/{id}/content", tag = "downloads", params(("id" = String, Path)),
-    responses((status = 200, description = "The held bytes (attachment, nosniff)", content_type = "application/octet-stream"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 410, body = crate::openapi::ErrorBody, description = "Rejected: nothing kept")))]
+    responses((status = 200, description = "The held bytes (attachment, nosniff)", content_type = "application/octet-stream"), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see"), (status = 410, body = crate::openapi::ErrorBody, description = "Rejected: nothing kept")))]
 pub async fn content(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -122,12 +125,12 @@ pub async fn content(
 }
 
 #[utoipa::path(post, path = "/v1/downloads/{id}/release", tag = "downloads", params(("id" = String, Path)), request_body(content = Decision, description = "May be empty"),
-    responses((status = 200, body = DownloadView, description = "Written to ~/Downloads, not executable"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided, or the workspace is not running")))]
+    responses((status = 200, body = DownloadView, description = "Written to ~/Downloads, not executable"), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided, or the workspace is not running or paused"), crate::openapi::TooLarge, (status = 502, body = crate::openapi::ErrorBody, description = "The workspace could not take the file (`guest_unreachable`, `guest_error`)"), (status = 504, body = crate::openapi::ErrorBody, description = "The workspace did not answer in time (`guest_timeout`)")))]
 pub async fn release(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<Json<DownloadView>, ApiError> {
     ctx.require(ops::Permission::DownloadsDecide)?;
     let reason = Decision::parse(&body)?;
@@ -136,12 +139,12 @@ pub async fn release(
 }
 
 #[utoipa::path(post, path = "/v1/downloads/{id}/reject", tag = "downloads", params(("id" = String, Path)), request_body(content = Decision, description = "May be empty"),
-    responses((status = 200, body = DownloadView, description = "Rejected; its content is gone"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, body = DownloadView, description = "Rejected; its content is gone"), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided"), crate::openapi::TooLarge))]
 pub async fn reject(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<Json<DownloadView>, ApiError> {
     ctx.require(ops::Permission::DownloadsDecide)?;
     let reason = Decision::parse(&body)?;
@@ -158,7 +161,7 @@ fn egress_view(id: &str, view: &ops::egress::PolicyView) -> EgressView {
 }
 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/egress", tag = "egress", params(("id" = String, Path)),
-    responses((status = 200, body = EgressView), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, body = EgressView), crate::openapi::NoWorkspace))]
 pub async fn egress(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -169,12 +172,12 @@ pub async fn egress(
 }
 
 #[utoipa::path(put, path = "/v1/workspaces/{id}/egress", tag = "egress", params(("id" = String, Path)), request_body = EgressBody,
-    responses((status = 200, body = EgressView, description = "Changed, for new connections at once (an egress.policy event)"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, body = EgressView, description = "Changed, for new connections at once (an egress.policy event)"), crate::openapi::NoWorkspace, crate::openapi::TooLarge))]
 pub async fn set_egress(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<Json<EgressView>, ApiError> {
     ctx.require(ops::Permission::EgressManage)?;
     let policy = EgressBody::parse(&body)?;
@@ -183,7 +186,7 @@ pub async fn set_egress(
 }
 
 #[utoipa::path(get, path = "/v1/egress/ca", tag = "egress",
-    responses((status = 200, description = "The interception CA certificate, PEM", content_type = "application/x-pem-file"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody, description = "Interception is off")))]
+    responses((status = 200, description = "The interception CA certificate, PEM", content_type = "application/x-pem-file"), (status = 404, body = crate::openapi::ErrorBody, description = "Interception is off")))]
 pub async fn ca(State(state): State<AppState>, _ctx: OpContext) -> Result<Response, ApiError> {
     let pem = state.egress.ca_pem().ok_or_else(|| {
         ApiError::new(

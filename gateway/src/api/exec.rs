@@ -22,8 +22,6 @@
 //! command.
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
@@ -34,7 +32,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 
-use super::files::body_error;
+use super::body::Body;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext, Permission, access};
@@ -43,14 +41,14 @@ use crate::wire::exec::{ExecBody, ExecResult, text_and_bytes};
 /// The largest WebSocket message a client may send (stdin).
 const MAX_WS_MESSAGE: usize = 1024 * 1024;
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::wire::exec::ExecBody, responses((status = 200, body = crate::wire::exec::ExecResult), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::wire::exec::ExecBody, responses((status = 200, body = crate::wire::exec::ExecResult), crate::openapi::InGuest, crate::openapi::Held, crate::openapi::TooLarge))]
 pub async fn run(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
-    let request = ExecBody::parse(&body.map_err(body_error)?)?;
+    let request = ExecBody::parse(&body)?;
     let output = ops::exec::run(&state, &ctx, &id, &request).await?;
     Ok(Json(view(output)))
 }
@@ -124,8 +122,8 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
         ("arg" = Option<Vec<String>>, Query, description = "argv, repeated"), ("command" = Option<String>, Query), ("cwd" = Option<String>, Query),
         ("timeout_ms" = Option<u64>, Query), ("env" = Option<Vec<String>>, Query, description = "NAME=VALUE, repeated")),
     responses((status = 101, description = "WebSocket: the server sends {\"stdout\"}/{\"stderr\"} frames then the exit; the client sends stdin"),
-        (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
-        (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+        (status = 400, body = crate::openapi::ErrorBody, description = "Not a WebSocket upgrade, or a query parameter it cannot take; the message names it"),
+        crate::openapi::InGuest, crate::openapi::Held))]
 pub async fn upgrade(
     State(state): State<AppState>,
     ctx: OpContext,

@@ -19,14 +19,13 @@
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cubicle_guest::control::MAX_FILE;
 use serde_json::{Value, json};
 
+use super::body::Body;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext};
@@ -105,7 +104,7 @@ fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, ApiError> {
 }
 
 /// `GET .../files`: read, or list / stat with `list=true` / `stat=true`.
-#[utoipa::path(get, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query, description = "Absolute path in the workspace"), ("offset" = Option<u64>, Query), ("length" = Option<u64>, Query), ("list" = Option<bool>, Query), ("stat" = Option<bool>, Query)), responses((status = 200, content_type = "application/octet-stream", description = "The bytes (or JSON for list/stat)"), (status = 400, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query, description = "Absolute path in the workspace"), ("offset" = Option<u64>, Query), ("length" = Option<u64>, Query), ("list" = Option<bool>, Query), ("stat" = Option<bool>, Query)), responses((status = 200, content((Vec<u8> = "application/octet-stream"), (Object = "application/json")), description = "The bytes, or the listing / stat as JSON with `list=true` / `stat=true`"), crate::openapi::InGuest, (status = 413, body = crate::openapi::ErrorBody, description = "Over 16 MiB: read it in parts with `offset` and `length` (`too_large`)")))]
 pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -138,7 +137,7 @@ pub async fn get(
 }
 
 /// `GET .../files/list?path=`: a directory listing.
-#[utoipa::path(get, path = "/v1/workspaces/{id}/files/list", tag = "files", params(("id" = String, Path), ("path" = String, Query)), responses((status = 200, description = "Directory entries: name, type, size, mode, mtime"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/files/list", tag = "files", params(("id" = String, Path), ("path" = String, Query)), responses((status = 200, description = "Directory entries: name, type, size, mode, mtime"), crate::openapi::InGuest))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -152,39 +151,23 @@ pub async fn list(
 }
 
 /// `PUT .../files?path=[&mode=]`: create or replace a file with the body.
-#[utoipa::path(put, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("mode" = Option<String>, Query, description = "Octal, e.g. 0644")), request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Up to 16 MiB"), responses((status = 200, description = "Written"), (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("mode" = Option<String>, Query, description = "Octal, e.g. 0644")), request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Up to 16 MiB"), responses((status = 200, description = "Written"), crate::openapi::InGuest, crate::openapi::Held, crate::openapi::TooLarge, (status = 507, body = crate::openapi::ErrorBody, description = "No space left in the workspace (`no_space`)")))]
 pub async fn put(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
     let params = query_params(query.as_deref(), &["path", "mode"])?;
     let path = required_path(&params)?;
     let mode = mode(&params)?;
-    let body = body.map_err(body_error)?;
     let info = ops::files::write(&state, &ctx, &id, &path, &body, mode).await?;
     Ok(Json(json!(info)))
 }
 
-/// The API error for a body axum could not take (over its limit, cut off).
-pub fn body_error(rejection: BytesRejection) -> ApiError {
-    let status = rejection.status();
-    let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        "too_large"
-    } else {
-        "bad_request"
-    };
-    ApiError::new(
-        status,
-        code,
-        format!("request body: {}", rejection.body_text()),
-    )
-}
-
 /// `DELETE .../files?path=[&recursive=true]`.
-#[utoipa::path(delete, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("recursive" = Option<bool>, Query)), responses((status = 200, description = "Deleted"), (status = 400, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("recursive" = Option<bool>, Query)), responses((status = 200, description = "Deleted"), crate::openapi::InGuest, crate::openapi::Held, (status = 409, body = crate::openapi::ErrorBody, description = "Not running, paused (`paused`), an operator holds control (`control_held`), or a directory that is not empty without `recursive=true` (`not_empty`)")))]
 pub async fn delete(
     State(state): State<AppState>,
     ctx: OpContext,

@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod approvals;
+pub mod body;
 pub mod control;
 pub mod downloads;
 pub mod events;

@@ -16,8 +16,7 @@ use crate::ops::{self, OpContext};
 use crate::wire::replay::{self as wire, RecordingList, RecordingView};
 
 #[utoipa::path(get, path = "/v1/audit/key", tag = "audit",
-    responses((status = 200, description = "{\"algorithm\": \"ed25519\", \"public_key\": hex}: the key checkpoints are signed with; give it to `cubicle audit verify --key`"),
-        (status = 401, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "{\"algorithm\": \"ed25519\", \"public_key\": hex}: the key checkpoints are signed with; give it to `cubicle audit verify --key`")))]
 pub async fn key(State(state): State<AppState>, _ctx: OpContext) -> Json<Value> {
     Json(json!({ "algorithm": "ed25519", "public_key": state.replay.key.public_hex() }))
 }
@@ -25,8 +24,7 @@ pub async fn key(State(state): State<AppState>, _ctx: OpContext) -> Json<Value> 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/audit/export", tag = "audit",
     params(("id" = String, Path)),
     responses((status = 200, content_type = "application/x-tar", description = "The bundle: manifest.json, audit-key.pub, events.jsonl, checkpoints.jsonl, segments/*.mp4; check it with `cubicle audit verify`"),
-        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
-        (status = 404, body = crate::openapi::ErrorBody)))]
+        crate::openapi::NoWorkspace))]
 pub async fn export(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -48,8 +46,7 @@ pub async fn export(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/audit/verify", tag = "audit",
     params(("id" = String, Path)),
     responses((status = 200, description = "The report of `cubicle audit verify` on a fresh export: {ok, records, checkpoints, segments, last_seq, checkpointed_seq, failures: [{seq, line, message}], warnings}"),
-        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
-        (status = 404, body = crate::openapi::ErrorBody)))]
+        crate::openapi::NoWorkspace))]
 pub async fn verify(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -62,8 +59,7 @@ pub async fn verify(
 }
 
 #[utoipa::path(get, path = "/v1/recordings", tag = "audit",
-    responses((status = 200, body = RecordingList, description = "Recorded sessions the caller may see, deleted workspaces included, newest first"),
-        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, body = RecordingList, description = "Recorded sessions the caller may see, deleted workspaces included, newest first")))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -82,8 +78,7 @@ pub async fn list(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/recordings", tag = "audit",
     params(("id" = String, Path)),
     responses((status = 200, body = RecordingView, description = "The segments back to back on one timeline, and every event with its place on it (video_ms)"),
-        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
-        (status = 404, body = crate::openapi::ErrorBody)))]
+        crate::openapi::NoWorkspace))]
 pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -101,8 +96,7 @@ pub async fn get(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/recordings/{file}", tag = "audit",
     params(("id" = String, Path), ("file" = String, Path, description = "A segment's file name, as the recording lists it")),
     responses((status = 200, content_type = "video/mp4", description = "The segment: H.264 in fragmented MP4"),
-        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
-        (status = 404, body = crate::openapi::ErrorBody)))]
+        (status = 404, body = crate::openapi::ErrorBody, description = "No such workspace (or outside the token's scope), or no such sealed segment of it")))]
 pub async fn segment(
     State(state): State<AppState>,
     ctx: OpContext,

@@ -4,12 +4,12 @@
 //! `GET /v1/me`: the caller's own token (any role), for the page.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use cubicle_runtime::tokens::{self, Role, TokenInfo};
 use serde_json::{Value, json};
 
+use super::body::Body;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::permission;
@@ -31,7 +31,7 @@ fn store_error(err: impl std::fmt::Display) -> ApiError {
     ApiError::internal(err.to_string())
 }
 
-#[utoipa::path(get, path = "/v1/me", tag = "tokens", responses((status = 200, description = "The caller's token id, name and role"), (status = 401, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/me", tag = "tokens", responses((status = 200, description = "The caller's token id, name and role")))]
 pub async fn me(ctx: OpContext) -> Json<Value> {
     let token = &ctx.token;
     Json(json!({
@@ -43,11 +43,11 @@ pub async fn me(ctx: OpContext) -> Json<Value> {
     }))
 }
 
-#[utoipa::path(post, path = "/v1/tokens", tag = "tokens", request_body = crate::wire::token::NewToken, responses((status = 201, description = "The token, with its secret shown this once"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/tokens", tag = "tokens", request_body = crate::wire::token::NewToken, responses((status = 201, description = "The token, with its secret shown this once"), crate::openapi::TooLarge))]
 pub async fn create(
     State(state): State<AppState>,
     ctx: OpContext,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     ctx.require(Permission::TokensManage)?;
     let new = NewToken::parse(&body)?;
@@ -71,7 +71,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
-#[utoipa::path(get, path = "/v1/tokens", tag = "tokens", responses((status = 200, description = "Every token (never a secret)"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/tokens", tag = "tokens", responses((status = 200, description = "Every token (never a secret)")))]
 pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
     ctx.require(Permission::TokensManage)?;
     let all = tokens::list(&state.store).await.map_err(store_error)?;
@@ -80,7 +80,7 @@ pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<
     ))
 }
 
-#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens", params(("id" = String, Path)), responses((status = 204, description = "Revoked; its open sockets are closed"), (status = 409, body = crate::openapi::ErrorBody, description = "The last admin token"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens", params(("id" = String, Path)), responses((status = 204, description = "Revoked; its open sockets are closed"), (status = 404, body = crate::openapi::ErrorBody, description = "No such token"), (status = 409, body = crate::openapi::ErrorBody, description = "The last admin token (`last_admin`)")))]
 pub async fn revoke(
     State(state): State<AppState>,
     ctx: OpContext,

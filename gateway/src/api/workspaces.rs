@@ -1,12 +1,12 @@
 //! `/v1/workspaces`: create, list, get, start, stop, delete.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use cubicle_runtime::state::WorkspaceRecord;
 use serde_json::{Value, json};
 
+use super::body::Body;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext};
@@ -18,14 +18,14 @@ pub fn view(record: &WorkspaceRecord) -> Value {
     serde_json::to_value(WorkspaceView::from(record)).unwrap_or(Value::Null)
 }
 
-#[utoipa::path(get, path = "/v1/workspaces", tag = "workspaces", responses((status = 200, body = crate::wire::workspace::WorkspaceList), (status = 401, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/workspaces", tag = "workspaces", responses((status = 200, body = crate::wire::workspace::WorkspaceList)))]
 pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
     let records = ops::workspaces::list(&state, &ctx).await?;
     let items: Vec<Value> = records.iter().map(view).collect();
     Ok(Json(json!({ "workspaces": items })))
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::openapi::NoWorkspace))]
 pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -42,11 +42,11 @@ pub async fn get(
     Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::wire::workspace::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::wire::workspace::WorkspaceView, description = "Created and ready"), (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 502, body = crate::openapi::ErrorBody, description = "Could not start; nothing is left behind")))]
+#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::wire::workspace::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::wire::workspace::WorkspaceView, description = "Created and ready"), (status = 400, body = crate::openapi::ErrorBody, description = "A body this operation cannot take, or a policy, limit or time limit it does not allow; the message names the field"), crate::openapi::TooLarge, (status = 502, body = crate::openapi::ErrorBody, description = "Could not start (`start_failed`); nothing is left behind"), (status = 503, body = crate::openapi::ErrorBody, description = "No room for another workspace (`capacity`)")))]
 pub async fn create(
     State(state): State<AppState>,
     ctx: OpContext,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let (request, limits) = CreateWorkspace::parse(&body)?;
     let egress = crate::api::downloads::egress_in_create(&body)?;
@@ -71,13 +71,13 @@ pub async fn create(
     ))
 }
 
-#[utoipa::path(get, path = "/v1/pool", tag = "workspaces", responses((status = 200, description = "The warm pool (`cubicle serve --warm N`): `size`, `ready`, `filling`, `hits` (creates served from it), `misses` (creates that matched but found it empty), `failures`"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/pool", tag = "workspaces", responses((status = 200, description = "The warm pool (`cubicle serve --warm N`): `size`, `ready`, `filling`, `hits` (creates served from it), `misses` (creates that matched but found it empty), `failures`")))]
 pub async fn pool(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
     let stats = ops::workspaces::pool(&state, &ctx)?;
     Ok(Json(serde_json::to_value(stats).unwrap_or(Value::Null)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), (status = 409, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::openapi::Lifecycle, (status = 502, body = crate::openapi::ErrorBody, description = "Could not start (`start_failed`); it is stopped again")))]
 pub async fn start(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -88,7 +88,7 @@ pub async fn start(
     )))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/stop", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/stop", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::openapi::Lifecycle))]
 pub async fn stop(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -97,7 +97,7 @@ pub async fn stop(
     Ok(Json(view(&ops::workspaces::stop(&state, &ctx, &id).await?)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/pause", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Paused: memory kept, no CPU; input and changes get 409 `paused` until resumed"), (status = 409, body = crate::openapi::ErrorBody, description = "Not running"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/pause", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Paused: memory kept, no CPU; input and changes get 409 `paused` until resumed"), crate::openapi::Lifecycle))]
 pub async fn pause(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -108,7 +108,7 @@ pub async fn pause(
     )))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/resume", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Running again: the same processes continue"), (status = 409, body = crate::openapi::ErrorBody, description = "Not paused"), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/resume", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Running again: the same processes continue"), crate::openapi::Lifecycle))]
 pub async fn resume(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -119,7 +119,7 @@ pub async fn resume(
     )))
 }
 
-#[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), crate::openapi::Lifecycle))]
 pub async fn delete(
     State(state): State<AppState>,
     ctx: OpContext,
