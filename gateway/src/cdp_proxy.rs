@@ -35,11 +35,12 @@ pub(crate) async fn open_browser_endpoint(
     relay::open_browser(channel, &path).await
 }
 
+use crate::api::path::Path;
 use axum::Json;
 use axum::Router;
+use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;

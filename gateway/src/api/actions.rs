@@ -2,9 +2,10 @@
 //! run in order, stopping at the first error with one result per action run.
 //! `GET /v1/workspaces/{id}/screenshot`: the screen as an image, raw bytes.
 
+use crate::api::path::Path;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};

@@ -9,8 +9,9 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use crate::api::path::Path;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;

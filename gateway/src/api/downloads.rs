@@ -10,9 +10,10 @@
 //! | `GET`, `PUT /v1/workspaces/{id}/egress` | who sees it / operators, admins | the egress policy, changed (an event) |
 //! | `GET /v1/egress/ca` | any token | the interception CA's certificate (PEM) |
 
+use crate::api::path::Path;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};

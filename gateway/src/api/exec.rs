@@ -21,10 +21,11 @@
 //! `{"stdin": text}`, and `{"stdin_eof": true}`. Closing the socket kills the
 //! command.
 
+use crate::api::path::Path;
 use axum::Json;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use cubicle_guest::control::{ExecExit, ExecRequest, MAX_TIMEOUT_MS};
 use cubicle_runtime::guest_ops::{ExecEvents, ExecOutput, ExecStdin, GuestOpError, StreamEvent};

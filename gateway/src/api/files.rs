@@ -18,8 +18,9 @@
 
 use std::collections::HashMap;
 
+use crate::api::path::Path;
 use axum::Json;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cubicle_guest::control::MAX_FILE;

@@ -8,6 +8,7 @@ pub mod downloads;
 pub mod events;
 pub mod exec;
 pub mod files;
+pub mod path;
 pub mod replay;
 pub mod tokens;
 pub mod workspaces;

@@ -3,9 +3,10 @@
 //! sessions with their timelines, their video segments, and the public
 //! key checkpoints are signed with.
 
+use crate::api::path::Path;
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};

@@ -3,8 +3,9 @@
 //! views and event streams and hands back any control it holds).
 //! `GET /v1/me`: the caller's own token (any role), for the page.
 
+use crate::api::path::Path;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use cubicle_runtime::tokens::{self, Role, TokenInfo};
 use serde_json::{Value, json};

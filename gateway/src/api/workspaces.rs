@@ -1,7 +1,8 @@
 //! `/v1/workspaces`: create, list, get, start, stop, delete.
 
+use crate::api::path::Path;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use cubicle_runtime::state::WorkspaceRecord;
 use serde_json::{Value, json};

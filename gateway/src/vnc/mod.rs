@@ -14,9 +14,10 @@ pub mod filter;
 pub mod handshake;
 pub mod rfb_parse;
 
+use crate::api::path::Path;
+use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Path, State};
 use axum::response::Response;
 use cubicle_guest::ports;
 
