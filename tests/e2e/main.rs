@@ -30,6 +30,7 @@ mod microvm;
 mod operator;
 mod pause;
 mod pool;
+mod recording_frames;
 mod replay;
 mod restarts;
 mod schemathesis;

@@ -285,7 +285,7 @@ async fn record(
     )
     .await;
     let mut counts = Counts::default();
-    let mut sampler = Sampler { last: None };
+    let mut sampler = Sampler::default();
     'sessions: while let Some(screen) = session(&state, &id, &cancel).await {
         let mut version = screen.version();
         let mut tick = tokio::time::interval(Duration::from_millis(1000 / u64::from(fps.max(1))));
@@ -299,7 +299,7 @@ async fn record(
                         break;
                     }
                     let changed = version.has_changed().unwrap_or(false);
-                    if !sampler.due(changed) {
+                    if !sampler.due(changed, now_ms()) {
                         continue;
                     }
                     version.borrow_and_update();
@@ -360,14 +360,36 @@ fn stopped(stats: EncoderStats, counts: Counts, discarded: bool, error: Option<S
 }
 
 /// When to take a frame: on change, at most `fps` a second (the tick), and
-/// once per keyframe interval when nothing changed.
+/// when a keyframe is due even if nothing changed.
+///
+/// The encoder makes a frame a keyframe when it comes `KEYFRAME_EVERY` or
+/// more after the last keyframe (by `at_ms`); the sampler follows the same
+/// rule on the same clock, so that the repeat it takes on a still screen
+/// comes 2 s after the last *keyframe*. Counted from the last frame
+/// instead, a change shortly before a keyframe was due put the next one
+/// almost 4 s away.
+#[derive(Default)]
 struct Sampler {
-    last: Option<tokio::time::Instant>,
+    /// `at_ms` of the last frame the encoder makes a keyframe.
+    last_key_ms: Option<i64>,
 }
 
 impl Sampler {
-    fn due(&self, changed: bool) -> bool {
-        changed || self.last.is_none_or(|t| t.elapsed() >= KEYFRAME_EVERY)
+    /// Whether to take a frame at wall time `now_ms`.
+    fn due(&self, changed: bool, now_ms: i64) -> bool {
+        let every = KEYFRAME_EVERY.as_millis() as i64;
+        // A clock set back counts as due too: never wait it out.
+        changed
+            || self
+                .last_key_ms
+                .is_none_or(|key| !(0..every).contains(&(now_ms - key)))
+    }
+
+    /// Notes a frame taken at `at_ms`.
+    fn taken(&mut self, at_ms: i64) {
+        if self.due(false, at_ms) {
+            self.last_key_ms = Some(at_ms);
+        }
     }
 
     /// Queues the current screen; false if the encoder is gone.
@@ -381,21 +403,96 @@ impl Sampler {
         if fb.width == 0 || fb.height == 0 {
             return true;
         }
-        counts.sampled += 1;
-        self.last = Some(tokio::time::Instant::now());
         let frame = Frame {
             width: fb.width,
             height: fb.height,
             rgba: fb.rgba,
             at_ms: now_ms(),
         };
-        match feed.try_send(Feed::Frame(frame)) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_)) => {
-                counts.dropped += 1;
-                true
-            }
-            Err(TrySendError::Disconnected(_)) => false,
+        self.taken(frame.at_ms);
+        offer(feed, frame, counts)
+    }
+}
+
+/// Hands `frame` to the encoder without waiting: counted as sampled, and
+/// as dropped when the encoder's queue is full. False if the encoder is
+/// gone.
+fn offer(feed: &SyncSender<Feed>, frame: Frame, counts: &mut Counts) -> bool {
+    counts.sampled += 1;
+    match feed.try_send(Feed::Frame(frame)) {
+        Ok(()) => true,
+        Err(TrySendError::Full(_)) => {
+            counts.dropped += 1;
+            true
         }
+        Err(TrySendError::Disconnected(_)) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(at_ms: i64) -> Frame {
+        Frame {
+            width: 2,
+            height: 2,
+            rgba: vec![0; 16],
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn a_still_screen_is_sampled_again_two_seconds_after_the_last_keyframe() {
+        let mut sampler = Sampler::default();
+        assert!(sampler.due(false, 10_000), "the first frame");
+        sampler.taken(10_000);
+        assert!(!sampler.due(false, 10_100), "nothing changed");
+        assert!(sampler.due(true, 10_100), "a change");
+        // A change 1.75 s in: a frame, not a keyframe; the repeat is still
+        // due 2 s after the keyframe, not 2 s after this frame.
+        sampler.taken(11_750);
+        assert!(!sampler.due(false, 11_999));
+        assert!(sampler.due(false, 12_000));
+        sampler.taken(12_000);
+        assert!(!sampler.due(false, 13_999));
+        assert!(sampler.due(false, 14_000));
+        // The wall clock set back: due at once rather than after the gap.
+        assert!(sampler.due(false, 9_000));
+    }
+
+    #[test]
+    fn frames_an_encoder_cannot_take_are_dropped_counted_and_reported_at_stop() {
+        let (feed, encoder) = std::sync::mpsc::sync_channel(QUEUE);
+        let mut counts = Counts::default();
+        // The encoder is stuck: the queue fills, then every frame is dropped
+        // at once (never waited for).
+        for at_ms in 0..QUEUE as i64 + 4 {
+            assert!(offer(&feed, frame(at_ms), &mut counts));
+        }
+        assert_eq!((counts.sampled, counts.dropped), (QUEUE as u64 + 4, 4));
+        // It catches up: the queued frames are the first ones, in order, and
+        // the next frame goes through again.
+        let queued: Vec<i64> = encoder
+            .try_iter()
+            .map(|f| match f {
+                Feed::Frame(f) => f.at_ms,
+                Feed::Discard => -1,
+            })
+            .collect();
+        assert_eq!(queued, (0..QUEUE as i64).collect::<Vec<_>>());
+        assert!(offer(&feed, frame(99), &mut counts));
+        assert_eq!(counts.dropped, 4);
+        let stats = EncoderStats {
+            frames: QUEUE as u64 + 1,
+            segments: 1,
+            bytes: 1,
+        };
+        let detail = stopped(stats, counts, false, None);
+        assert_eq!(detail["dropped_frames"], 4, "{detail}");
+        assert_eq!(detail["sampled"], QUEUE as u64 + 5, "{detail}");
+        // An encoder gone ends the recording.
+        drop(encoder);
+        assert!(!offer(&feed, frame(100), &mut counts));
     }
 }
