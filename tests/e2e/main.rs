@@ -27,6 +27,7 @@ mod limits_asked;
 mod live_view_log;
 mod mcp;
 mod microvm;
+mod namespaces;
 mod operator;
 mod pause;
 mod pool;
