@@ -38,4 +38,5 @@ mod schemathesis;
 mod scopes;
 mod survive;
 mod time_limits;
+mod ttl_restart;
 mod walls;
