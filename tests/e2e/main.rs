@@ -33,6 +33,7 @@ mod pause;
 mod pool;
 mod recording_frames;
 mod replay;
+mod request_ids;
 mod restarts;
 mod schemathesis;
 mod scopes;
