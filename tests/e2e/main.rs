@@ -15,6 +15,7 @@ mod checkpoints;
 mod control_attacks;
 mod doors;
 mod egress;
+mod egress_no_intercept;
 mod exec_files;
 mod first_light;
 mod first_start;
