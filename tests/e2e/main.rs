@@ -10,6 +10,7 @@
 //! `cargo test -p cubicle-tests --test e2e <module>::`.
 
 mod actions;
+mod approvals_wait;
 mod cdp;
 mod checkpoints;
 mod control_attacks;
