@@ -11,6 +11,7 @@
 
 mod actions;
 mod approvals_wait;
+mod browser_focus;
 mod cdp;
 mod checkpoints;
 mod control_attacks;
