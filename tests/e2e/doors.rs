@@ -709,22 +709,10 @@ async fn a_desktop_that_dies_is_recorded_as_crashed() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut crashed = None;
-    while Instant::now() < deadline && crashed.is_none() {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let (_, log) = daemon
-            .call(Method::GET, &format!("/v1/events?workspace={id}"), None)
+    let crashed =
+        cubicle_tests::desk::event_of(&daemon, &id, "workspace.crashed", Duration::from_secs(20))
             .await
-            .unwrap();
-        crashed = log["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["kind"] == "workspace.crashed")
-            .cloned();
-    }
-    let crashed = crashed.expect("a workspace.crashed event");
+            .expect("a workspace.crashed event");
     assert!(
         crashed["actor"].is_null(),
         "the daemon saw it, nobody did it: {crashed}"

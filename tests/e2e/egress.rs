@@ -102,26 +102,7 @@ impl World {
 
     /// Every event of the workspace, page by page.
     async fn events(&self) -> Vec<Value> {
-        let mut all = Vec::new();
-        let mut after = 0;
-        loop {
-            let (status, body) = self
-                .daemon
-                .call(
-                    Method::GET,
-                    &format!("/v1/events?workspace={}&limit=1000&after={after}", self.id),
-                    None,
-                )
-                .await
-                .unwrap();
-            assert_eq!(status, 200, "{body}");
-            let page = body["events"].as_array().cloned().unwrap_or_default();
-            let Some(last) = page.last().and_then(|e| e["id"].as_i64()) else {
-                return all;
-            };
-            after = last;
-            all.extend(page);
-        }
+        desk::events(&self.daemon, &format!("workspace={}", self.id)).await
     }
 
     /// Files under the workspace's directory on the host (its disk: home,

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use cubicle_tests::{Daemon, procs, rfb};
+use cubicle_tests::{Daemon, desk, procs, rfb};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -19,40 +19,11 @@ fn host_uid(ws: &Value) -> u32 {
 }
 
 async fn exec(daemon: &Daemon, id: &str, command: &str) -> String {
-    let body = json!({ "command": command, "timeout_ms": 30_000 }).to_string();
-    let (status, out) = daemon
-        .call(
-            Method::POST,
-            &format!("/v1/workspaces/{id}/exec"),
-            Some(&body),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "exec {command}: {out}");
-    out["stdout"].as_str().unwrap_or_default().to_owned()
+    desk::exec(daemon, id, command).await
 }
 
-/// Every event of the log, page by page.
 async fn events(daemon: &Daemon) -> Vec<Value> {
-    let mut all = Vec::new();
-    let mut after = 0;
-    loop {
-        let (status, body) = daemon
-            .call(
-                Method::GET,
-                &format!("/v1/events?limit=1000&after={after}"),
-                None,
-            )
-            .await
-            .unwrap();
-        assert_eq!(status, 200, "{body}");
-        let page = body["events"].as_array().cloned().unwrap_or_default();
-        let Some(last) = page.last().and_then(|e| e["id"].as_i64()) else {
-            return all;
-        };
-        after = last;
-        all.extend(page);
-    }
+    desk::events(daemon, "").await
 }
 
 /// One workspace as the test follows it: a process its user started, and
@@ -332,7 +303,6 @@ reason = "making a held file"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_operation_outlives_a_restart_and_runs_once_approved() {
-    use cubicle_tests::desk;
     let data = tempfile::tempdir().unwrap();
     let policies = tempfile::tempdir().unwrap();
     std::fs::write(policies.path().join("held.toml"), HELD).unwrap();

@@ -182,3 +182,43 @@ pub async fn act(daemon: &Daemon, token: &str, id: &str, action: Value) -> (u16,
         .await
         .unwrap()
 }
+
+/// Every event of the log, page by page; `filter` is the rest of the query
+/// (`workspace=ws-…`, or empty for all).
+pub async fn events(daemon: &Daemon, filter: &str) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut after = 0;
+    loop {
+        let (status, body) = daemon
+            .call(
+                Method::GET,
+                &format!("/v1/events?{filter}&limit=1000&after={after}"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        let page = body["events"].as_array().cloned().unwrap_or_default();
+        let Some(last) = page.last().and_then(|e| e["id"].as_i64()) else {
+            return all;
+        };
+        after = last;
+        all.extend(page);
+    }
+}
+
+/// The first event of workspace `id` of `kind`, waiting up to `limit`.
+pub async fn event_of(daemon: &Daemon, id: &str, kind: &str, limit: Duration) -> Option<Value> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let found = events(daemon, &format!("workspace={id}"))
+            .await
+            .into_iter()
+            .find(|e| e["kind"] == kind);
+        if found.is_some() {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
