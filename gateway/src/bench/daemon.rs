@@ -57,6 +57,12 @@ impl Daemon {
             .append(true)
             .open(data_dir.join("daemon.log"))?;
         let exe = std::env::current_exe().context("the cubicle binary's path")?;
+        if exe.to_string_lossy().ends_with(" (deleted)") {
+            bail!(
+                "this cubicle binary was replaced while the bench ran (a rebuild?): \
+                 run the bench again, or from a copy of the binaries"
+            );
+        }
         let mut child = Command::new(exe)
             .arg("serve")
             .arg("--data-dir")
