@@ -13,6 +13,7 @@ mod actions;
 mod approvals_wait;
 mod browser_focus;
 mod cdp;
+mod cdp_parked;
 mod checkpoints;
 mod control_attacks;
 mod doors;
