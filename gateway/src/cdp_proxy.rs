@@ -144,7 +144,7 @@ async fn discover(
     Ok((discovery::get_json(&channel, path).await?, origin))
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/version", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Chromium's /json/version with webSocketDebuggerUrl pointing at the gateway; the WebSocket is GET /v1/workspaces/{id}/cdp"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/version", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Chromium's /json/version with webSocketDebuggerUrl pointing at the gateway; the WebSocket is GET /v1/workspaces/{id}/cdp"), crate::openapi::InGuest))]
 pub async fn json_version(
     State(state): State<AppState>,
     caller: OpContext,
@@ -156,7 +156,7 @@ pub async fn json_version(
     Ok(Json(rewrite::version(version, &origin, &id)))
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/list", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Targets, with URLs rewritten to the gateway"), (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/list", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Targets, with URLs rewritten to the gateway"), crate::openapi::InGuest))]
 pub async fn json_list(
     State(state): State<AppState>,
     caller: OpContext,
@@ -172,7 +172,7 @@ pub async fn json_list(
 /// `/json/version` each time: it changes when Chromium restarts).
 #[utoipa::path(get, path = "/v1/workspaces/{id}/cdp", tag = "browser", params(("id" = String, Path)),
     responses((status = 101, description = "WebSocket to the browser endpoint (CDP); every call is inspected, logged, and refused while an operator holds control if it changes the page"),
-        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+        crate::openapi::InGuest))]
 pub async fn browser_socket(
     State(state): State<AppState>,
     caller: OpContext,
@@ -190,7 +190,7 @@ pub async fn browser_socket(
 /// WebSocket to one target (`/devtools/page/{target}`).
 #[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/page/{target}", tag = "browser", params(("id" = String, Path), ("target" = String, Path)),
     responses((status = 101, description = "WebSocket to one target (CDP), inspected like the browser endpoint"),
-        (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+        crate::openapi::InGuest))]
 pub async fn page_socket(
     State(state): State<AppState>,
     caller: OpContext,

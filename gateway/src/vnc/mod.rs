@@ -32,7 +32,7 @@ const MAX_VIEWER_MESSAGE: usize = rfb_parse::MAX_CUT_TEXT + 64 * 1024;
 /// The live view.
 #[utoipa::path(get, path = "/v1/workspaces/{id}/vnc", tag = "live view", params(("id" = String, Path)),
     responses((status = 101, description = "WebSocket (subprotocol `binary`) carrying the desktop's RFB 3.8 stream; input is forwarded only from the holder of the control lock"),
-        (status = 401, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+        crate::openapi::InGuest))]
 pub async fn upgrade(
     State(state): State<AppState>,
     caller: OpContext,
