@@ -34,6 +34,7 @@ mod microvm;
 mod namespaces;
 mod operator;
 mod pause;
+mod policy_file_errors;
 mod pool;
 mod recording_frames;
 mod replay;

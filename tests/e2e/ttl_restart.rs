@@ -1,6 +1,7 @@
 //! A TTL counts from each start (README "Time limits"): a workspace stopped
 //! and started again just before its TTL ran out keeps running past the
 //! moment it would have expired, and expires one TTL after the new start.
+//! And `0` lifts the server's TTL for the workspace that asks.
 
 use std::time::{Duration, Instant};
 
@@ -118,4 +119,34 @@ async fn a_stop_and_start_gives_the_workspace_its_whole_ttl_again() {
         "expired {} ms after the restart, well after its TTL of {TTL:?}",
         expired_ms - running_ms
     );
+}
+
+/// `0` lifts a server-wide limit for one workspace (README "Time limits"):
+/// under `--ttl-seconds 5`, the workspace that set nothing expires and the
+/// one that asked for `ttl_seconds: 0` keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_lifts_the_servers_ttl_for_one_workspace() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--ttl-seconds", "5"]).unwrap();
+    let lifted = daemon
+        .create_workspace(r#"{"time_limits":{"ttl_seconds":0}}"#)
+        .await;
+    let lifted = lifted["id"].as_str().unwrap().to_owned();
+    let bound = daemon.create_workspace("{}").await;
+    let bound = bound["id"].as_str().unwrap().to_owned();
+    let (_, view) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{lifted}"), None)
+        .await
+        .unwrap();
+    assert!(view["time_limits"]["ttl_seconds"].is_null(), "{view}");
+
+    // The control: the server's TTL ends the one that set nothing.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while state(&daemon, &bound).await != "stopped" {
+        assert!(Instant::now() < deadline, "the server's TTL never applied");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Well past 5 s of its own, the lifted one runs.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(state(&daemon, &lifted).await, "running");
 }
