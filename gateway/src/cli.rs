@@ -390,11 +390,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let host = HostKind::detect();
     say(host.describe());
     let store = open_store(&args.common.data_dir).await?;
-    if !tokens::admin_exists(&store).await? {
-        let (_, secret) =
-            tokens::create(&store, "admin", Role::Admin, tokens::Scope::Default).await?;
-        say(&format!("admin token (shown once, store it now): {secret}"));
-    }
     let image = ensure_image(&args.common).await?;
     let guest = install_binary(&args.common.data_dir, "cubicle-guest")?;
     // Running shims keep the binary they started from (a new file is
@@ -482,6 +477,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    // Made only once everything else started: a first start that fails
+    // (a bad policy file, a port in use) would otherwise print the token
+    // nobody sees again, and the next start would not print one.
+    let store = manager.store();
+    if !tokens::admin_exists(store).await? {
+        let (_, secret) =
+            tokens::create(store, "admin", Role::Admin, tokens::Scope::Default).await?;
+        say(&format!("admin token (shown once, store it now): {secret}"));
+    }
     say(&format!("listening on http://{}", listener.local_addr()?));
     let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
     cubicle_gateway::listener::serve(listener, cubicle_gateway::api::router(state), async move {
