@@ -105,29 +105,15 @@ async fn an_mcp_call_waits_with_progress_while_the_operator_follows_approvals_ov
         cubicle_tests::skip("no Python with the MCP SDK (scripts/setup installs it)");
         return;
     }
-    let data = tempfile::tempdir().unwrap();
-    let policies = tempfile::tempdir().unwrap();
-    std::fs::write(policies.path().join("held.toml"), POLICY).unwrap();
-    let dir = policies.path().to_str().unwrap().to_owned();
-    let daemon = Daemon::start(
-        data.path(),
-        None,
-        &["--policy-dir", &dir, "--default-policy", "held"],
-    )
-    .unwrap();
-    let agent = desk::token(&daemon, "bot", "agent").await;
-    let operator = desk::token(&daemon, "alice", "operator").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
-    let id = ws["id"].as_str().unwrap().to_owned();
+    let desk::UnderPolicy {
+        daemon,
+        id,
+        agent,
+        operator,
+        data: _data,
+        policies: _policies,
+        ..
+    } = desk::under_policy("held", POLICY).await;
 
     // One held before the operator looks: the stream starts with it.
     let (status, early) = daemon

@@ -141,28 +141,14 @@ async fn press(daemon: &Daemon, agent: &str, id: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gate_sees_focus_through_shadow_roots_iframes_and_every_focused_tab() {
-    let data = tempfile::tempdir().unwrap();
-    let policies = tempfile::tempdir().unwrap();
-    std::fs::write(policies.path().join("focus.toml"), POLICY).unwrap();
-    let dir = policies.path().to_str().unwrap().to_owned();
-    let daemon = Daemon::start(
-        data.path(),
-        None,
-        &["--policy-dir", &dir, "--default-policy", "focus"],
-    )
-    .unwrap();
-    let agent = desk::token(&daemon, "bot", "agent").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
-    let id = ws["id"].as_str().unwrap().to_owned();
+    let desk::UnderPolicy {
+        daemon,
+        id,
+        agent,
+        data: _data,
+        policies: _policies,
+        ..
+    } = desk::under_policy("focus", POLICY).await;
     let socket = daemon.channel_socket(&id);
     let first = pages(&socket).await.unwrap();
     let mut tab = Tab::open(&socket, &first[0]).await.unwrap();

@@ -85,29 +85,15 @@ async fn page_urls(client: &mut Client, id: u64) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_cdp_call_is_parked_while_later_calls_flow() {
-    let data = tempfile::tempdir().unwrap();
-    let policies = tempfile::tempdir().unwrap();
-    std::fs::write(policies.path().join("held.toml"), POLICY).unwrap();
-    let dir = policies.path().to_str().unwrap().to_owned();
-    let daemon = Daemon::start(
-        data.path(),
-        None,
-        &["--policy-dir", &dir, "--default-policy", "held"],
-    )
-    .unwrap();
-    let agent = desk::token(&daemon, "bot", "agent").await;
-    let operator = desk::token(&daemon, "alice", "operator").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
-    let id = ws["id"].as_str().unwrap().to_owned();
+    let desk::UnderPolicy {
+        daemon,
+        id,
+        agent,
+        operator,
+        data: _data,
+        policies: _policies,
+        ..
+    } = desk::under_policy("held", POLICY).await;
     let url = daemon
         .url(&format!("/v1/workspaces/{id}/cdp"))
         .replacen("http://", "ws://", 1);

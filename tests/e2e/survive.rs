@@ -303,26 +303,17 @@ reason = "making a held file"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_operation_outlives_a_restart_and_runs_once_approved() {
-    let data = tempfile::tempdir().unwrap();
-    let policies = tempfile::tempdir().unwrap();
-    std::fs::write(policies.path().join("held.toml"), HELD).unwrap();
-    let dir = policies.path().to_str().unwrap().to_owned();
-    let args = ["--policy-dir", dir.as_str(), "--default-policy", "held"];
-    let mut daemon = Daemon::start(data.path(), None, &args).unwrap();
+    let desk::UnderPolicy {
+        mut daemon,
+        id,
+        agent,
+        operator,
+        args,
+        data,
+        policies: _policies,
+    } = desk::under_policy("held", HELD).await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let admin = daemon.token.clone();
-    let agent = desk::token(&daemon, "bot", "agent").await;
-    let operator = desk::token(&daemon, "alice", "operator").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
-    let id = ws["id"].as_str().unwrap().to_owned();
     let exec = format!("/v1/workspaces/{id}/exec");
     let touch = json!({ "command": "touch /home/user/held-across" }).to_string();
     let (status, held) = daemon

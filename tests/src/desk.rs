@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 /// A token made through the API.
+#[derive(Debug, Clone)]
 pub struct Tok {
     pub id: String,
     pub secret: String,
@@ -221,4 +222,53 @@ pub async fn event_of(daemon: &Daemon, id: &str, kind: &str, limit: Duration) ->
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     None
+}
+
+/// A daemon serving under one policy of the test's own, an agent who made
+/// one workspace there, and an operator.
+pub struct UnderPolicy {
+    pub daemon: Daemon,
+    pub id: String,
+    pub agent: Tok,
+    pub operator: Tok,
+    /// `serve`'s policy arguments (for a restart on the same data).
+    pub args: Vec<String>,
+    pub data: tempfile::TempDir,
+    pub policies: tempfile::TempDir,
+}
+
+/// Starts a daemon whose default policy is `name`, written from `toml`.
+pub async fn under_policy(name: &str, toml: &str) -> UnderPolicy {
+    let data = tempfile::tempdir().unwrap();
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join(format!("{name}.toml")), toml).unwrap();
+    let args = vec![
+        "--policy-dir".to_owned(),
+        policies.path().to_str().unwrap().to_owned(),
+        "--default-policy".to_owned(),
+        name.to_owned(),
+    ];
+    let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(data.path(), None, &arg_refs).unwrap();
+    let agent = token(&daemon, "bot", "agent").await;
+    let operator = token(&daemon, "alice", "operator").await;
+    let (status, ws) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    UnderPolicy {
+        id: ws["id"].as_str().unwrap().to_owned(),
+        daemon,
+        agent,
+        operator,
+        args,
+        data,
+        policies,
+    }
 }
