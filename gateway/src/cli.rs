@@ -440,6 +440,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         egress: std::sync::Arc::new(egress.hub),
         gates: std::sync::Arc::new(gates),
     };
+    // Who held each workspace's control when the last daemon went.
+    let live: std::collections::HashSet<String> =
+        manager.list().await?.into_iter().map(|r| r.id).collect();
+    let held = state
+        .control
+        .restore(&state.store, |id| live.contains(id))
+        .await?;
+    if held > 0 {
+        say(&format!(
+            "control: {held} workspaces still held by an operator"
+        ));
+    }
     let state_egress = state.egress.clone();
     let state_gates = state.gates.clone();
     let stop_sweeping = tokio_util::sync::CancellationToken::new();

@@ -136,6 +136,39 @@ impl Controls {
         self.sender(workspace).borrow().clone()
     }
 
+    /// Takes back who held each workspace's control when the previous
+    /// daemon went (the last `control.take` or `control.release` of each,
+    /// in the event log): a restart must not hand the agent back a
+    /// workspace an operator had taken over. Only workspaces `exists` says
+    /// are still there count. Returns how many are held.
+    pub async fn restore(
+        &self,
+        store: &Store,
+        exists: impl Fn(&str) -> bool,
+    ) -> Result<usize, StateError> {
+        let last = events::latest_per_workspace(store, "control.take", "control.release").await?;
+        let mut held = 0;
+        for event in last {
+            let (Some(workspace), Some(actor)) = (&event.workspace_id, &event.actor) else {
+                continue;
+            };
+            if event.kind != "control.take" || !exists(workspace) {
+                continue;
+            }
+            self.sender(workspace).send_replace(Control {
+                holder: Holder::Operator {
+                    token_id: actor.id.clone(),
+                    name: actor.name.clone(),
+                    role: actor.role.clone(),
+                },
+                since_ms: event.at,
+                paused: false,
+            });
+            held += 1;
+        }
+        Ok(held)
+    }
+
     /// Drops the lock of a deleted workspace (live views of it are gone).
     pub fn forget(&self, workspace: &str) {
         let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
@@ -383,6 +416,33 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(rfc3339(1_796_083_199_000), "2026-11-30T23:59:59.000Z");
+    }
+
+    #[tokio::test]
+    async fn a_restarted_daemon_keeps_who_held_control() {
+        let (_dir, store) = store().await;
+        let agent = token("tok-agent", Role::Agent);
+        let alice = token("tok-alice", Role::Operator);
+        let before = Controls::default();
+        before.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
+        before.take(&store, "ws-2", &ctx(&alice)).await.unwrap();
+        before.release(&store, "ws-2", &ctx(&alice)).await.unwrap();
+        before.take(&store, "ws-gone", &ctx(&alice)).await.unwrap();
+        // The next daemon, from the event log alone.
+        let after = Controls::default();
+        let held = after.restore(&store, |id| id != "ws-gone").await.unwrap();
+        assert_eq!(held, 1);
+        assert!(after.current("ws-1").is_held_by(&alice));
+        assert_eq!(
+            after.current("ws-1").since_ms,
+            before.current("ws-1").since_ms
+        );
+        assert!(matches!(
+            after.check_input("ws-1", &agent),
+            Err(ControlError::Held { .. })
+        ));
+        assert!(after.check_input("ws-2", &agent).is_ok(), "handed back");
+        assert!(after.check_input("ws-gone", &agent).is_ok(), "deleted");
     }
 
     #[tokio::test]

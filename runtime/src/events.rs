@@ -224,6 +224,26 @@ pub async fn list(
     Ok(rows.into_iter().map(from_row).collect())
 }
 
+/// The newest event of kind `a` or `b` with outcome `ok`, per workspace:
+/// where a state kept as events (such as who holds control) stands.
+pub async fn latest_per_workspace(
+    store: &Store,
+    a: &str,
+    b: &str,
+) -> Result<Vec<Event>, StateError> {
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
+         request_id, client, outcome FROM events WHERE id IN \
+         (SELECT MAX(id) FROM events WHERE kind IN (?, ?) AND outcome = 'ok' \
+          AND workspace_id IS NOT NULL GROUP BY workspace_id) ORDER BY id",
+    )
+    .bind(a)
+    .bind(b)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -395,3 +395,67 @@ async fn a_held_operation_outlives_a_restart_and_runs_once_approved() {
         .unwrap();
     assert_eq!(status, 403, "an approval runs its operation once: {again}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_take_over_holds_through_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let admin = daemon.token.clone();
+    let agent = desk::token(&daemon, "bot", "agent").await;
+    let operator = desk::token(&daemon, "alice", "operator").await;
+    let (status, ws) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let click = json!({"action": "mouse_move", "coordinate": [10, 10]});
+    let (status, _) = desk::act(&daemon, &agent.secret, &id, click.clone()).await;
+    assert_eq!(status, 200, "the agent drives before the take-over");
+    let (status, taken) = daemon
+        .call_as(
+            Some(&operator.secret),
+            Method::POST,
+            &format!("/v1/workspaces/{id}/control/take"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{taken}");
+
+    daemon.terminate();
+    let daemon = Daemon::start(data.path(), Some(&admin), &[]).unwrap();
+    let (status, refused) = desk::act(&daemon, &agent.secret, &id, click.clone()).await;
+    assert_eq!(
+        status, 409,
+        "the restart handed the agent back control: {refused}"
+    );
+    assert_eq!(refused["error"]["code"], "control_held", "{refused}");
+    let (_, control) = daemon
+        .call_as(
+            Some(&operator.secret),
+            Method::GET,
+            &format!("/v1/workspaces/{id}/control"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(control["holder"]["name"], "alice", "{control}");
+    let (status, _) = daemon
+        .call_as(
+            Some(&operator.secret),
+            Method::POST,
+            &format!("/v1/workspaces/{id}/control/release"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let (status, _) = desk::act(&daemon, &agent.secret, &id, click).await;
+    assert_eq!(status, 200, "handed back after the restart");
+}
