@@ -134,7 +134,19 @@ pub fn launch(launch: Launch<'_>) -> Result<(i32, oneshot::Receiver<Exit>), Back
     };
     // Connected before this returns: a shim killed a moment later is then
     // seen as killed, not as unreachable.
-    let stream = connect(&dir, pid).map_err(BackendError::Spawn)?;
+    let shim_pid = i32::try_from(shim_pid).ok();
+    let stream = match connect(&dir, pid, shim_pid) {
+        Ok(stream) => stream,
+        // A process that ended at once: its shim kept the last word and
+        // left before anyone connected.
+        Err(why) => {
+            let (tx, rx) = oneshot::channel();
+            let how =
+                std::fs::read_to_string(dir.join("exit")).map_err(|_| BackendError::Spawn(why))?;
+            let _ = tx.send(Exit { description: how });
+            return Ok((pid, rx));
+        }
+    };
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {
         let _ = tx.send(follow(stream, &dir).await);
@@ -149,7 +161,7 @@ pub async fn attach(spec: &WorkspaceSpec, pid: i32) -> Result<oneshot::Receiver<
     let dir = dir_of(spec);
     let stream = {
         let dir = dir.clone();
-        tokio::task::spawn_blocking(move || connect(&dir, pid))
+        tokio::task::spawn_blocking(move || connect(&dir, pid, None))
             .await
             .map_err(|e| format!("cannot reach its shim: {e}"))??
     };
@@ -160,15 +172,17 @@ pub async fn attach(spec: &WorkspaceSpec, pid: i32) -> Result<oneshot::Receiver<
     Ok(rx)
 }
 
-/// Connects to the shim in `dir`, checks it is root and the parent of
-/// `pid`, and reads its first word, which must be `running <pid>`.
-fn connect(dir: &Path, pid: i32) -> Result<AsyncBufReader<UnixStream>, String> {
+/// Connects to the shim in `dir`, checks it is root and `shim` (the
+/// daemon that started it knows its pid; a later one takes the parent of
+/// `pid`, which is running), and reads its first word, which must be
+/// `running <pid>`.
+fn connect(dir: &Path, pid: i32, shim: Option<i32>) -> Result<AsyncBufReader<UnixStream>, String> {
     let socket = dir.join("sock");
     let stream = std::os::unix::net::UnixStream::connect(&socket)
         .map_err(|e| format!("cannot reach its shim at {}: {e}", socket.display()))?;
     let (uid, peer) = peer_of(&stream)
         .map_err(|e| format!("cannot tell who listens on {}: {e}", socket.display()))?;
-    let parent = crate::proc_scan::parent_pid(pid);
+    let parent = shim.or_else(|| crate::proc_scan::parent_pid(pid));
     if uid != 0 || Some(peer) != parent {
         return Err(format!(
             "{} is not held by the shim of pid {pid} (peer uid {uid}, pid {peer}; parent {parent:?})",

@@ -186,6 +186,21 @@ async fn a_socket_that_is_not_the_shim_of_that_process_is_refused() {
 }
 
 #[tokio::test]
+async fn a_process_that_ends_at_once_is_reported_with_how_it_ended() {
+    if not_root() {
+        return;
+    }
+    // Often gone, with its shim, before the watcher connects: the shim's
+    // record says how it ended.
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec_at(dir.path());
+        let (_, rx) = launch(&spec, 4096, "exit 7");
+        assert_eq!(ended(rx).await, "exited: exit status: 7");
+    }
+}
+
+#[tokio::test]
 async fn passed_descriptors_reach_the_process_and_the_shim_keeps_no_copy() {
     if not_root() {
         return;

@@ -224,12 +224,13 @@ fn run(args: Args) -> Result<(), String> {
     if std::fs::write(&partial, &how).is_ok() {
         let _ = std::fs::rename(&partial, args.dir.join("exit"));
     }
+    // Gone before anyone hears the end: whoever is told, finds no socket.
+    let _ = std::fs::remove_file(&socket);
     let mut watchers = watchers.lock().unwrap_or_else(|p| p.into_inner());
     for stream in &mut watchers.streams {
         let _ = writeln!(stream, "exited {how}");
     }
     watchers.exited = Some(how);
-    let _ = std::fs::remove_file(&socket);
     Ok(())
 }
 
