@@ -4,65 +4,15 @@
 //! `paused`; after resume the same desktop continues: a process started
 //! before the pause still runs and makes progress, and the screen answers.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cubicle_tests::Daemon;
+use cubicle_tests::cgroup::{cpu_file, cpu_usec};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-/// The file holding the CPU time (ns on v1, `usage_usec` on v2) of
-/// workspace `id`'s cgroup, below this process's own (the daemon is our
-/// child).
-fn cpu_file(id: &str) -> Option<PathBuf> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-        let file = Path::new("/sys/fs/cgroup")
-            .join(path.trim_start_matches('/'))
-            .join("cubicle")
-            .join(id)
-            .join("cpu.stat");
-        return file.exists().then_some(file);
-    }
-    let line = own.lines().find(|l| {
-        l.split(':')
-            .nth(1)
-            .is_some_and(|c| c.split(',').any(|c| c == "cpuacct"))
-    })?;
-    let (controllers, path) = line.split_once(':')?.1.split_once(':')?;
-    let file = Path::new("/sys/fs/cgroup")
-        .join(controllers)
-        .join(path.trim_start_matches('/'))
-        .join("cubicle")
-        .join(id)
-        .join("cpuacct.usage");
-    file.exists().then_some(file)
-}
-
-/// CPU time used so far, in microseconds.
-fn cpu_usec(file: &Path) -> u64 {
-    let text = std::fs::read_to_string(file).unwrap();
-    if file.ends_with("cpu.stat") {
-        return text
-            .lines()
-            .find_map(|l| l.strip_prefix("usage_usec "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap();
-    }
-    text.trim().parse::<u64>().unwrap() / 1000
-}
-
 async fn exec(daemon: &Daemon, id: &str, command: &str) -> (u16, Value) {
-    let body = json!({ "command": command, "timeout_ms": 20_000 }).to_string();
-    daemon
-        .call(
-            Method::POST,
-            &format!("/v1/workspaces/{id}/exec"),
-            Some(&body),
-        )
-        .await
-        .unwrap()
+    cubicle_tests::desk::exec_status(daemon, id, command).await
 }
 
 /// CPU ticks (user + system) process `pid` of the workspace has used.

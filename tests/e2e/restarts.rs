@@ -15,15 +15,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 async fn exec(daemon: &Daemon, id: &str, command: &str) -> (u16, Value) {
-    let body = json!({ "command": command, "timeout_ms": 20_000 }).to_string();
-    daemon
-        .call(
-            Method::POST,
-            &format!("/v1/workspaces/{id}/exec"),
-            Some(&body),
-        )
-        .await
-        .unwrap()
+    cubicle_tests::desk::exec_status(daemon, id, command).await
 }
 
 /// stdout of a command that must succeed.

@@ -76,17 +76,22 @@ pub async fn desk() -> Desk {
     }
 }
 
-/// Runs a shell line in the workspace; returns its stdout (panics on failure).
-pub async fn exec(daemon: &Daemon, id: &str, command: &str) -> String {
+/// Runs a shell line in the workspace (20 s at most); its status and body.
+pub async fn exec_status(daemon: &Daemon, id: &str, command: &str) -> (u16, Value) {
     let body = json!({"command": command, "timeout_ms": 20000}).to_string();
-    let (status, out) = daemon
+    daemon
         .call(
             Method::POST,
             &format!("/v1/workspaces/{id}/exec"),
             Some(&body),
         )
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs a shell line in the workspace; returns its stdout (panics on failure).
+pub async fn exec(daemon: &Daemon, id: &str, command: &str) -> String {
+    let (status, out) = exec_status(daemon, id, command).await;
     assert_eq!(status, 200, "{command}: {out}");
     out["stdout"].as_str().unwrap_or_default().to_owned()
 }
