@@ -180,6 +180,10 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
     let port = listener.local_addr().expect("a bound address").port();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
+            // As web servers do: with Nagle on, the response behind the
+            // TLS session tickets waits for the peer's delayed ACK (~40 ms),
+            // which a proxy in the path, with nothing to answer, always makes.
+            let _ = stream.set_nodelay(true);
             let tls = tls.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(|req: Request<Incoming>| async move {

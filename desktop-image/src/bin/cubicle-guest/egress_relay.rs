@@ -71,6 +71,10 @@ pub async fn serve(socket: PathBuf) {
             tracing::warn!("too many egress connections; closing a new one");
             continue;
         };
+        // A relay forwards each write as it comes: with Nagle on, a small
+        // write behind an unacknowledged one (a CONNECT's 200, then the TLS
+        // hello) waits out the client's delayed ACK, ~40 ms per request.
+        let _ = client.set_nodelay(true);
         let socket = socket.clone();
         connections.spawn(async move {
             let _slot = slot;
