@@ -22,13 +22,13 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::counted::{Counted, Tally};
+use super::counted::{Counted, Prefixed, Tally};
 use super::decide::{Decision, Destination, decide};
 use super::download;
 use super::events::{EgressEvent, EgressEvents, Mode};
@@ -185,6 +185,19 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     {
         headers.remove(name);
     }
+}
+
+/// The protocol a message asks to switch to (`Connection: upgrade` with an
+/// `Upgrade` header), e.g. `websocket`.
+fn upgrade_asked(headers: &HeaderMap) -> Option<HeaderValue> {
+    let asks = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|name| name.trim().eq_ignore_ascii_case("upgrade"));
+    asks.then(|| headers.get(header::UPGRADE).cloned())
+        .flatten()
 }
 
 /// Where one tunnel or request goes, once decided.
@@ -444,7 +457,7 @@ impl WorkspaceProxy {
     async fn intercept<C>(
         self: &Arc<Self>,
         client: C,
-        upstream: Counted<TcpStream>,
+        upstream_io: Counted<TcpStream>,
         target: &Target,
         address: std::net::SocketAddr,
         tally: Arc<Tally>,
@@ -455,6 +468,32 @@ impl WorkspaceProxy {
             return;
         };
         let limit = self.egress.limits.tls_timeout;
+        // The client speaks first in HTTP and TLS alike: a first byte that
+        // is not a TLS handshake record (0x16) is plain HTTP in the tunnel
+        // (Chromium sends ws:// and http:// to a proxy this way), served and
+        // seen the same way, upstream without TLS.
+        let mut client = client;
+        let mut first = [0u8; 1];
+        let Ok(Ok(1)) = tokio::time::timeout(limit, client.read(&mut first)).await else {
+            return;
+        };
+        let client = Prefixed::new(first.to_vec(), client);
+        if first[0] != 0x16 {
+            let mut upstream = Upstream {
+                address,
+                tally,
+                tls: None,
+                sender: None,
+            };
+            match self.handshake(TokioIo::new(upstream_io)).await {
+                Ok(sender) => upstream.sender = Some(sender),
+                Err(err) => tracing::debug!(%err, "egress: upstream HTTP handshake failed"),
+            }
+            let upstream = Ok(Arc::new(tokio::sync::Mutex::new(upstream)));
+            self.serve_tunnel(client, &target.dest, upstream).await;
+            return;
+        }
+        let upstream = upstream_io;
         let server_name = match rustls::pki_types::ServerName::try_from(target.dest.host.clone()) {
             Ok(name) => name,
             Err(err) => {
@@ -510,8 +549,22 @@ impl WorkspaceProxy {
                 Err(reason)
             }
         };
+        self.serve_tunnel(client_tls, &target.dest, upstream).await;
+    }
+
+    /// Serves the HTTP requests a client sends inside a tunnel (after TLS,
+    /// or plain), each forwarded upstream, or refused with `upstream`'s
+    /// reason.
+    async fn serve_tunnel<C>(
+        self: &Arc<Self>,
+        client: C,
+        dest: &Destination,
+        upstream: Result<Arc<tokio::sync::Mutex<Upstream>>, String>,
+    ) where
+        C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let this = self.clone();
-        let dest = target.dest.clone();
+        let dest = dest.clone();
         let service = service_fn(move |req: Request<Incoming>| {
             let this = this.clone();
             let dest = dest.clone();
@@ -528,7 +581,8 @@ impl WorkspaceProxy {
             .timer(TokioTimer::new())
             .header_read_timeout(self.egress.limits.header_timeout)
             .max_buf_size(self.egress.limits.max_header_bytes.max(8192))
-            .serve_connection(TokioIo::new(client_tls), service)
+            .serve_connection(TokioIo::new(client), service)
+            .with_upgrades()
             .await;
     }
 
@@ -540,7 +594,7 @@ impl WorkspaceProxy {
     {
         let (sender, connection) = hyper::client::conn::http1::handshake(io).await?;
         self.spawn(async move {
-            let _ = connection.await;
+            let _ = connection.with_upgrades().await;
         });
         Ok(sender)
     }
@@ -574,13 +628,18 @@ impl WorkspaceProxy {
             );
         }
         let mut upstream = upstream.lock().await;
+        let scheme = if upstream.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let sender = match upstream.ready(&self).await {
             Ok(sender) => sender,
             Err(reason) => {
                 return refusal(StatusCode::BAD_GATEWAY, &format!("{}: {reason}", dest.host));
             }
         };
-        self.exchange(req, &dest, Mode::Intercepted, "https", sender)
+        self.exchange(req, &dest, Mode::Intercepted, scheme, sender)
             .await
     }
 
@@ -612,7 +671,7 @@ impl WorkspaceProxy {
             mode: Mode::Http,
         };
         self.spawn(async move {
-            let _ = connection.await;
+            let _ = connection.with_upgrades().await;
             let _ = this
                 .record(EgressEvent::Close {
                     host: closing.dest.host,
@@ -626,8 +685,10 @@ impl WorkspaceProxy {
                 .await;
         });
         let mut req = req;
-        req.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        if upgrade_asked(req.headers()).is_none() {
+            req.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         self.exchange(req, &target.dest, Mode::Http, "http", &mut sender)
             .await
     }
@@ -659,11 +720,20 @@ impl WorkspaceProxy {
         let url = format!("{scheme}://{authority}{path}");
         let keep_close =
             req.headers().get(header::CONNECTION) == Some(&HeaderValue::from_static("close"));
+        let upgrade = upgrade_asked(req.headers());
         strip_hop_by_hop(req.headers_mut());
         if keep_close {
             req.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
+        // A protocol switch (WebSocket) asked by the client goes upstream as
+        // asked; its two halves are joined once the server agrees (101).
+        let client_side = upgrade.as_ref().map(|protocol| {
+            let headers = req.headers_mut();
+            headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            headers.insert(header::UPGRADE, protocol.clone());
+            hyper::upgrade::on(&mut req)
+        });
         match path.parse() {
             Ok(uri) => *req.uri_mut() = uri,
             Err(_) => return refusal(StatusCode::BAD_REQUEST, "the request path is not valid"),
@@ -710,7 +780,28 @@ impl WorkspaceProxy {
                 "the event log cannot be written, so the response was not delivered",
             );
         }
+        let switched = match (status, client_side, upgrade_asked(response.headers())) {
+            (StatusCode::SWITCHING_PROTOCOLS, Some(client_side), Some(protocol)) => {
+                let server_side = hyper::upgrade::on(&mut response);
+                // Both halves already passed the policy (this request's
+                // host and port); from here on they are bytes, counted on
+                // the upstream connection and recorded at its close.
+                self.spawn(async move {
+                    if let (Ok(client), Ok(server)) = (client_side.await, server_side.await) {
+                        let (mut client, mut server) = (TokioIo::new(client), TokioIo::new(server));
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                Some(protocol)
+            }
+            _ => None,
+        };
         strip_hop_by_hop(response.headers_mut());
+        if let Some(protocol) = switched {
+            let headers = response.headers_mut();
+            headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            headers.insert(header::UPGRADE, protocol);
+        }
         response.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed())
     }
 

@@ -69,7 +69,50 @@ fn text(body: &'static [u8]) -> Body {
         .boxed()
 }
 
+/// `/ws`: a WebSocket that answers each text message with `echo: ` and it.
+fn websocket_echo(mut req: Request<Incoming>) -> Response<Body> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let Some(key) = req.headers().get("sec-websocket-key") else {
+        let mut refused = Response::new(text(b"not a websocket request"));
+        *refused.status_mut() = StatusCode::BAD_REQUEST;
+        return refused;
+    };
+    let accept = derive_accept_key(key.as_bytes());
+    let upgraded = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let Ok(upgraded) = upgraded.await else { return };
+        let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(Message::Text(said))) = ws.next().await {
+            if ws
+                .send(Message::text(format!("echo: {said}")))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut response = Response::new(text(b""));
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert("connection", "upgrade".parse().unwrap());
+    headers.insert("upgrade", "websocket".parse().unwrap());
+    headers.insert("sec-websocket-accept", accept.parse().unwrap());
+    response
+}
+
 async fn origin_answer(req: Request<Incoming>) -> Result<Response<Body>, std::convert::Infallible> {
+    if req.uri().path() == "/ws" {
+        return Ok(websocket_echo(req));
+    }
     let mut response = Response::new(text(b"hello from origin"));
     match req.uri().path() {
         "/eicar.com" => {
@@ -121,11 +164,13 @@ async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
                         };
                         let _ = builder
                             .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades()
                             .await;
                     }
                     None => {
                         let _ = builder
                             .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades()
                             .await;
                     }
                 }
@@ -394,6 +439,84 @@ async fn https_is_intercepted_verified_upstream_and_seen() {
         )
         .await;
     assert!(direct.is_ok(), "an IP address gets a leaf too: {direct:?}");
+}
+
+/// Sends `hello` on a WebSocket and returns the answer.
+async fn websocket_round_trip<S>(url: &str, stream: S) -> Result<String, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let (mut ws, answer) = tokio_tungstenite::client_async(url, stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    assert_eq!(answer.status(), StatusCode::SWITCHING_PROTOCOLS);
+    ws.send(Message::text("hello"))
+        .await
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(Duration::from_secs(5), ws.next()).await {
+        Ok(Some(Ok(Message::Text(said)))) => Ok(said.to_string()),
+        other => Err(format!("no echo: {other:?}")),
+    }
+}
+
+#[tokio::test]
+async fn websockets_cross_the_proxy_intercepted_and_plain() {
+    let origin_pki = pki(&["origin.test"]);
+    let tls_port = origin(Some(origin_pki.server.clone())).await;
+    let plain_port = origin(None).await;
+    let h = harness(
+        &[
+            &format!("origin.test:{tls_port},{plain_port}"),
+            &format!("127.0.0.1/32:{tls_port},{plain_port}"),
+        ],
+        &[],
+        &origin_pki.ca_pem,
+        1 << 20,
+    )
+    .await;
+    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+
+    // wss:// inside an intercepted tunnel: the proxy's leaf, then the switch.
+    let authority = format!("origin.test:{tls_port}");
+    let (head, stream) = h.connect(&authority).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let tls = tokio_rustls::TlsConnector::from(h.workspace_tls.clone())
+        .connect(ServerName::try_from("origin.test").unwrap(), stream)
+        .await
+        .unwrap();
+    let said = websocket_round_trip(&format!("wss://{authority}/ws"), tls).await;
+    assert_eq!(said.as_deref(), Ok("echo: hello"));
+    let seen = h
+        .wait_for(|e| matches!(e, EgressEvent::Request { path, .. } if path == "/ws"))
+        .await;
+    assert!(
+        matches!(&seen, EgressEvent::Request { mode: Mode::Intercepted, status: 101, method, .. } if method == "GET"),
+        "{seen:?}"
+    );
+
+    // ws:// through CONNECT, as Chromium sends it to a proxy: plain HTTP
+    // inside the tunnel, seen the same way.
+    let authority = format!("origin.test:{plain_port}");
+    let (head, stream) = h.connect(&authority).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let said = websocket_round_trip(&format!("ws://{authority}/ws"), stream).await;
+    assert_eq!(said.as_deref(), Ok("echo: hello"));
+    let seen = h
+        .wait_for(
+            |e| matches!(e, EgressEvent::Request { port, status: 101, .. } if *port == plain_port),
+        )
+        .await;
+    assert!(
+        matches!(&seen, EgressEvent::Request { mode: Mode::Intercepted, path, .. } if path == "/ws"),
+        "{seen:?}"
+    );
+
+    // The control: the same origin refuses a request that does not ask to
+    // switch, so the echo above came through the relayed upgrade.
+    let (status, _, _) = h.get(&format!("http://origin.test:{plain_port}/ws")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test]
