@@ -556,6 +556,42 @@ async fn chromium_loads_an_allowed_https_page_errors_on_a_denied_one_and_a_click
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert_eq!(middle, origin::PAGE_BLUE, "the page is on the screen");
+    // WebSockets from pages: wss:// inside intercepted TLS from this page,
+    // ws:// (through CONNECT, Chromium's way) from the plain-HTTP one.
+    let echo = |url: String| {
+        format!(
+            "new Promise(done => {{ const s = new WebSocket('{url}'); \
+             s.onopen = () => s.send('hi'); s.onmessage = e => done(e.data); \
+             s.onerror = () => done('error'); setTimeout(() => done('timeout'), 15000); }})"
+        )
+    };
+    let said = page
+        .eval(&echo(format!("wss://origin.test:{https}/ws")))
+        .await
+        .unwrap();
+    assert_eq!(said, "echo: hi", "wss:// from the HTTPS page");
+    page.goto(&format!("http://origin.test:{}/page", w.http))
+        .await
+        .unwrap();
+    let said = page
+        .eval(&echo(format!("ws://origin.test:{}/ws", w.http)))
+        .await
+        .unwrap();
+    assert_eq!(said, "echo: hi", "ws:// from the HTTP page");
+    let switched: Vec<Value> = w
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| {
+            e["kind"] == "egress.request"
+                && e["detail"]["path"] == "/ws"
+                && e["detail"]["status"] == 101
+        })
+        .collect();
+    assert!(
+        switched.len() >= 2,
+        "each switch is an event: {switched:#?}"
+    );
     // A denied origin: Chromium shows its error page.
     let _ = page
         .call(

@@ -172,7 +172,8 @@ impl TestPki {
 }
 
 /// An origin on `127.0.0.1:<port>`, HTTPS when `tls` is given; it serves
-/// until the test process ends.
+/// until the test process ends. `/ws` is a WebSocket answering each text
+/// message with `echo: ` and the message.
 pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -186,8 +187,11 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
             let _ = stream.set_nodelay(true);
             let tls = tls.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
-                    Ok::<_, std::convert::Infallible>(answer(&req))
+                let service = hyper::service::service_fn(|mut req: Request<Incoming>| async move {
+                    if req.uri().path() == "/ws" {
+                        return Ok::<_, std::convert::Infallible>(websocket_echo(&mut req));
+                    }
+                    Ok(answer(&req))
                 });
                 let mut builder = hyper::server::conn::http1::Builder::new();
                 builder.timer(hyper_util::rt::TokioTimer::new());
@@ -201,11 +205,13 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
                         };
                         let _ = builder
                             .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades()
                             .await;
                     }
                     None => {
                         let _ = builder
                             .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades()
                             .await;
                     }
                 }
@@ -213,4 +219,50 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
         }
     });
     port
+}
+
+/// Switches `/ws` to a WebSocket that echoes text messages; 400 to a
+/// request that does not ask to switch.
+fn websocket_echo(req: &mut Request<Incoming>) -> Response<Body> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let Some(key) = req.headers().get("sec-websocket-key") else {
+        let mut refused = Response::new(full("not a websocket request"));
+        *refused.status_mut() = hyper::StatusCode::BAD_REQUEST;
+        return refused;
+    };
+    let accept = derive_accept_key(key.as_bytes());
+    let upgraded = hyper::upgrade::on(req);
+    tokio::spawn(async move {
+        let Ok(upgraded) = upgraded.await else { return };
+        let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(Message::Text(said))) = ws.next().await {
+            if ws
+                .send(Message::text(format!("echo: {said}")))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut response = Response::new(full(""));
+    *response.status_mut() = hyper::StatusCode::SWITCHING_PROTOCOLS;
+    for (name, value) in [
+        ("connection", "upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-accept", accept.as_str()),
+    ] {
+        if let Ok(value) = hyper::header::HeaderValue::from_str(value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
 }

@@ -448,7 +448,21 @@ where
 {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
-    let (mut ws, answer) = tokio_tungstenite::client_async(url, stream)
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert(
+        "sec-websocket-extensions",
+        "permessage-deflate; client_max_window_bits"
+            .parse()
+            .unwrap(),
+    );
+    request
+        .headers_mut()
+        .insert("origin", "https://origin.test".parse().unwrap());
+    request
+        .headers_mut()
+        .insert("cache-control", "no-cache".parse().unwrap());
+    let (mut ws, answer) = tokio_tungstenite::client_async(request, stream)
         .await
         .map_err(|e| e.to_string())?;
     assert_eq!(answer.status(), StatusCode::SWITCHING_PROTOCOLS);
