@@ -216,6 +216,9 @@ struct Upstream {
         rustls::pki_types::ServerName<'static>,
     )>,
     sender: Option<SendRequest<ProxyBody>>,
+    /// Protocol switches (WebSockets) relayed over this tunnel: its close
+    /// is recorded once they end, with their bytes.
+    relays: TaskTracker,
 }
 
 impl WorkspaceProxy {
@@ -479,11 +482,13 @@ impl WorkspaceProxy {
         };
         let client = Prefixed::new(first.to_vec(), client);
         if first[0] != 0x16 {
+            let relays = TaskTracker::new();
             let mut upstream = Upstream {
                 address,
                 tally,
                 tls: None,
                 sender: None,
+                relays: relays.clone(),
             };
             match self.handshake(TokioIo::new(upstream_io)).await {
                 Ok(sender) => upstream.sender = Some(sender),
@@ -491,8 +496,11 @@ impl WorkspaceProxy {
             }
             let upstream = Ok(Arc::new(tokio::sync::Mutex::new(upstream)));
             self.serve_tunnel(client, &target.dest, upstream).await;
+            relays.close();
+            relays.wait().await;
             return;
         }
+        let relays = TaskTracker::new();
         let upstream = upstream_io;
         let server_name = match rustls::pki_types::ServerName::try_from(target.dest.host.clone()) {
             Ok(name) => name,
@@ -529,6 +537,7 @@ impl WorkspaceProxy {
                     tally,
                     tls: Some((interception.client.clone(), server_name)),
                     sender: None,
+                    relays: relays.clone(),
                 };
                 match self.handshake(TokioIo::new(tls)).await {
                     Ok(sender) => upstream.sender = Some(sender),
@@ -550,6 +559,8 @@ impl WorkspaceProxy {
             }
         };
         self.serve_tunnel(client_tls, &target.dest, upstream).await;
+        relays.close();
+        relays.wait().await;
     }
 
     /// Serves the HTTP requests a client sends inside a tunnel (after TLS,
@@ -633,13 +644,14 @@ impl WorkspaceProxy {
         } else {
             "http"
         };
+        let relays = upstream.relays.clone();
         let sender = match upstream.ready(&self).await {
             Ok(sender) => sender,
             Err(reason) => {
                 return refusal(StatusCode::BAD_GATEWAY, &format!("{}: {reason}", dest.host));
             }
         };
-        self.exchange(req, &dest, Mode::Intercepted, scheme, sender)
+        self.exchange(req, &dest, Mode::Intercepted, scheme, sender, &relays)
             .await
     }
 
@@ -670,8 +682,12 @@ impl WorkspaceProxy {
             dest: target.dest.clone(),
             mode: Mode::Http,
         };
+        let relays = TaskTracker::new();
+        let relayed = relays.clone();
         self.spawn(async move {
             let _ = connection.with_upgrades().await;
+            relayed.close();
+            relayed.wait().await;
             let _ = this
                 .record(EgressEvent::Close {
                     host: closing.dest.host,
@@ -689,7 +705,7 @@ impl WorkspaceProxy {
             req.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        self.exchange(req, &target.dest, Mode::Http, "http", &mut sender)
+        self.exchange(req, &target.dest, Mode::Http, "http", &mut sender, &relays)
             .await
     }
 
@@ -703,6 +719,7 @@ impl WorkspaceProxy {
         mode: Mode,
         scheme: &str,
         sender: &mut SendRequest<ProxyBody>,
+        relays: &TaskTracker,
     ) -> Response<ProxyBody> {
         let method = req.method().to_string();
         let path = req
@@ -783,14 +800,16 @@ impl WorkspaceProxy {
         let switched = match (status, client_side, upgrade_asked(response.headers())) {
             (StatusCode::SWITCHING_PROTOCOLS, Some(client_side), Some(protocol)) => {
                 let server_side = hyper::upgrade::on(&mut response);
+                let relaying = relays.token();
                 // Both halves already passed the policy (this request's
                 // host and port); from here on they are bytes, counted on
-                // the upstream connection and recorded at its close.
+                // the upstream connection, whose close waits for this.
                 self.spawn(async move {
                     if let (Ok(client), Ok(server)) = (client_side.await, server_side.await) {
                         let (mut client, mut server) = (TokioIo::new(client), TokioIo::new(server));
                         let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
                     }
+                    drop(relaying);
                 });
                 Some(protocol)
             }

@@ -469,10 +469,14 @@ where
     ws.send(Message::text("hello"))
         .await
         .map_err(|e| e.to_string())?;
-    match tokio::time::timeout(Duration::from_secs(5), ws.next()).await {
+    let said = match tokio::time::timeout(Duration::from_secs(5), ws.next()).await {
         Ok(Some(Ok(Message::Text(said)))) => Ok(said.to_string()),
         other => Err(format!("no echo: {other:?}")),
-    }
+    };
+    // Held open a while: the tunnel's close comes after this, not at the
+    // switch.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    said
 }
 
 #[tokio::test]
@@ -508,6 +512,13 @@ async fn websockets_cross_the_proxy_intercepted_and_plain() {
     assert!(
         matches!(&seen, EgressEvent::Request { mode: Mode::Intercepted, status: 101, method, .. } if method == "GET"),
         "{seen:?}"
+    );
+    let closed = h
+        .wait_for(|e| matches!(e, EgressEvent::Close { port, .. } if *port == tls_port))
+        .await;
+    assert!(
+        matches!(&closed, EgressEvent::Close { duration_ms, bytes_up, .. } if *duration_ms >= 300 && *bytes_up > 0),
+        "the tunnel's close waits for the WebSocket over it: {closed:?}"
     );
 
     // ws:// through CONNECT, as Chromium sends it to a proxy: plain HTTP
