@@ -13,18 +13,6 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const POLICY: &str = r#"
-description = "e2e: one command pattern held"
-default = "allow"
-
-[[rule]]
-id = "held-files"
-subject = "exec"
-command = ["touch /home/user/held-*"]
-decision = "confirm"
-reason = "making a held file"
-"#;
-
 /// A Server-Sent Events stream read event by event.
 struct Sse {
     response: reqwest::Response,
@@ -113,7 +101,7 @@ async fn an_mcp_call_waits_with_progress_while_the_operator_follows_approvals_ov
         data: _data,
         policies: _policies,
         ..
-    } = desk::under_policy("held", POLICY).await;
+    } = desk::under_policy("held", desk::HELD_FILES).await;
 
     // One held before the operator looks: the stream starts with it.
     let (status, early) = daemon

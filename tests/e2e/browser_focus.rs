@@ -10,13 +10,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use cubicle_tests::Daemon;
 use cubicle_tests::desk;
-use futures_util::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
 
 const POLICY: &str = r#"
 description = "e2e: password fields held, cross-origin frames refused"
@@ -54,60 +52,25 @@ const PAGE: &str = r#"(async () => {
   return !!document.getElementById('same').contentDocument.getElementById('t');
 })()"#;
 
-/// One tab, over CDP through the guest channel.
-struct Tab {
-    ws: tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>,
-    next: u64,
-}
+/// A tab of the workspace's browser, over CDP through the guest channel.
+type Tab = cubicle_tests::cdp::Page;
 
-impl Tab {
-    async fn open(socket: &Path, target: &str) -> anyhow::Result<Self> {
-        let stream = cubicle_tests::guest::connect(socket, 9222).await?;
-        let url = format!("ws://127.0.0.1:9222/devtools/page/{target}");
-        let (ws, _) = tokio_tungstenite::client_async(url, stream).await?;
-        Ok(Self { ws, next: 1 })
-    }
-
-    async fn call(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let id = self.next;
-        self.next += 1;
-        let message = json!({ "id": id, "method": method, "params": params });
-        self.ws
-            .send(Message::Text(message.to_string().into()))
-            .await?;
-        let wait = async {
-            while let Some(message) = self.ws.next().await {
-                let Message::Text(text) = message? else {
-                    continue;
-                };
-                let reply: Value = serde_json::from_str(&text)?;
-                if reply["id"] == id {
-                    if let Some(err) = reply.get("error") {
-                        bail!("{method} failed: {err}");
-                    }
-                    return Ok(reply["result"].clone());
-                }
-            }
-            bail!("CDP connection closed")
-        };
-        tokio::time::timeout(Duration::from_secs(30), wait).await?
-    }
-
-    async fn eval(&mut self, expression: &str) -> Value {
-        let result = self
-            .call(
-                "Runtime.evaluate",
-                json!({ "expression": expression, "returnByValue": true,
-                        "awaitPromise": true, "userGesture": true }),
-            )
-            .await
-            .unwrap();
-        assert!(
-            result.get("exceptionDetails").is_none(),
-            "{expression}: {result}"
-        );
-        result["result"]["value"].clone()
-    }
+/// Evaluates `expression` in `tab` as a user gesture (focus and popups need
+/// one); an exception fails the test.
+async fn eval(tab: &mut Tab, expression: &str) -> Value {
+    let result = tab
+        .call(
+            "Runtime.evaluate",
+            json!({ "expression": expression, "returnByValue": true,
+                    "awaitPromise": true, "userGesture": true }),
+        )
+        .await
+        .unwrap();
+    assert!(
+        result.get("exceptionDetails").is_none(),
+        "{expression}: {result}"
+    );
+    result["result"]["value"].clone()
 }
 
 /// The page targets of the browser, by id.
@@ -156,7 +119,7 @@ async fn the_gate_sees_focus_through_shadow_roots_iframes_and_every_focused_tab(
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(tab.eval(PAGE).await, true, "the page was built");
+    assert_eq!(eval(&mut tab, PAGE).await, true, "the page was built");
 
     let mut seen = Vec::new();
     let cases = [
@@ -198,7 +161,7 @@ async fn the_gate_sees_focus_through_shadow_roots_iframes_and_every_focused_tab(
         ),
     ];
     for (what, element, want, focus) in cases {
-        tab.eval(&format!("{element}.focus()")).await;
+        eval(&mut tab, &format!("{element}.focus()")).await;
         let (status, said) = press(&daemon, &agent.secret, &id).await;
         seen.push(format!("{what}: {status}"));
         assert_eq!(status, want, "{what}: {said}");
@@ -212,9 +175,12 @@ async fn the_gate_sees_focus_through_shadow_roots_iframes_and_every_focused_tab(
     }
 
     // A second window; both tabs claim the keyboard.
-    tab.eval("document.getElementById('plain').focus()").await;
-    tab.eval("!!window.open('about:blank', '_blank', 'popup,width=420,height=300')")
-        .await;
+    eval(&mut tab, "document.getElementById('plain').focus()").await;
+    eval(
+        &mut tab,
+        "!!window.open('about:blank', '_blank', 'popup,width=420,height=300')",
+    )
+    .await;
     let mut other = None;
     for _ in 0..50 {
         if let Some(target) = pages(&socket)
@@ -231,9 +197,11 @@ async fn the_gate_sees_focus_through_shadow_roots_iframes_and_every_focused_tab(
     let mut second = Tab::open(&socket, &other.expect("a second tab opened"))
         .await
         .unwrap();
-    second
-        .eval("document.body.innerHTML = '<input id=t><input id=p type=password>'; true")
-        .await;
+    eval(
+        &mut second,
+        "document.body.innerHTML = '<input id=t><input id=p type=password>'; true",
+    )
+    .await;
     for t in [&mut tab, &mut second] {
         t.call(
             "Emulation.setFocusEmulationEnabled",
@@ -255,14 +223,19 @@ async fn the_gate_sees_focus_through_shadow_roots_iframes_and_every_focused_tab(
         ),
     ];
     for (what, in_second, in_first, want) in both {
-        second
-            .eval(&format!("document.getElementById('{in_second}').focus()"))
-            .await;
-        tab.eval(&format!("document.getElementById('{in_first}').focus()"))
-            .await;
+        eval(
+            &mut second,
+            &format!("document.getElementById('{in_second}').focus()"),
+        )
+        .await;
+        eval(
+            &mut tab,
+            &format!("document.getElementById('{in_first}').focus()"),
+        )
+        .await;
         let focused = [
-            tab.eval("document.hasFocus()").await,
-            second.eval("document.hasFocus()").await,
+            eval(&mut tab, "document.hasFocus()").await,
+            eval(&mut second, "document.hasFocus()").await,
         ];
         assert_eq!(focused, [true, true], "both tabs claim the keyboard");
         let (status, said) = press(&daemon, &agent.secret, &id).await;

@@ -36,16 +36,7 @@ async fn owned() -> Owned {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let agent = token(&daemon, "agent-a", "agent").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = cubicle_tests::desk::create(&daemon, &agent.secret, "{}").await;
     assert_eq!(ws["owner_token"], agent.id.as_str());
     Owned {
         id: ws["id"].as_str().unwrap().to_owned(),

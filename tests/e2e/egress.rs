@@ -65,16 +65,7 @@ async fn world() -> World {
         ]},
     })
     .to_string();
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some(&body),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = desk::create(&daemon, &agent.secret, &body).await;
     World {
         id: ws["id"].as_str().unwrap().to_owned(),
         operator: desk::token(&daemon, "alice", "operator").await,

@@ -71,16 +71,7 @@ async fn gated() -> Gated {
     .unwrap();
     let agent = desk::token(&daemon, "bot", "agent").await;
     let operator = desk::token(&daemon, "alice", "operator").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some(r#"{"name":"gated"}"#),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = desk::create(&daemon, &agent.secret, r#"{"name":"gated"}"#).await;
     assert_eq!(ws["policy"], "gated", "{ws}");
     Gated {
         id: ws["id"].as_str().unwrap().to_owned(),

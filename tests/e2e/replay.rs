@@ -22,16 +22,7 @@ use serde_json::{Value, json};
 const FRAME_THRESHOLD: f64 = 0.05;
 
 async fn create(daemon: &Daemon, agent: &str) -> String {
-    let (status, ws) = daemon
-        .call_as(
-            Some(agent),
-            Method::POST,
-            "/v1/workspaces",
-            Some(r#"{"name":"replayed"}"#),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = cubicle_tests::desk::create(daemon, agent, r#"{"name":"replayed"}"#).await;
     ws["id"].as_str().unwrap().to_owned()
 }
 

@@ -288,19 +288,6 @@ async fn a_killed_shim_ends_its_workspace_and_the_daemon_says_so() {
     assert_ne!(parent_of(top_process(ws.uid)), shim);
 }
 
-/// A policy holding one command pattern, as an operator would set it.
-const HELD: &str = r#"
-description = "e2e: one command pattern held for a person"
-default = "allow"
-
-[[rule]]
-id = "held-files"
-subject = "exec"
-command = ["touch /home/user/held-*"]
-decision = "confirm"
-reason = "making a held file"
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_operation_outlives_a_restart_and_runs_once_approved() {
     let desk::UnderPolicy {
@@ -311,7 +298,7 @@ async fn a_held_operation_outlives_a_restart_and_runs_once_approved() {
         args,
         data,
         policies: _policies,
-    } = desk::under_policy("held", HELD).await;
+    } = desk::under_policy("held", desk::HELD_FILES).await;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let admin = daemon.token.clone();
     let exec = format!("/v1/workspaces/{id}/exec");
@@ -403,16 +390,7 @@ async fn an_operators_take_over_holds_through_a_restart() {
     let admin = daemon.token.clone();
     let agent = desk::token(&daemon, "bot", "agent").await;
     let operator = desk::token(&daemon, "alice", "operator").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = desk::create(&daemon, &agent.secret, "{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
     let click = json!({"action": "mouse_move", "coordinate": [10, 10]});
     let (status, _) = desk::act(&daemon, &agent.secret, &id, click.clone()).await;

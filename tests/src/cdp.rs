@@ -27,6 +27,11 @@ impl Page {
             .and_then(|targets| targets.iter().find(|t| t["type"] == "page"))
             .context("no page target")?;
         let id = target["id"].as_str().context("target id")?;
+        Self::open(socket, id).await
+    }
+
+    /// Connects to the page target `id` of the browser behind `socket`.
+    pub async fn open(socket: &Path, id: &str) -> anyhow::Result<Self> {
         let stream = crate::guest::connect(socket, 9222).await?;
         let url = format!("ws://127.0.0.1:9222/devtools/page/{id}");
         let (ws, _) = tokio_tungstenite::client_async(url, stream).await?;

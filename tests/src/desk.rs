@@ -55,16 +55,7 @@ pub async fn desk() -> Desk {
     let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     // The agent makes the workspace: agents reach only their own.
     let agent = token(&daemon, "bot", "agent").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some(r#"{"name":"desk"}"#),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = create(&daemon, &agent.secret, r#"{"name":"desk"}"#).await;
     let id = ws["id"].as_str().unwrap().to_owned();
     Desk {
         operator: token(&daemon, "alice", "operator").await,
@@ -242,6 +233,31 @@ pub struct UnderPolicy {
     pub policies: tempfile::TempDir,
 }
 
+/// `POST /v1/workspaces` with `body` as the token `secret`; the new
+/// workspace's view (the create must answer 201).
+pub async fn create(daemon: &Daemon, secret: &str, body: &str) -> Value {
+    let (status, ws) = daemon
+        .call_as(Some(secret), Method::POST, "/v1/workspaces", Some(body))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    ws
+}
+
+/// A policy holding one command pattern (`touch /home/user/held-*`) for a
+/// person, letting everything else through.
+pub const HELD_FILES: &str = r#"
+description = "e2e: one command pattern held for a person"
+default = "allow"
+
+[[rule]]
+id = "held-files"
+subject = "exec"
+command = ["touch /home/user/held-*"]
+decision = "confirm"
+reason = "making a held file"
+"#;
+
 /// Starts a daemon whose default policy is `name`, written from `toml`.
 pub async fn under_policy(name: &str, toml: &str) -> UnderPolicy {
     let data = tempfile::tempdir().unwrap();
@@ -257,16 +273,7 @@ pub async fn under_policy(name: &str, toml: &str) -> UnderPolicy {
     let daemon = Daemon::start(data.path(), None, &arg_refs).unwrap();
     let agent = token(&daemon, "bot", "agent").await;
     let operator = token(&daemon, "alice", "operator").await;
-    let (status, ws) = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = create(&daemon, &agent.secret, "{}").await;
     UnderPolicy {
         id: ws["id"].as_str().unwrap().to_owned(),
         daemon,
