@@ -126,7 +126,11 @@ fn verifying() {
         segments: Default::default(),
     };
     let started = Instant::now();
-    let report = cubicle_recorder::verify::verify(&bundle, Some(&key.public_hex()));
+    let report = cubicle_recorder::verify::verify(
+        &bundle,
+        Some(&key.public_hex()),
+        cubicle_recorder::verify::Tail::Signed,
+    );
     let took = started.elapsed();
     assert!(report.ok(), "{report:?}");
     println!(

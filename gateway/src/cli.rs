@@ -73,6 +73,11 @@ enum AuditCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// Accept records after the last checkpoint, with a note (a chain
+        /// read live between two checkpoints). Without it the last record
+        /// must be signed, as every export's is.
+        #[arg(long)]
+        allow_unsigned_tail: bool,
     },
 }
 
@@ -249,8 +254,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(args) => crate::bench::run(*args).await,
         Command::Mcp(args) => Ok(cubicle_gateway::mcp::stdio::run(&args.url, &args.token).await?),
         Command::Audit {
-            command: AuditCommand::Verify { bundle, key, json },
-        } => audit_verify(&bundle, key.as_deref(), json),
+            command:
+                AuditCommand::Verify {
+                    bundle,
+                    key,
+                    json,
+                    allow_unsigned_tail,
+                },
+        } => {
+            let tail = if allow_unsigned_tail {
+                cubicle_recorder::verify::Tail::MayBeUnsigned
+            } else {
+                cubicle_recorder::verify::Tail::Signed
+            };
+            audit_verify(&bundle, key.as_deref(), json, tail)
+        }
     }
 }
 
@@ -603,7 +621,12 @@ fn open_replay(
 
 /// `cubicle audit verify`: prints what it checked and the first bad
 /// record; an error (so a nonzero exit) on any failure.
-fn audit_verify(bundle: &Path, key: Option<&str>, json: bool) -> anyhow::Result<()> {
+fn audit_verify(
+    bundle: &Path,
+    key: Option<&str>,
+    json: bool,
+    tail: cubicle_recorder::verify::Tail,
+) -> anyhow::Result<()> {
     use cubicle_recorder::bundle::Bundle;
     let key = match key {
         Some(text) if Path::new(text).is_file() => {
@@ -613,7 +636,7 @@ fn audit_verify(bundle: &Path, key: Option<&str>, json: bool) -> anyhow::Result<
     };
     let started = Instant::now();
     let bundle = Bundle::open(bundle)?;
-    let report = cubicle_recorder::verify::verify(&bundle, key.as_deref());
+    let report = cubicle_recorder::verify::verify(&bundle, key.as_deref(), tail);
     let elapsed = started.elapsed();
     if json {
         say(&serde_json::to_string_pretty(&report)?);

@@ -794,7 +794,8 @@ async fn a_deleted_workspace_stays_replayable_and_exportable_for_auditors() {
         .await
         .unwrap();
     let bundle = cubicle_recorder::bundle::Bundle::from_tar(&tar[..]).unwrap();
-    let report = cubicle_recorder::verify::verify(&bundle, None);
+    let report =
+        cubicle_recorder::verify::verify(&bundle, None, cubicle_recorder::verify::Tail::Signed);
     assert!(report.ok(), "{report:#?}");
     assert_eq!(
         (report.segments, report.checkpointed_seq),

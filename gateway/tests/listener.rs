@@ -37,26 +37,7 @@ fn enough_descriptors(needed: u64) -> bool {
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 }
 }
 
-/// Says the test is skipped, on stderr and in the file `scripts/test`
-/// counts skips from (as `cubicle_tests::skip` does; this crate cannot
-/// depend on the test harness).
-fn skip(reason: &str) {
-    use std::io::Write;
-    let line = format!(
-        "cubicle-skip: {}: {reason}\n",
-        std::thread::current().name().unwrap_or("listener")
-    );
-    eprint!("{line}");
-    if let Some(path) = std::env::var_os("CUBICLE_SKIP_LOG") {
-        let mut log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .expect("the skip log opens");
-        log.write_all(line.as_bytes())
-            .expect("the skip log takes a line");
-    }
-}
+use cubicle_skip::skip;
 
 /// Sends `GET path` on a new connection and returns the stream.
 async fn ask(addr: std::net::SocketAddr, path: &str) -> TcpStream {

@@ -12,8 +12,12 @@
 //! Then every checkpoint's signature must hold under the key, and the
 //! chain must have the signed hash at the signed seq: a chain re-hashed
 //! without the key fails here, and so does one cut short before a signed
-//! head. Last, every segment a record names must be in the bundle with the
-//! recorded SHA-256.
+//! head. The last record must be covered by a valid checkpoint: every
+//! export signs its head first, so an unsigned tail is what a forger who
+//! re-hashed the chain and dropped the checkpoints leaves behind (without
+//! this rule such a bundle verified, with only a note). A chain read live,
+//! between two checkpoints, may pass [`Tail::MayBeUnsigned`]. Last, every
+//! segment a record names must be in the bundle with the recorded SHA-256.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,9 +92,19 @@ struct Seen {
     line: usize,
 }
 
+/// Whether records after the last valid checkpoint fail verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// They fail: the last record must be signed (every export is).
+    Signed,
+    /// They are noted, not failed: a live chain between two checkpoints
+    /// (`cubicle audit verify --allow-unsigned-tail`).
+    MayBeUnsigned,
+}
+
 /// Verifies `bundle`; `pinned` is the public key the auditor trusts (hex),
 /// else the bundle's own key is used (and the report says so).
-pub fn verify(bundle: &Bundle, pinned: Option<&str>) -> Report {
+pub fn verify(bundle: &Bundle, pinned: Option<&str>, tail: Tail) -> Report {
     let chain = bundle.manifest.chain.clone();
     let mut report = Report {
         chain: chain.clone(),
@@ -107,15 +121,44 @@ pub fn verify(bundle: &Bundle, pinned: Option<&str>) -> Report {
     // The first bad record first; findings about the bundle as a whole last.
     failures.sort_by_key(|f| f.seq.unwrap_or(u64::MAX));
     report.failures.extend(failures);
-    if report.last_seq > report.checkpointed_seq && report.ok() {
-        report.warnings.push(format!(
-            "records {}..={} are after the last checkpoint: their content is chained, but had \
-             they been cut off the bundle would look the same",
-            report.checkpointed_seq + 1,
-            report.last_seq
-        ));
-    }
+    check_tail(tail, &mut report);
     report
+}
+
+/// The last record must be under a valid checkpoint (or, for a live chain,
+/// the unsigned records are named in a note).
+fn check_tail(tail: Tail, report: &mut Report) {
+    if report.records == 0 && report.checkpoints == 0 {
+        report.failures.push(Finding {
+            seq: None,
+            line: None,
+            message: "the bundle holds no record and no checkpoint: nothing in it is signed, \
+                      so there is nothing to verify (an export always holds the chain's records \
+                      and a checkpoint over its head)"
+                .into(),
+        });
+        return;
+    }
+    if report.last_seq <= report.checkpointed_seq || !report.ok() {
+        return;
+    }
+    let (first, last) = (report.checkpointed_seq + 1, report.last_seq);
+    match tail {
+        Tail::MayBeUnsigned => report.warnings.push(format!(
+            "records {first}..={last} are after the last checkpoint: their content is chained, \
+             but had they been cut off the bundle would look the same"
+        )),
+        Tail::Signed => report.failures.push(Finding {
+            seq: Some(first),
+            line: None,
+            message: format!(
+                "records {first}..={last} are not covered by any valid checkpoint: every export \
+                 signs its last record, so these were added, or re-hashed with the checkpoints \
+                 removed, by someone without the key (for a chain read live between two \
+                 checkpoints, pass --allow-unsigned-tail)"
+            ),
+        }),
+    }
 }
 
 fn resolve_key(bundle: &Bundle, pinned: Option<&str>, report: &mut Report) -> Option<VerifyingKey> {

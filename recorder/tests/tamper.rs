@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use cubicle_recorder::audit_chain::{self, Hash, Record, SEGMENT_KIND, export_line};
 use cubicle_recorder::bundle::{Bundle, BundleWriter, Manifest, digest_reader};
 use cubicle_recorder::checkpoint::{AuditKey, Checkpoint};
-use cubicle_recorder::verify::{Report, verify};
+use cubicle_recorder::verify::{Report, Tail, verify};
 use serde_json::{Value, json};
 
 const CHAIN: &str = "ws-0123456789ab";
@@ -122,6 +122,7 @@ impl Made {
         verify(
             &Bundle::open(&self.unpacked()).unwrap(),
             Some(&self.key.public_hex()),
+            Tail::Signed,
         )
     }
 
@@ -154,6 +155,7 @@ fn an_untouched_bundle_verifies_as_tar_and_as_folder() {
         let report = verify(
             &Bundle::open(&bundle).unwrap(),
             Some(&made.key.public_hex()),
+            Tail::Signed,
         );
         assert!(report.ok(), "{report:#?}");
         assert_eq!(report.records, RECORDS);
@@ -163,7 +165,7 @@ fn an_untouched_bundle_verifies_as_tar_and_as_folder() {
         assert!(report.warnings.is_empty(), "{report:#?}");
     }
     // Without --key the bundle's own key is used, and the report says so.
-    let report = verify(&Bundle::open(&made.tar()).unwrap(), None);
+    let report = verify(&Bundle::open(&made.tar()).unwrap(), None, Tail::Signed);
     assert!(report.ok() && !report.key_pinned);
 }
 
@@ -206,6 +208,7 @@ fn a_flipped_byte_in_the_tar_is_found() {
     let report = verify(
         &Bundle::open(&made.tar()).unwrap(),
         Some(&made.key.public_hex()),
+        Tail::Signed,
     );
     fails_at(&report, 17, "altered");
 }
@@ -379,7 +382,11 @@ fn a_segment_removed_by_retention_is_a_note_only_when_the_chain_says_so() {
     .unwrap()
     .finish()
     .unwrap();
-    let report = verify(&Bundle::open(&path).unwrap(), Some(&key.public_hex()));
+    let report = verify(
+        &Bundle::open(&path).unwrap(),
+        Some(&key.public_hex()),
+        Tail::Signed,
+    );
     assert!(report.ok(), "{report:#?}");
     assert!(report.warnings[0].contains("retention"), "{report:#?}");
     // Without the expire record, the same missing file fails.
@@ -395,31 +402,90 @@ fn a_segment_removed_by_retention_is_a_note_only_when_the_chain_says_so() {
     .unwrap()
     .finish()
     .unwrap();
-    let report = verify(&Bundle::open(&path).unwrap(), Some(&key.public_hex()));
+    let report = verify(
+        &Bundle::open(&path).unwrap(),
+        Some(&key.public_hex()),
+        Tail::Signed,
+    );
     fails_at(&report, 1, "missing");
 }
 
 #[test]
-fn records_after_the_last_checkpoint_verify_with_a_note_that_they_are_unsigned() {
-    // The daemon signs every 100 records or 10 s: the newest records of a
-    // bundle read back from a database (not an export) may have no
-    // checkpoint yet. Here: the last checkpoint (seq 30) is not there.
+fn records_after_the_last_checkpoint_fail_unless_the_tail_may_be_unsigned() {
+    // Every export signs its head, so a bundle whose newest records no
+    // checkpoint covers was extended (or re-hashed and stripped) by someone
+    // without the key. Here: the last checkpoint (seq 30) is not there.
     let made = made();
     let path = made.unpacked().join("checkpoints.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let kept: Vec<&str> = text.lines().take(2).collect();
     std::fs::write(&path, kept.join("\n") + "\n").unwrap();
     let report = made.verify_dir();
-    assert!(
-        report.ok(),
-        "chained but unsigned is not a failure: {report:#?}"
+    fails_at(
+        &report,
+        21,
+        "records 21..=30 are not covered by any valid checkpoint",
     );
     assert_eq!(report.checkpointed_seq, 20);
+    // A chain read live between two checkpoints: a note, not a failure.
+    let report = verify(
+        &Bundle::open(&made.unpacked()).unwrap(),
+        Some(&made.key.public_hex()),
+        Tail::MayBeUnsigned,
+    );
+    assert!(report.ok(), "{report:#?}");
     assert!(
         report
             .warnings
             .iter()
             .any(|w| w.contains("records 21..=30 are after the last checkpoint")),
         "no note about the unsigned records: {report:#?}"
+    );
+}
+
+/// The outside attack: a record altered, the whole chain re-hashed, every
+/// checkpoint removed; it verified (a note, exit 0) with the key pinned.
+#[test]
+fn a_re_hashed_bundle_with_every_checkpoint_removed_fails() {
+    let made = made();
+    let mut prev: Hash = audit_chain::genesis(CHAIN);
+    let mut forged = Vec::new();
+    for line in &made.lines {
+        let value: Value = serde_json::from_str(line).unwrap();
+        let mut record: Record = serde_json::from_value(value["record"].clone()).unwrap();
+        if record.seq == 5 {
+            record.detail["coordinate"] = json!([1, 1]);
+        }
+        let seq = record.seq;
+        let sealed = record.seal(seq, &prev).unwrap();
+        prev = sealed.hash;
+        forged.push(export_line(&sealed.hash, &sealed.bytes));
+    }
+    made.write_events(&forged);
+    std::fs::write(made.unpacked().join("checkpoints.jsonl"), "").unwrap();
+    let report = made.verify_dir();
+    fails_at(
+        &report,
+        1,
+        "records 1..=30 are not covered by any valid checkpoint",
+    );
+    // The same with only the first records kept (and the video they do
+    // not seal removed): still unsigned.
+    for segment in ["segments/seg-0009.mp4", "segments/seg-0021.mp4"] {
+        std::fs::remove_file(made.unpacked().join(segment)).unwrap();
+    }
+    made.write_events(&forged[..3]);
+    fails_at(&made.verify_dir(), 1, "not covered by any valid checkpoint");
+    // And with no record at all there is nothing signed to vouch for.
+    made.write_events(&[]);
+    let report = made.verify_dir();
+    assert!(!report.ok(), "{report:#?}");
+    assert!(
+        report
+            .first_failure()
+            .unwrap()
+            .message
+            .contains("no record and no checkpoint"),
+        "{report:#?}"
     );
 }

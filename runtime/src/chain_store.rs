@@ -240,7 +240,11 @@ mod tests {
                     .unwrap(),
                 segments: Default::default(),
             };
-            let report = cubicle_recorder::verify::verify(&bundle, Some(&key.public_hex()));
+            let report = cubicle_recorder::verify::verify(
+                &bundle,
+                Some(&key.public_hex()),
+                cubicle_recorder::verify::Tail::Signed,
+            );
             assert!(report.ok(), "{report:#?}");
             assert_eq!((report.records, report.checkpointed_seq), (20, 20));
         }

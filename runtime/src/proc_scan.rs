@@ -23,9 +23,32 @@ pub fn real_uid(pid: i32) -> Option<u32> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Whether `pid` exists and is not a zombie.
+/// Whether `pid` exists and any of its threads is not a zombie.
+///
+/// The process's own state is its first thread's: a process whose first
+/// thread ended (`SYS_exit` from `main`, `pthread_exit`) shows `Z` while its
+/// other threads run on. Judged by the process state alone, such a
+/// process looked dead and was never killed: a workspace was deleted with
+/// it still running.
 pub fn is_alive(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    if thread_alive(&format!("/proc/{pid}/stat")) {
+        return true;
+    }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(Result::ok).any(|task| {
+        thread_alive(&format!(
+            "/proc/{pid}/task/{}/stat",
+            task.file_name().to_string_lossy()
+        ))
+    })
+}
+
+/// Whether the thread whose `stat` file is at `path` exists and is not a
+/// zombie.
+fn thread_alive(path: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(path) else {
         return false;
     };
     // The state letter follows the command name, which ends at the last ')'.
@@ -104,6 +127,38 @@ pub async fn end_uid(uid: u32, grace: Duration) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process whose first thread ended while another runs on: alive,
+    /// though its own state says zombie.
+    #[test]
+    fn a_process_whose_first_thread_ended_is_alive_until_killed() {
+        let script = "import threading, time, ctypes, sys\n\
+                      threading.Thread(target=time.sleep, args=(60,)).start()\n\
+                      print('ready', flush=True)\n\
+                      ctypes.CDLL(None).syscall(60, 0)\n";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "ready\n");
+        // Wait for the first thread to be gone (its state turns Z).
+        while thread_alive(&format!("/proc/{pid}/stat")) {
+            std::thread::yield_now();
+        }
+        assert!(is_alive(pid), "the second thread still runs");
+        // SAFETY: our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+    }
 
     #[test]
     fn a_process_descends_from_its_ancestors_only() {

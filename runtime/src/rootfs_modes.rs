@@ -148,8 +148,7 @@ mod tests {
     fn writable_setid_and_foreign_entries_become_roots_and_are_recorded() {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: needs root to chown");
-            return;
+            return cubicle_skip::skip("needs root to chown");
         }
         let image = tempfile::tempdir().unwrap();
         let rootfs = image.path().join("rootfs");

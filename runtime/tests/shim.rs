@@ -3,7 +3,7 @@
 //! second watcher as a restarted daemon, a killed shim, and a socket that is
 //! not the shim's.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
@@ -31,20 +31,7 @@ fn not_root() -> bool {
     if unsafe { libc::geteuid() } == 0 {
         return false;
     }
-    let line = format!(
-        "cubicle-skip: {}: the shim is root's (run as root)\n",
-        std::thread::current().name().unwrap_or("shim")
-    );
-    eprint!("{line}");
-    if let Some(path) = std::env::var_os("CUBICLE_SKIP_LOG") {
-        let mut log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .expect("the skip log opens");
-        log.write_all(line.as_bytes())
-            .expect("the skip log takes a line");
-    }
+    cubicle_skip::skip("the shim is root's (run as root)");
     true
 }
 

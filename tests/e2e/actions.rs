@@ -339,8 +339,10 @@ async fn clicks_land_where_the_agent_points() {
 /// Re-evaluates `expression` until `done` holds (input reaches the page
 /// asynchronously), returning the last value as a string.
 async fn wait_for(page: &mut Page, expression: &str, done: impl Fn(&str) -> bool) -> String {
+    // A deadline for a page that never gets there, generous for a loaded
+    // host: a passing wait ends as soon as the condition holds.
     let mut last = String::new();
-    for _ in 0..50 {
+    for _ in 0..300 {
         let value = page.eval(expression).await.unwrap();
         last = value
             .as_str()
@@ -863,13 +865,18 @@ async fn openai_actions_and_every_button_do_what_they_say() {
     // (the page sees the bend at the middle one: among the raw pointer
     // moves, as Chromium merges mousemoves within a frame), and the text
     // between the ends is selected.
+    // The click away must have reached the page before the log is reset
+    // (under load its mouseup came after a fixed wait, and the drag's log
+    // then began with it).
+    page.eval(reset).await.unwrap();
     ok(
         &daemon,
         &id,
         json!({"type": "click", "x": ox + 600, "y": oy + 600}),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let clicked = page_log(&mut page, |l| l.contains("mouseup")).await;
+    assert!(clicked.contains("mouseup"), "the click away: {clicked}");
     page.eval(reset).await.unwrap();
     let para_y = oy + 432;
     ok(

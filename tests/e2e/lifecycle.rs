@@ -223,3 +223,67 @@ async fn stop_keeps_the_home_and_start_brings_it_back_with_who_and_when_in_the_l
     let (status, body) = call(&daemon, &agent.secret, Method::GET, "/v1/events").await;
     assert_eq!(status, 403, "{body}");
 }
+
+/// The outside attack: DELETE answered 204 while a process of the
+/// workspace's uid ran on. The process here ends its first thread and runs
+/// on in a second one, so it looks like a zombie to a scan of process
+/// states; the answer must come only once nothing of the workspace runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_answers_only_when_no_thread_of_the_workspace_runs() {
+    // `_data` keeps the data directory (and the workspace's home) alive.
+    let Desk {
+        daemon,
+        id,
+        agent,
+        _data,
+        ..
+    } = desk().await;
+    let (status, ws) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{ws}");
+    let uid = u32::try_from(ws["host_uid"].as_u64().unwrap()).unwrap();
+    // It ignores SIGTERM too, so only SIGKILL ends it.
+    let script = "import threading, time, ctypes, signal\n\
+                  signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+                  threading.Thread(target=time.sleep, args=(600,)).start()\n\
+                  open('/home/user/survivor', 'w').close()\n\
+                  ctypes.CDLL(None).syscall(60, 0)\n";
+    let command = format!(
+        "cd /home/user && setsid python3 -c {} >/dev/null 2>&1 </dev/null & \
+         for i in $(seq 200); do test -e /home/user/survivor && break; sleep 0.05; done; \
+         test -e /home/user/survivor && echo started",
+        shell_quote(script)
+    );
+    let (status, out) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(&json!({ "command": command }).to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["stdout"], "started\n", "{out}");
+    let (status, body) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::DELETE,
+            &format!("/v1/workspaces/{id}"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 204, "{body}");
+    let running = procs::running_threads_of_workspace(uid);
+    assert!(
+        running.is_empty(),
+        "DELETE answered with threads of the workspace running: {running:?}"
+    );
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}

@@ -37,6 +37,7 @@ mod operator;
 mod pause;
 mod policy_file_errors;
 mod pool;
+mod readme;
 mod recording_frames;
 mod replay;
 mod request_ids;

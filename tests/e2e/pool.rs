@@ -79,7 +79,10 @@ async fn a_plain_create_is_served_from_the_warm_pool_which_refills() {
         .await
         .unwrap();
     assert_eq!(status, 200, "{out}");
-    assert!(out["stdout"].as_str().unwrap().ends_with("ok\n"), "{out}");
+    assert_eq!(
+        out["stdout"], "0\nok\n",
+        "the pooled home's Downloads is not empty: {out}"
+    );
     // The create event says where it came from.
     let (_, events) = daemon
         .call(Method::GET, &format!("/v1/events?workspace={id}"), None)

@@ -67,3 +67,23 @@ pub async fn wait_gone(uid: u32, limit: std::time::Duration) -> Vec<i32> {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Threads of the workspace whose record says `host_uid` that still run
+/// (not zombies), as `pid/tid`. A process whose first thread ended shows
+/// as a zombie while its other threads run, so every thread is looked at.
+pub fn running_threads_of_workspace(host_uid: u32) -> Vec<String> {
+    of_workspace(host_uid)
+        .into_iter()
+        .flat_map(|pid| {
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map(|dir| dir.filter_map(Result::ok).collect::<Vec<_>>())
+                .unwrap_or_default();
+            tasks.into_iter().filter_map(move |task| {
+                let tid = task.file_name().to_string_lossy().into_owned();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+                let state = stat.rsplit_once(')')?.1.trim().chars().next()?;
+                (state != 'Z' && state != 'X').then(|| format!("{pid}/{tid}"))
+            })
+        })
+        .collect()
+}

@@ -116,7 +116,12 @@ impl Replay {
         let key = self.key.public_hex();
         let report = tokio::task::spawn_blocking(move || -> Result<Report, ExportError> {
             let bundle = bundle::Bundle::from_tar(std::io::BufReader::new(file))?;
-            Ok(cubicle_recorder::verify::verify(&bundle, Some(&key)))
+            // The head was signed just above, so nothing may be unsigned.
+            Ok(cubicle_recorder::verify::verify(
+                &bundle,
+                Some(&key),
+                cubicle_recorder::verify::Tail::Signed,
+            ))
         })
         .await??;
         Ok(report)

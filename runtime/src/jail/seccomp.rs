@@ -74,6 +74,9 @@ const DENIED: &[i64] = &[
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
+    // Rewrites the process's segment table: only 16-bit and Wine-like
+    // code needs it, and it has been a source of kernel bugs.
+    libc::SYS_modify_ldt,
 ];
 
 /// The filter as the bytes bubblewrap reads from `--seccomp FD`.
@@ -108,6 +111,7 @@ pub fn jail_filter_bytes() -> Result<Vec<u8>, SeccompError> {
         libc::SYS_unshare,
         vec![SeccompRule::new(vec![not_only_net])?],
     );
+    rules.insert(libc::SYS_personality, vec![unusual_personality()?]);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -126,6 +130,21 @@ pub fn jail_filter_bytes() -> Result<Vec<u8>, SeccompError> {
             raw
         })
         .collect())
+}
+
+/// The personalities a desktop may ask for: Linux itself, 32-bit
+/// `uname`, the 2.6 `uname` some old tools want, both, and the query
+/// (`0xffffffff`). Anything else (`READ_IMPLIES_EXEC`, which makes every
+/// readable mapping executable, `ADDR_NO_RANDOMIZE`, which turns ASLR off
+/// for what the process runs next) is refused: a rule matches when the
+/// argument is none of them.
+fn unusual_personality() -> Result<SeccompRule, SeccompError> {
+    const ALLOWED: [u64; 5] = [0, 0x0008, 0x0002_0000, 0x0002_0008, 0xffff_ffff];
+    let conditions = ALLOWED
+        .iter()
+        .map(|&p| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SeccompRule::new(conditions)?)
 }
 
 #[cfg(test)]
@@ -409,6 +428,40 @@ mod tests {
         libc::c_long::from(unsafe {
             libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr())
         })
+    }
+
+    fn read_implies_exec() -> libc::c_long {
+        // SAFETY: changes only this test child's personality.
+        libc::c_long::from(unsafe { libc::personality(0x0040_0000) })
+    }
+    fn no_randomize() -> libc::c_long {
+        // SAFETY: as above (ADDR_NO_RANDOMIZE).
+        libc::c_long::from(unsafe { libc::personality(0x0004_0000) })
+    }
+    fn personality_query() -> libc::c_long {
+        // SAFETY: 0xffffffff only reads the personality.
+        libc::c_long::from(unsafe { libc::personality(0xffff_ffff) })
+    }
+    fn modify_ldt_read() -> libc::c_long {
+        let mut table = [0u8; 64];
+        // SAFETY: func 0 reads at most `table.len()` bytes into it.
+        unsafe { libc::syscall(libc::SYS_modify_ldt, 0, table.as_mut_ptr(), table.len()) }
+    }
+
+    /// Calls the kernel allows any process (so the control succeeds) that
+    /// the jail refuses.
+    #[test]
+    fn unusual_personalities_and_the_segment_table_are_refused() {
+        let calls: [Call; 3] = [
+            ("personality(READ_IMPLIES_EXEC)", read_implies_exec),
+            ("personality(ADDR_NO_RANDOMIZE)", no_randomize),
+            ("modify_ldt", modify_ldt_read),
+        ];
+        for (name, call) in calls {
+            assert_eq!(in_child(false, call), Ok(()), "control: unfiltered {name}");
+            assert_eq!(in_child(true, call), Err(libc::EPERM), "{name}");
+        }
+        assert_eq!(in_child(true, personality_query), Ok(()), "the query");
     }
 
     #[test]

@@ -153,8 +153,7 @@ mod tests {
     fn the_namespace_maps_two_ids_and_allows_no_other() {
         // SAFETY: getuid has no preconditions and cannot fail.
         if unsafe { libc::getuid() } != 0 {
-            eprintln!("SKIPPED: needs root to map two uids");
-            return;
+            return cubicle_skip::skip("needs root to map two uids");
         }
         let spec = spec(1_799_100);
         let ns = create(&spec).unwrap();

@@ -335,8 +335,7 @@ mod tests {
     async fn a_full_disk_refuses_the_download_and_keeps_nothing() {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: needs root to mount a small tmpfs");
-            return;
+            return cubicle_skip::skip("needs root to mount a small tmpfs");
         }
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");

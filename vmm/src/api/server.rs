@@ -104,9 +104,26 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// Binds `socket` so that it appears only once it listens: a client that
+/// waits for the path and connects (every client of this API does) would
+/// otherwise land between `bind` and `listen` and be refused. The socket is
+/// made under a temporary name in the same directory and hard-linked into
+/// place, which, unlike a rename, fails on an existing file (a stale socket
+/// is the caller's to remove, as the error says).
+fn bind_listening(socket: &Path) -> std::io::Result<UnixListener> {
+    let mut name = socket.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".binding-{}", std::process::id()));
+    let temporary = socket.with_file_name(name);
+    let _ = std::fs::remove_file(&temporary);
+    let listener = UnixListener::bind(&temporary)?;
+    let linked = std::fs::hard_link(&temporary, socket);
+    let _ = std::fs::remove_file(&temporary);
+    linked.map(|()| listener)
+}
+
 impl Server {
     fn bind(socket: &Path, config: Option<VmConfig>, seccomp: bool) -> Result<Server, ApiError> {
-        let listener = UnixListener::bind(socket).map_err(|source| ApiError::Bind {
+        let listener = bind_listening(socket).map_err(|source| ApiError::Bind {
             path: socket.into(),
             source,
         })?;
@@ -291,5 +308,37 @@ impl Server {
             Ok(body) => (200, body),
             Err(e) => error(500, "metrics_failed", e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_socket_appears_listening_and_never_replaces_a_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let socket = dir.path().join("api.sock");
+        // Watch for the path from another thread, as a client does, and
+        // connect the moment it shows: it must already listen.
+        let watched = socket.clone();
+        let client = std::thread::spawn(move || {
+            while !watched.exists() {
+                std::hint::spin_loop();
+            }
+            std::os::unix::net::UnixStream::connect(&watched)
+        });
+        let listener = bind_listening(&socket).expect("binds");
+        assert!(client.join().expect("no panic").is_ok(), "connect refused");
+        drop(listener);
+        // The socket is still there (the daemon's SocketFile removes it):
+        // a second bind is refused, and leaves no temporary name behind.
+        let err = bind_listening(&socket).expect_err("an existing file is kept");
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("lists")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("api.sock")]);
     }
 }

@@ -49,57 +49,13 @@ pub fn kvm_available() -> bool {
         .is_ok()
 }
 
-/// Set to `1` (CI on a KVM host) to make "no usable KVM" a failure
-/// instead of a skip.
-pub const REQUIRE_KVM_ENV: &str = "CUBICLE_REQUIRE_KVM";
-
-/// Whether this run demands KVM ([`REQUIRE_KVM_ENV`]).
-pub fn kvm_required() -> bool {
-    std::env::var_os(REQUIRE_KVM_ENV).is_some_and(|v| v == "1")
-}
-
-/// Reports the running test as skipped, by the protocol of
-/// `cubicle_tests::skip` (this crate does not depend on the test harness:
-/// the VMM knows nothing of workspaces): one line
-/// `cubicle-skip: <test>: <reason>` on the real stderr and appended to the
-/// file `CUBICLE_SKIP_LOG` names, which `scripts/test` counts as skipped
-/// instead of passed. Call it and return.
-pub fn skip(reason: &str) {
-    use std::io::Write;
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or("an unnamed test");
-    let line = format!("cubicle-skip: {test}: {reason}\n");
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
-    let Some(path) = std::env::var_os("CUBICLE_SKIP_LOG") else {
-        return;
-    };
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut log| log.write_all(line.as_bytes()));
-    // A skip that is not counted would show as a pass: fail loudly instead.
-    if let Err(err) = written {
-        panic!(
-            "cannot append to the skip log {} (CUBICLE_SKIP_LOG): {err}",
-            Path::new(&path).display()
-        );
-    }
-}
+// Each test binary includes this module and uses a part of it.
+#[allow(unused_imports)]
+pub use cubicle_skip::{kvm_required, skip, skip_without_kvm};
 
 /// Why this host cannot run the test guests on KVM, if it cannot.
 pub fn no_kvm() -> Option<&'static str> {
     (!kvm_available()).then_some("/dev/kvm is not usable here (missing, or no permission)")
-}
-
-/// [`skip`] for a test that needs KVM this host lacks; where
-/// [`kvm_required`] it fails the test instead.
-pub fn skip_without_kvm(reason: &str) {
-    assert!(
-        !kvm_required(),
-        "{REQUIRE_KVM_ENV}=1, but this host cannot run the test: {reason}"
-    );
-    skip(reason);
 }
 
 /// Returns from the calling test as skipped (or fails it, see

@@ -238,8 +238,7 @@ mod tests {
     async fn a_port_in_the_browser_namespace_is_absent_outside() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: needs CAP_SYS_ADMIN to make a network namespace");
-            return;
+            return cubicle_skip::skip("needs CAP_SYS_ADMIN to make a network namespace");
         }
         let net = BrowserNet::create().unwrap();
         let listener = net.listen(0).await.unwrap();
