@@ -50,6 +50,8 @@ async fn world() -> World {
         &[
             "--egress-extra-ca",
             ca.to_str().unwrap(),
+            // The origins run on the host's loopback.
+            "--egress-allow-host-services",
             "--egress-test-hosts",
             hosts.to_str().unwrap(),
         ],
