@@ -95,6 +95,8 @@ async fn main() -> anyhow::Result<()> {
         &[
             "--egress-extra-ca",
             ca.to_str().unwrap_or_default(),
+            // The origins run on the host's loopback.
+            "--egress-allow-host-services",
             "--egress-test-hosts",
             hosts.to_str().unwrap_or_default(),
             "--quarantine-max-mb",

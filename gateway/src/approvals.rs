@@ -56,6 +56,17 @@ impl ApprovalState {
     }
 }
 
+/// How far an approval reaches, as the operator chose it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The held operation (connection), once.
+    Once,
+    /// Egress only: this connection, and the destination added to the
+    /// workspace's allowlist for the workspace's lifetime.
+    Workspace,
+}
+
 /// One held operation.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Approval {
@@ -84,6 +95,10 @@ pub struct Approval {
     pub decided_at: Option<i64>,
     /// The operator's reason (or why it expired).
     pub decision_reason: Option<String>,
+    /// How far an approve reaches (`once` unless the operator chose
+    /// `workspace` for an egress destination).
+    #[serde(default)]
+    pub scope: Option<Scope>,
     /// Whether the approved operation already ran.
     pub used: bool,
     /// Whether a screenshot was taken when it was asked.
@@ -333,6 +348,7 @@ impl Approvals {
             decided_by: None,
             decided_at: None,
             decision_reason: None,
+            scope: None,
             used: false,
             has_screenshot: false,
         };
@@ -397,6 +413,18 @@ impl Approvals {
         by: Option<Actor>,
         reason: String,
     ) -> Result<Approval, ApprovalError> {
+        self.decide_scoped(id, state, by, reason, None)
+    }
+
+    /// [`Approvals::decide`] with how far an approve reaches.
+    pub fn decide_scoped(
+        &self,
+        id: &str,
+        state: ApprovalState,
+        by: Option<Actor>,
+        reason: String,
+        scope: Option<Scope>,
+    ) -> Result<Approval, ApprovalError> {
         let record = {
             let mut entries = self.lock();
             let entry = entries
@@ -412,6 +440,7 @@ impl Approvals {
             entry.record.decided_by = by;
             entry.record.decided_at = Some(now_ms());
             entry.record.decision_reason = Some(reason);
+            entry.record.scope = scope;
             entry.state.send_replace(state);
             entry.record.clone()
         };

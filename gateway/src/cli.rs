@@ -227,6 +227,12 @@ struct ServeArgs {
     /// (`name=ip,...;ip,...` per line, successive answers split by `;`).
     #[arg(long, hide = true)]
     egress_test_hosts: Option<PathBuf>,
+    /// UNSAFE, for tests only: let egress rules open the host's own
+    /// services (its loopback and its own addresses), where the test
+    /// origins run. Without it no rule reaches them, whatever it says; the
+    /// daemon's own listening port stays closed even with it.
+    #[arg(long)]
+    egress_allow_host_services: bool,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -419,7 +425,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.uid_base
         );
     }
-    let egress = open_egress(&args, &store, &image)?;
+    let policies = cubicle_policy::PolicySet::load_dir(&args.policy_dir)?;
+    let gates = std::sync::Arc::new(cubicle_gateway::ops::gates::Gates::new(
+        policies,
+        &args.default_policy,
+    )?);
+    let egress = open_egress(&args, &store, &image, gates.clone())?;
     let backend = choose_backend(&args, host, &image, &guest, &shim, egress.trust_dir.clone())?;
     say(&format!("backend: {}", backend.name()));
     let config = ManagerConfig {
@@ -430,8 +441,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let manager = Manager::new(store.clone(), backend, config);
     manager.set_default_time_limits(default_time_limits(&args));
     let replay = open_replay(&args, &store)?;
-    let policies = cubicle_policy::PolicySet::load_dir(&args.policy_dir)?;
-    let gates = cubicle_gateway::ops::gates::Gates::new(policies, &args.default_policy)?;
     // Held operations outlive a restart, as workspaces do.
     let kept = gates.approvals.load(&store).await?;
     if kept > 0 {
@@ -456,7 +465,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         revocations: Default::default(),
         replay: replay.clone(),
         egress: std::sync::Arc::new(egress.hub),
-        gates: std::sync::Arc::new(gates),
+        gates,
     };
     // Who held each workspace's control when the last daemon went.
     let live: std::collections::HashSet<String> =
@@ -492,6 +501,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     let stop_sealing = tokio_util::sync::CancellationToken::new();
     let sealer = tokio::spawn(replay.clone().run_checkpoints(stop_sealing.clone()));
+    // Bound before any proxy runs, so that no rule ever reaches it.
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    egress.walls.add_listener(listener.local_addr()?);
     replay.resume(&state).await;
     state.egress.resume(&state).await;
     let retention = tokio::spawn(cubicle_gateway::replay::retention::run(
@@ -504,9 +518,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         lifecycle,
         stop_following.clone(),
     ));
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
     // Made only once everything else started: a first start that fails
     // (a bad policy file, a port in use) would otherwise print the token
     // nobody sees again, and the next start would not print one.
@@ -574,6 +585,7 @@ fn open_egress(
     args: &ServeArgs,
     store: &Store,
     image: &cubicle_runtime::image::Image,
+    gates: std::sync::Arc<cubicle_gateway::ops::gates::Gates>,
 ) -> anyhow::Result<cubicle_gateway::ops::egress::Opened> {
     use cubicle_gateway::ops::egress::{self, EgressConfig, EgressDefault};
     let bundle = image.rootfs.join("etc/ssl/certs/ca-certificates.crt");
@@ -586,8 +598,14 @@ fn open_egress(
         rules_dir: args.quarantine_rules.clone(),
         image_bundle: bundle.exists().then_some(bundle),
         test_hosts: args.egress_test_hosts.clone(),
+        allow_host_services: args.egress_allow_host_services,
     };
-    let opened = egress::open(&config, store.clone()).map_err(anyhow::Error::msg)?;
+    let opened = egress::open(&config, store.clone(), gates).map_err(anyhow::Error::msg)?;
+    if config.allow_host_services {
+        say(
+            "egress: UNSAFE --egress-allow-host-services: rules may reach this host's own services (tests only); the gateway's port stays closed",
+        );
+    }
     say(&format!(
         "egress: default {}, TLS interception {}, {} YARA rules, downloads up to {} MiB",
         args.egress_default,

@@ -314,7 +314,7 @@ impl Modify for BearerAuth {
         crate::wire::workspace::CreateWorkspace, crate::wire::workspace::WorkspaceView,
         crate::wire::workspace::WorkspaceList, crate::wire::exec::ExecBody,
         crate::wire::exec::ExecResult, crate::wire::token::NewToken,
-        crate::wire::approval::Decide, crate::wire::approval::SetPolicy,
+        crate::wire::approval::Decide, crate::approvals::Scope, crate::wire::approval::SetPolicy,
         crate::wire::download::DownloadView, crate::wire::download::DownloadList,
         crate::wire::download::Decision, crate::wire::egress::EgressBody,
         crate::wire::egress::EgressView,

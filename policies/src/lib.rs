@@ -132,6 +132,21 @@ impl Policy {
         }
     }
 
+    /// The first rule that matches, if one does (the default not taken):
+    /// how egress asks, since a policy's `default` does not decide egress
+    /// (the allowlist does; see the egress section of `default.toml`).
+    pub fn rule_for(&self, subject: &Subject, context: &Context<'_>) -> Option<Outcome> {
+        self.rules
+            .iter()
+            .find(|r| r.matches(subject, context))
+            .map(|rule| Outcome {
+                decision: rule.decision,
+                reason: rule.reason.clone(),
+                rule: format!("{}#{}", self.name, rule.id),
+                timeout: rule.timeout,
+            })
+    }
+
     /// Whether any screen-action rule looks at the browser, so the gateway
     /// reads the browser's context only when a rule would use it.
     pub fn needs_browser(&self) -> bool {

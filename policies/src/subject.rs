@@ -31,7 +31,10 @@ pub enum Kind {
     /// Letting a quarantined download into the workspace.
     #[serde(rename = "download.release")]
     DownloadRelease,
-    /// A connection to a host the egress allowlist does not name.
+    /// A new destination of the egress proxy (host and port). Joined with
+    /// the workspace's allowlist: a `deny` here wins over it, a `confirm`
+    /// or `allow` decides what it does not name; the policy's `default`
+    /// never decides egress.
     #[serde(rename = "egress")]
     Egress,
 }
@@ -254,6 +257,30 @@ fn normalize_combo(combo: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The policy's `default` never decides egress: `rule_for` answers
+    /// only when an egress rule matches, so the shipped policies leave
+    /// egress to the allowlist, except the metadata names they deny.
+    #[test]
+    fn shipped_policies_leave_egress_to_the_allowlist_but_deny_metadata_names() {
+        let set = crate::PolicySet::shipped().unwrap();
+        for name in ["default", "strict", "open"] {
+            let policy = set.get(name).unwrap();
+            let ask = |host: &str| {
+                let subject = Subject::Egress {
+                    host: host.into(),
+                    port: 443,
+                };
+                policy.rule_for(&subject, &Context::default())
+            };
+            assert!(ask("example.org").is_none(), "{name}");
+            if name != "open" {
+                let metadata = ask("metadata.google.internal").expect("a rule");
+                assert_eq!(metadata.decision, crate::Decision::Deny, "{name}");
+                assert_eq!(metadata.rule, format!("{name}#egress-metadata-names"));
+            }
+        }
+    }
 
     #[test]
     fn keys_have_one_spelling() {

@@ -28,6 +28,8 @@ async fn no_intercept_tunnels_tls_untouched_and_sees_no_url() {
             "--egress-no-intercept",
             "--egress-extra-ca",
             ca.to_str().unwrap(),
+            // The origins run on the host's loopback.
+            "--egress-allow-host-services",
             "--egress-test-hosts",
             hosts.to_str().unwrap(),
         ],

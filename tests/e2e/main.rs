@@ -19,6 +19,7 @@ mod control_attacks;
 mod doors;
 mod egress;
 mod egress_no_intercept;
+mod egress_policy;
 mod exec_files;
 mod first_light;
 mod first_start;

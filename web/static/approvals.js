@@ -1,7 +1,8 @@
 // The approvals panel of the operator page: operations a policy held for a
 // person, live from the gateway's Server-Sent Events stream. Each card shows
 // the workspace, the exact action and its context (browser tab and focused
-// field), who asked and why it was held, the screenshot taken when it was
+// field; for a new egress destination, its host, port and the page that
+// asked, with Allow once / Allow for this workspace / Deny), who asked and why it was held, the screenshot taken when it was
 // asked, and Approve / Deny with a reason. A notice comes with each new one:
 // the count in the tab title and a badge in the header.
 //
@@ -53,12 +54,24 @@ function headline(a) {
     case 'file.delete': return `delete ${p.path}`;
     case 'action': return p.action === 'type' ? `type ${JSON.stringify(p.text)}` : `${p.action} ${p.text ?? ''} ${p.coordinate ? `at ${p.coordinate.join(',')}` : ''}`.trim();
     case 'cdp': return p.method === 'Page.navigate' ? `navigate to ${p.params && p.params.url}` : `browser: ${p.method}`;
+    case 'egress': return `connect to ${p.host}:${p.port}`;
     default: return a.operation;
   }
 }
 
+/// Where a held egress destination came from: the page that asked (as the
+/// request's Referer said), or why that is not known.
+function egressContext(a) {
+  const p = a.params || {};
+  const how = { intercepted: 'HTTPS (intercepted)', tunnel: 'HTTPS tunnel (not intercepted)', http: 'plain HTTP' }[p.mode] || p.mode;
+  return el('p', { class: 'context egress' }, `${how} · asked by `,
+    p.page ? el('code', { class: 'page' }, p.page)
+      : el('span', { class: 'page unknown' }, 'a page the proxy cannot see (a CONNECT tunnel is decided before its requests)'));
+}
+
 function card(a) {
-  const context = a.context
+  const egress = a.operation === 'egress';
+  const context = egress ? egressContext(a) : a.context
     ? el('p', { class: 'context' }, 'in ', el('code', {}, a.context.url || '(no URL)'),
       ' — focus: ', el('strong', { 'data-focus': a.context.focus }, a.context.focus.replace('_', ' ')))
     : a.context_error
@@ -68,18 +81,24 @@ function card(a) {
     ? el('img', { class: 'shot', alt: `the screen when it was asked`, src: `/v1/approvals/${a.id}/screenshot`, loading: 'lazy' })
     : el('p', { class: 'no-shot' }, 'no screenshot');
   const reason = el('input', { class: 'reason', placeholder: 'reason (shown to the agent)', maxLength: 1000 });
-  const decide = (verb) => async () => {
+  const decide = (verb, scope) => async () => {
     for (const b of node.querySelectorAll('button')) b.disabled = true;
     try {
-      await api('POST', `/v1/approvals/${a.id}/${verb}`, { reason: reason.value });
+      await api('POST', `/v1/approvals/${a.id}/${verb}`, scope ? { reason: reason.value, scope } : { reason: reason.value });
     } catch (err) {
       node.querySelector('.error').textContent = err.message;
       for (const b of node.querySelectorAll('button')) b.disabled = false;
     }
   };
+  // A new destination: this connection once, or the workspace's
+  // allowlist for its lifetime.
+  const approve = egress
+    ? [el('button', { type: 'button', class: 'approve', onclick: decide('approve', 'once') }, 'Allow once'),
+      el('button', { type: 'button', class: 'approve-workspace', onclick: decide('approve', 'workspace') },
+        `Allow ${(a.params || {}).allow_rule} for this workspace`)]
+    : [el('button', { type: 'button', class: 'approve', onclick: decide('approve') }, 'Approve')];
   const buttons = mayDecide(a)
-    ? el('div', { class: 'decide' }, reason,
-      el('button', { type: 'button', class: 'approve', onclick: decide('approve') }, 'Approve'),
+    ? el('div', { class: 'decide' }, reason, ...approve,
       el('button', { type: 'button', class: 'deny', onclick: decide('deny') }, 'Deny'))
     : el('p', { class: 'wait' }, a.asked_by.id === (me && me.id) ? 'asked by you: another operator decides' : 'waiting for an operator');
   const node = el('li', { class: 'approval', 'data-id': a.id, 'data-operation': a.operation },

@@ -7,7 +7,7 @@
 //! | `GET /v1/approvals/events` | same | Server-Sent Events `approval`: every pending one now, then each change |
 //! | `GET /v1/approvals/{id}?wait=S` | same | one approval, once decided or after `S` seconds (≤ 300) |
 //! | `GET /v1/approvals/{id}/screenshot` | same | the PNG taken when it was asked |
-//! | `POST /v1/approvals/{id}/approve`, `/deny` | operators, admins; never the asking token | `{"reason"}` |
+//! | `POST /v1/approvals/{id}/approve`, `/deny` | operators, admins; never the asking token | `{"reason", "scope"}` (`scope`: `once`, or `workspace` for egress) |
 //! | `GET`, `PUT /v1/workspaces/{id}/policy` | see / operators, admins | the workspace's policy, switched (an event) |
 
 use std::collections::HashMap;
@@ -140,7 +140,7 @@ async fn decide(
 ) -> Result<Json<Value>, ApiError> {
     ctx.require(crate::ops::Permission::ApprovalsDecide)?;
     let body = Decide::parse(&body)?;
-    let approval = core::decide(&state, &ctx, &id, approve, body.reason).await?;
+    let approval = core::decide(&state, &ctx, &id, approve, body.reason, body.scope).await?;
     Ok(Json(view(&approval)))
 }
 

@@ -16,7 +16,7 @@ use super::audit::EventKind;
 use super::gates::{approval_error, expire};
 use super::{OpContext, Permission, access};
 use crate::app::AppState;
-use crate::approvals::{Approval, ApprovalError, ApprovalState};
+use crate::approvals::{Approval, ApprovalError, ApprovalState, Scope};
 use crate::error::ApiError;
 
 /// The longest reason kept with a decision.
@@ -113,13 +113,16 @@ pub async fn get(
     approvals.get(id).ok_or_else(not_found)
 }
 
-/// Approves or denies approval `id`.
+/// Approves or denies approval `id`; `scope` (approve only) says how far
+/// an approval reaches: `workspace` is for egress destinations (added to
+/// the workspace's allowlist for its lifetime).
 pub async fn decide(
     state: &AppState,
     ctx: &OpContext,
     id: &str,
     approve: bool,
     reason: Option<String>,
+    scope: Option<Scope>,
 ) -> Result<Approval, ApiError> {
     ctx.require(Permission::ApprovalsDecide)?;
     sweep_due(state).await;
@@ -140,6 +143,20 @@ pub async fn decide(
             "the token that asked for an approval cannot decide it: another operator must",
         ));
     }
+    match (scope, approve, approval.operation.as_str()) {
+        (Some(Scope::Workspace), false, _) => {
+            return Err(ApiError::bad_request(
+                "scope: a deny has no scope; send scope only with approve",
+            ));
+        }
+        (Some(Scope::Workspace), true, op) if op != "egress" => {
+            return Err(ApiError::bad_request(format!(
+                "scope: \"workspace\" is for egress approvals (a destination added to the workspace's allowlist); approval {id} is a {op}: approve it once"
+            )));
+        }
+        _ => {}
+    }
+    let scope = approve.then(|| scope.unwrap_or(Scope::Once));
     let (kind, decided) = match approve {
         true => (EventKind::ApprovalApprove, ApprovalState::Approved),
         false => (EventKind::ApprovalDeny, ApprovalState::Denied),
@@ -150,10 +167,11 @@ pub async fn decide(
         "sha256": approval.sha256,
         "asked_by": approval.asked_by,
         "reason": reason,
+        "scope": scope,
     });
     let run = async {
         approvals
-            .decide(id, decided, Some(ctx.actor()), reason.clone())
+            .decide_scoped(id, decided, Some(ctx.actor()), reason.clone(), scope)
             .map_err(approval_error)
     };
     state

@@ -3,7 +3,8 @@
 //! server's `--egress-default` otherwise) and its proxy, started when the
 //! workspace runs and torn down with it (downloads in flight included).
 //! The proxy itself is `cubicle_runtime::egress`; its events come here and
-//! go into the event log like every other operation's.
+//! go into the event log like every other operation's, and it asks the
+//! workspace's policy through [`super::egress_gate`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use cubicle_runtime::egress::listener::{self, EgressPeer};
 use cubicle_runtime::egress::store as egress_store;
 use cubicle_runtime::egress::{
-    Egress, EgressEvent, EgressEvents, EgressPolicy, EgressPolicyDoc, PolicyCell, WorkspaceProxy,
+    Egress, EgressEvent, EgressEvents, EgressPolicy, EgressPolicyDoc, PolicyCell, Walls,
+    WorkspaceProxy,
 };
 use cubicle_runtime::state::{Store, WorkspaceRecord};
 use serde_json::json;
@@ -351,6 +353,7 @@ fn kind_of(event: &EgressEvent) -> EventKind {
         EgressEvent::Close { .. } => EventKind::EgressClose,
         EgressEvent::DownloadHeld { .. } => EventKind::DownloadHeld,
         EgressEvent::DownloadRefused { .. } => EventKind::DownloadRefused,
+        EgressEvent::Widened { .. } => EventKind::EgressPolicy,
     }
 }
 
@@ -415,11 +418,16 @@ pub struct EgressConfig {
     pub image_bundle: Option<std::path::PathBuf>,
     /// Tests only: a fixed resolver (`name=ip,...;ip,...` lines).
     pub test_hosts: Option<std::path::PathBuf>,
+    /// Tests only, unsafe: rules may open the host's own services (its
+    /// loopback, its addresses); the daemon's own ports stay closed.
+    pub allow_host_services: bool,
 }
 
 /// What [`open`] made.
 pub struct Opened {
     pub hub: EgressHub,
+    /// What no rule opens: tell it every socket the daemon listens on.
+    pub walls: Arc<Walls>,
     /// The trust files every jail is shown.
     pub trust_dir: Option<std::path::PathBuf>,
     pub rules: usize,
@@ -427,7 +435,11 @@ pub struct Opened {
 
 /// Makes (or loads) the CA, the trust files, the quarantine and the
 /// scanner; every error names what to fix.
-pub fn open(config: &EgressConfig, store: Store) -> Result<Opened, String> {
+pub fn open(
+    config: &EgressConfig,
+    store: Store,
+    gates: Arc<super::gates::Gates>,
+) -> Result<Opened, String> {
     use cubicle_runtime::egress::resolve::{Resolve, ScriptedResolver, SystemResolver};
     use cubicle_runtime::egress::tls::{CertificateAuthority, Interception, client_config};
     use cubicle_runtime::egress::trust::TrustFiles;
@@ -472,6 +484,7 @@ pub fn open(config: &EgressConfig, store: Store) -> Result<Opened, String> {
         None => Arc::new(SystemResolver),
     };
     let (held_tx, held_rx) = tokio::sync::mpsc::channel(1024);
+    let walls = Arc::new(Walls::new(config.allow_host_services));
     let egress = Egress {
         resolver,
         interception,
@@ -480,9 +493,12 @@ pub fn open(config: &EgressConfig, store: Store) -> Result<Opened, String> {
             audit: Audit::new(store.clone()),
             held: Some(held_tx),
         }),
+        gate: Arc::new(super::egress_gate::PolicyGate::new(gates, store.clone())),
+        walls: walls.clone(),
         limits: Default::default(),
     };
     Ok(Opened {
+        walls,
         hub: EgressHub::new(store, Some(Arc::new(egress)), config.default, ca_pem)
             .with_held(held_rx),
         trust_dir,

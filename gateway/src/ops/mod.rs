@@ -16,6 +16,7 @@ pub mod audit;
 pub mod context;
 pub mod downloads;
 pub mod egress;
+pub mod egress_gate;
 pub mod exec;
 pub mod expiry;
 pub mod files;

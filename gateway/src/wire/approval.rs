@@ -10,6 +10,10 @@ pub struct Decide {
     /// Why: shown to the agent (on a deny) and kept in the event log.
     #[schema(max_length = 1000)]
     pub reason: Option<String>,
+    /// Approve only: `once` (the default), or `workspace` for an egress
+    /// approval — the destination joins the workspace's allowlist for the
+    /// workspace's lifetime.
+    pub scope: Option<crate::approvals::Scope>,
 }
 
 impl Decide {

@@ -25,15 +25,21 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EgressEvent {
-    /// Allowed or refused, and why.
+    /// Allowed or refused, and why: one per new destination, after a
+    /// person decided when the policy said `confirm`.
     Decision {
         host: String,
         port: u16,
         method: String,
         mode: Mode,
         allowed: bool,
-        rule: Option<String>,
+        /// The rule that decided (see [`super::decide::Decision::rule`]).
+        rule: String,
         reason: String,
+        /// The page that asked, when the proxy saw it.
+        page: Option<String>,
+        /// The approval a person decided, when the policy said `confirm`.
+        approval: Option<String>,
         resolved: Vec<IpAddr>,
         /// The checked address it connected to (when allowed).
         address: Option<SocketAddr>,
@@ -66,6 +72,15 @@ pub enum EgressEvent {
         bytes_down: u64,
         duration_ms: u64,
     },
+    /// An operator allowed a held destination for the rest of the
+    /// workspace's life: `rule` joined its allowlist (an `egress.policy`
+    /// event, like every other change of it).
+    Widened {
+        host: String,
+        port: u16,
+        rule: String,
+        approval: String,
+    },
     /// A download went to quarantine.
     DownloadHeld {
         id: String,
@@ -94,6 +109,7 @@ impl EgressEvent {
             Self::Request { .. } => "egress.request",
             Self::UpstreamRefused { .. } => "egress.upstream_refused",
             Self::Close { .. } => "egress.close",
+            Self::Widened { .. } => "egress.policy",
             Self::DownloadHeld { .. } => "download.held",
             Self::DownloadRefused { .. } => "download.refused",
         }
@@ -107,7 +123,7 @@ impl EgressEvent {
             | Self::UpstreamRefused { .. }
             | Self::DownloadRefused { .. } => "denied",
             Self::DownloadHeld { .. } => "held",
-            Self::Request { .. } | Self::Close { .. } => "ok",
+            Self::Request { .. } | Self::Close { .. } | Self::Widened { .. } => "ok",
         }
     }
 }

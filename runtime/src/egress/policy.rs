@@ -1,6 +1,9 @@
-//! A workspace's egress policy: which hosts, ports and networks it may
+//! A workspace's egress allowlist: which hosts, ports and networks it may
 //! reach (default: none), which hosts pass through without TLS
 //! interception, and which clean download types are released on their own.
+//! It is one half of the egress decision; the other is the egress rules of
+//! the workspace's policy (`policies/*.toml`), joined with it in
+//! [`super::decide`] (a policy `deny` wins over an allowlist entry).
 //!
 //! Rules are short strings, the same on the wire and in the database:
 //!
@@ -8,6 +11,7 @@
 //! | --- | --- |
 //! | `example.org` | that name, ports 80 and 443 |
 //! | `*.example.org:443` | names below it (not `example.org` itself), port 443 |
+//! | `*:*` | any name, any port (what `--egress-default allow` uses) |
 //! | `api.example.org:8000-8100,9000` | that name, those ports |
 //! | `203.0.113.0/24:*` | addresses in that network, any port |
 //! | `127.0.0.1/32:8443` | loopback 127.0.0.1, port 8443 (a special range named explicitly) |
@@ -17,7 +21,13 @@
 //! public, or be inside a network rule that names its special range (see
 //! [`super::address`]). A network rule like `0.0.0.0/0` does not name
 //! loopback: only a rule whose whole network lies inside a special range
-//! opens (that part of) it.
+//! opens (that part of) it. A network rule allows addresses — IP literals,
+//! and the addresses of names a name rule allowed — but never a name on
+//! its own: a name no name rule could allow is refused without being
+//! looked up, so the host's resolver is not a channel out (a lookup of
+//! `<secret>.attacker.example` would carry the secret to the attacker's
+//! DNS server whatever the answer). Nothing here opens the gateway's own
+//! ports or the host's services: see [`super::address::Walls`].
 
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
@@ -88,17 +98,23 @@ pub enum Target {
     Net(IpNet),
 }
 
-/// An exact name or a `*.suffix` wildcard, lower case, no final dot.
+/// An exact name, a `*.suffix` wildcard, or `*` (any name), lower case,
+/// no final dot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostPattern {
     Exact(String),
     /// Below this suffix (`*.example.org` holds `example.org`).
     Below(String),
+    /// Any name (`*`).
+    Any,
 }
 
 impl HostPattern {
     pub fn parse(text: &str) -> Result<Self, String> {
         let lower = text.trim_end_matches('.').to_ascii_lowercase();
+        if lower == "*" {
+            return Ok(Self::Any);
+        }
         if let Some(suffix) = lower.strip_prefix("*.") {
             valid_name(suffix)?;
             return Ok(Self::Below(suffix.to_owned()));
@@ -110,6 +126,7 @@ impl HostPattern {
     /// `name` must be normalised (lower case, no final dot).
     pub fn matches(&self, name: &str) -> bool {
         match self {
+            Self::Any => true,
             Self::Exact(exact) => exact == name,
             Self::Below(suffix) => name
                 .strip_suffix(suffix.as_str())
@@ -121,6 +138,7 @@ impl HostPattern {
 impl std::fmt::Display for HostPattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::Any => f.write_str("*"),
             Self::Exact(name) => f.write_str(name),
             Self::Below(suffix) => write!(f, "*.{suffix}"),
         }
@@ -322,10 +340,11 @@ impl EgressPolicy {
         }
     }
 
-    /// Allow everything public on any port (the server default `allow`).
+    /// Allow everything public on any port (the server default `allow`):
+    /// any name, any public address.
     pub fn allow_public() -> Self {
         let mut policy = Self::default();
-        for text in ["0.0.0.0/0:*", "[::/0]:*"] {
+        for text in ["*:*", "0.0.0.0/0:*", "[::/0]:*"] {
             policy
                 .allow
                 .push(AllowRule::parse(text).expect("the built-in rules parse"));
@@ -340,22 +359,15 @@ impl EgressPolicy {
         })
     }
 
-    /// Whether any network rule allows `port` (else a name no name rule
-    /// allows is refused without even being resolved).
-    pub fn any_net_rule_for(&self, port: u16) -> bool {
-        self.allow
-            .iter()
-            .any(|rule| matches!(rule.target, Target::Net(_)) && rule.ports.contains(port))
-    }
-
-    /// Whether `ip:port` may be reached, given that a name rule `by_name`
-    /// (if any) already allowed the name it came from: `Ok(rule)` with the
-    /// rule that decided, or why not.
+    /// Whether `ip:port` may be reached, given that the rule `named` (if
+    /// any: an allowlist name rule, a policy rule, an approval) already
+    /// allowed the name or literal it came from: `Ok(rule)` with the rule
+    /// that decided, or why not.
     pub fn check_address(
         &self,
         ip: IpAddr,
         port: u16,
-        by_name: Option<&AllowRule>,
+        named: Option<&str>,
     ) -> Result<String, String> {
         let net_rules = || {
             self.allow.iter().filter_map(move |rule| match rule.target {
@@ -378,8 +390,8 @@ impl EgressPolicy {
                         )
                     })
             }
-            None => match by_name {
-                Some(rule) => Ok(rule.text.clone()),
+            None => match named {
+                Some(rule) => Ok(rule.to_owned()),
                 None => net_rules()
                     .next()
                     .map(|(rule, _)| rule.text.clone())
@@ -465,14 +477,17 @@ mod tests {
         assert!(p.name_rule("api.test", 8050).is_some());
         assert!(p.name_rule("api.test", 9000).is_some());
         assert!(p.name_rule("api.test", 8101).is_none());
-        assert!(!p.any_net_rule_for(443));
+        let any = policy(&["*:443"]);
+        assert!(any.name_rule("anything.example", 443).is_some());
+        assert!(any.name_rule("anything.example", 80).is_none());
+        assert_eq!(any.to_doc().allow, ["*:443"]);
     }
 
     #[test]
     fn special_ranges_need_a_rule_that_names_them() {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let p = policy(&["example.org", "127.0.0.1/32:8443", "0.0.0.0/0:*"]);
-        let by_name = p.name_rule("example.org", 443);
+        let by_name = p.name_rule("example.org", 443).map(|r| r.text.as_str());
         assert!(p.check_address(ip("93.184.215.14"), 443, by_name).is_ok());
         let loopback = p.check_address(ip("127.0.0.1"), 443, by_name).unwrap_err();
         assert!(loopback.contains("loopback"), "{loopback}");

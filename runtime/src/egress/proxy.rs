@@ -28,11 +28,13 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::address::Walls;
 use super::counted::{Counted, Prefixed, Tally};
-use super::decide::{Decision, Destination, decide};
+use super::decide::{Decision, Destination, Inputs, decide};
 use super::download;
 use super::events::{EgressEvent, EgressEvents, Mode};
-use super::policy::EgressPolicy;
+use super::gate::{Answer, Ask, EgressGate, Verdict};
+use super::policy::{AllowRule, EgressPolicy};
 use super::resolve::Resolve;
 use super::tls::Interception;
 use crate::quarantine::{self, HoldError, Quarantine};
@@ -74,6 +76,11 @@ pub struct Egress {
     /// `None`: downloads are not captured.
     pub quarantine: Option<Quarantine>,
     pub events: Arc<dyn EgressEvents>,
+    /// The egress rules of each workspace's policy, and the people who
+    /// decide a `confirm`.
+    pub gate: Arc<dyn EgressGate>,
+    /// What no rule opens (the gateway's ports, the host's services).
+    pub walls: Arc<Walls>,
     pub limits: ProxyLimits,
 }
 
@@ -98,6 +105,20 @@ impl PolicyCell {
             .0
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(policy);
+    }
+
+    /// Adds `rule` to the allowlist unless it is there (one write, so a
+    /// concurrent [`PolicyCell::set`] is not undone).
+    pub fn add(&self, rule: AllowRule) {
+        let mut cell = self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cell.allow.iter().all(|r| r.text != rule.text) {
+            let mut wider = (**cell).clone();
+            wider.allow.push(rule);
+            *cell = Arc::new(wider);
+        }
     }
 }
 
@@ -198,6 +219,16 @@ fn upgrade_asked(headers: &HeaderMap) -> Option<HeaderValue> {
         .any(|name| name.trim().eq_ignore_ascii_case("upgrade"));
     asks.then(|| headers.get(header::UPGRADE).cloned())
         .flatten()
+}
+
+/// The page that asked for a request, as its `Referer` (or `Origin`) says
+/// (shown to the person deciding; the client wrote it).
+fn page_of(headers: &HeaderMap) -> Option<String> {
+    [header::REFERER, header::ORIGIN]
+        .iter()
+        .filter_map(|name| headers.get(name)?.to_str().ok())
+        .map(|value| value.chars().take(500).collect::<String>())
+        .find(|value| !value.is_empty() && value != "null")
 }
 
 /// Where one tunnel or request goes, once decided.
@@ -332,24 +363,106 @@ impl WorkspaceProxy {
         }
     }
 
+    /// The joined decision on `ask` (allowlist, policy, walls); a
+    /// `confirm` waits here for a person, then is decided again with the
+    /// approval (the policy may have changed meanwhile). The approval's id
+    /// comes with it.
+    async fn decide(&self, ask: &Ask, dest: &Destination) -> (Decision, Option<String>) {
+        let gate = &*self.egress.gate;
+        let ruling = gate.rule(&self.workspace, ask).await;
+        let policy = self.policy.get();
+        let inputs = Inputs {
+            allowlist: &policy,
+            ruling: ruling.as_ref(),
+            approved: None,
+            walls: &self.egress.walls,
+        };
+        let decision = decide(&inputs, &*self.egress.resolver, dest).await;
+        let (Verdict::Confirm, Some(ruling)) = (decision.verdict, ruling) else {
+            return (decision, None);
+        };
+        let approval = match gate
+            .confirm(&self.workspace, ask, &ruling, &policy.to_doc())
+            .await
+        {
+            Answer::Denied { approval, reason } => {
+                let rule = match &approval {
+                    Some(id) => format!("approval:{id} ({})", ruling.rule),
+                    None => ruling.rule.clone(),
+                };
+                let denied = Decision {
+                    verdict: Verdict::Deny,
+                    rule,
+                    reason,
+                    ..decision
+                };
+                return (denied, approval);
+            }
+            Answer::Once { approval } => approval,
+            Answer::Workspace { approval, rule } => {
+                self.widen(ask, &rule, &approval).await;
+                approval
+            }
+        };
+        let ruling = gate.rule(&self.workspace, ask).await;
+        let policy = self.policy.get();
+        let inputs = Inputs {
+            allowlist: &policy,
+            ruling: ruling.as_ref(),
+            approved: Some(&approval),
+            walls: &self.egress.walls,
+        };
+        let decision = decide(&inputs, &*self.egress.resolver, dest).await;
+        (decision, Some(approval))
+    }
+
+    /// Adds `rule` to this workspace's allowlist (the gateway stored it),
+    /// with its event.
+    async fn widen(&self, ask: &Ask, rule: &str, approval: &str) {
+        match AllowRule::parse(rule) {
+            Ok(parsed) => {
+                let _ = self
+                    .record(EgressEvent::Widened {
+                        host: ask.host.clone(),
+                        port: ask.port,
+                        rule: rule.to_owned(),
+                        approval: approval.to_owned(),
+                    })
+                    .await;
+                self.policy.add(parsed);
+            }
+            Err(why) => {
+                tracing::error!(workspace = self.workspace, rule, %why, "egress: an approved rule does not parse; allowed once only")
+            }
+        }
+    }
+
     /// Decides, connects to a checked address and records the decision;
     /// the response to send instead when any of it fails.
     async fn open(
         &self,
         target: &Target,
         method: &Method,
+        page: Option<String>,
     ) -> Result<(TcpStream, std::net::SocketAddr), Response<ProxyBody>> {
-        let policy = self.policy.get();
-        let decision = decide(&policy, &*self.egress.resolver, &target.dest).await;
+        let ask = Ask {
+            host: target.dest.host.clone(),
+            port: target.dest.port,
+            mode: target.mode,
+            page,
+        };
+        let (decision, approval) = self.decide(&ask, &target.dest).await;
         let event = |decision: &Decision, address: Option<std::net::SocketAddr>, reason: String| {
             EgressEvent::Decision {
                 host: target.dest.host.clone(),
                 port: target.dest.port,
                 method: method.to_string(),
                 mode: target.mode,
-                allowed: decision.allowed && address.is_some(),
+                allowed: decision.allowed() && address.is_some(),
                 rule: decision.rule.clone(),
                 reason,
+                page: ask.page.clone(),
+                approval: approval.clone(),
                 resolved: decision.resolved.clone(),
                 address,
             }
@@ -364,7 +477,7 @@ impl WorkspaceProxy {
             "refused {}:{}: {}",
             target.dest.host, target.dest.port, decision.reason
         );
-        if !decision.allowed {
+        if !decision.allowed() {
             self.record(event(&decision, None, decision.reason.clone()))
                 .await
                 .map_err(|_| unrecorded())?;
@@ -417,7 +530,9 @@ impl WorkspaceProxy {
             Mode::Tunnel
         };
         let target = Target { dest, mode };
-        let (stream, address) = match self.open(&target, req.method()).await {
+        // A CONNECT is decided before any request inside it is seen: the
+        // page that asked is not known.
+        let (stream, address) = match self.open(&target, req.method(), None).await {
             Ok(opened) => opened,
             Err(response) => return response,
         };
@@ -664,7 +779,8 @@ impl WorkspaceProxy {
             dest,
             mode: Mode::Http,
         };
-        let (stream, address) = match self.open(&target, req.method()).await {
+        let page = page_of(req.headers());
+        let (stream, address) = match self.open(&target, req.method(), page).await {
             Ok(opened) => opened,
             Err(response) => return response,
         };

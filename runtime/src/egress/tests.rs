@@ -17,7 +17,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Serve
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixStream};
 
+use super::address::Walls;
 use super::events::{EgressEvent, MemoryEvents, Mode};
+use super::gate::{EgressGate, NoRules};
 use super::policy::{EgressPolicy, EgressPolicyDoc};
 use super::proxy::{Egress, PolicyCell, ProxyLimits, WorkspaceProxy};
 use super::resolve::ScriptedResolver;
@@ -146,7 +148,7 @@ async fn origin_answer(req: Request<Incoming>) -> Result<Response<Body>, std::co
 }
 
 /// An origin on 127.0.0.1:port, HTTPS when `tls` is given.
-async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
+pub(super) async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -180,10 +182,10 @@ async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
     port
 }
 
-struct Harness {
-    proxy: Arc<WorkspaceProxy>,
-    events: Arc<MemoryEvents>,
-    dns: Arc<ScriptedResolver>,
+pub(super) struct Harness {
+    pub(super) proxy: Arc<WorkspaceProxy>,
+    pub(super) events: Arc<MemoryEvents>,
+    pub(super) dns: Arc<ScriptedResolver>,
     quarantine: Quarantine,
     /// The workspace's view: it trusts the installation CA.
     workspace_tls: Arc<rustls::ClientConfig>,
@@ -191,6 +193,21 @@ struct Harness {
 }
 
 async fn harness(allow: &[&str], passthrough: &[&str], extra_ca: &str, cap: u64) -> Harness {
+    // The test origins are on the host's loopback: the host's services are
+    // open here, as `cubicle serve --egress-allow-host-services` opens them.
+    let walls = Arc::new(Walls::new(true));
+    harness_with(allow, passthrough, extra_ca, cap, Arc::new(NoRules), walls).await
+}
+
+/// A proxy over `gate` (the workspace policy's egress rules) and `walls`.
+pub(super) async fn harness_with(
+    allow: &[&str],
+    passthrough: &[&str],
+    extra_ca: &str,
+    cap: u64,
+    gate: Arc<dyn EgressGate>,
+    walls: Arc<Walls>,
+) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let extra = dir.path().join("extra.pem");
     std::fs::write(&extra, extra_ca).unwrap();
@@ -225,6 +242,8 @@ async fn harness(allow: &[&str], passthrough: &[&str], extra_ca: &str, cap: u64)
         })),
         quarantine: Some(quarantine.clone()),
         events: events.clone(),
+        gate,
+        walls,
         limits: ProxyLimits {
             header_timeout: Duration::from_millis(500),
             ..ProxyLimits::default()
@@ -260,14 +279,14 @@ impl PemCompat for CertificateDer<'static> {
 
 impl Harness {
     /// A client connection into the proxy (as the guest relay makes one).
-    fn client(&self) -> UnixStream {
+    pub(super) fn client(&self) -> UnixStream {
         let (ours, theirs) = UnixStream::pair().unwrap();
         self.proxy.serve(theirs);
         ours
     }
 
     /// `GET url` as an absolute-URI request.
-    async fn get(&self, url: &str) -> (StatusCode, hyper::HeaderMap, Bytes) {
+    pub(super) async fn get(&self, url: &str) -> (StatusCode, hyper::HeaderMap, Bytes) {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(self.client()))
             .await
             .unwrap();
@@ -283,7 +302,7 @@ impl Harness {
     }
 
     /// `CONNECT authority`; the status line and headers, and the stream.
-    async fn connect(&self, authority: &str) -> (String, UnixStream) {
+    pub(super) async fn connect(&self, authority: &str) -> (String, UnixStream) {
         let mut stream = self.client();
         stream
             .write_all(
@@ -336,7 +355,7 @@ impl Harness {
         ))
     }
 
-    fn decisions(&self) -> Vec<EgressEvent> {
+    pub(super) fn decisions(&self) -> Vec<EgressEvent> {
         self.events
             .all()
             .into_iter()
