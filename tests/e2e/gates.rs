@@ -490,9 +490,11 @@ async fn an_approval_lands_only_while_what_was_approved_still_holds() {
         json!({}),
     )
     .await;
-    let url = daemon.ws_url(&format!(
-        "/v1/workspaces/{id}/exec/ws?command=touch%20/home/user/held-stream&approval={buffered}"
-    ));
+    let url = daemon
+        .url(&format!(
+            "/v1/workspaces/{id}/exec/ws?command=touch%20/home/user/held-stream&approval={buffered}"
+        ))
+        .replacen("http://", "ws://", 1);
     let mut request =
         tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
             .unwrap();
@@ -636,7 +638,9 @@ async fn paths_links_and_urls_are_judged_as_they_will_be_touched() {
     .await;
     assert_eq!(status, 200, "{body}");
 
-    let url = daemon.ws_url(&format!("/v1/workspaces/{id}/cdp"));
+    let url = daemon
+        .url(&format!("/v1/workspaces/{id}/cdp"))
+        .replacen("http://", "ws://", 1);
     let mut request =
         tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
             .unwrap();

@@ -132,7 +132,14 @@ impl From<FilesError> for ErrorReply {
 
 /// The refusal for `path`, whose prefix `link` is a symbolic link.
 fn symlink_error(path: &Path, link: &Path) -> FilesError {
-    let leads = std::fs::canonicalize(link)
+    // Where it leads: resolved when the target exists, else as written.
+    let real = std::fs::canonicalize(link).or_else(|_| {
+        std::fs::read_link(link).map(|target| match link.parent() {
+            Some(parent) if target.is_relative() => parent.join(target),
+            _ => target,
+        })
+    });
+    let leads = real
         .map(|real| {
             let rest = path.strip_prefix(link).unwrap_or(Path::new(""));
             format!(" (it leads to {})", real.join(rest).display())
