@@ -19,7 +19,10 @@ use crate::error::ApiError;
 fn judged_path(path: &str) -> Result<String, ApiError> {
     cubicle_guest::control::normalise_path("path", path)
         .map(|clean| clean.display().to_string())
-        .map_err(|invalid| ApiError::bad_request(invalid.to_string()))
+        .map_err(|invalid| {
+            // The same answer the guest gives (`bad_path`, `not_absolute`).
+            ApiError::from(cubicle_runtime::guest_ops::GuestOpError::from(invalid))
+        })
 }
 
 pub async fn read(
