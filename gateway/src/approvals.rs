@@ -6,11 +6,15 @@
 //!
 //! This is the store only: who may decide, and the events of every step,
 //! are the operations core's ([`crate::ops::gates`], [`crate::ops::approvals`]).
-//! Records live in memory and are written behind to SQLite
+//! Records live in memory and are written to SQLite in order
 //! ([`Approvals::persist_to`], [`Approvals::load`]): a held operation
 //! outlives a daemon restart, so an operator can still decide it and the
-//! agent can still make the approved call. The event log is the lasting
-//! record. The store is bounded.
+//! agent can still make the approved call. Requests and decisions are
+//! written behind; a use is written *before* the operation runs
+//! ([`Approvals::consume`] waits for the row), so an approval used once
+//! stays used across a `kill -9` of the daemon. An approval is usable
+//! until its expiry, never after. The event log is the lasting record.
+//! The store is bounded.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,7 +26,7 @@ use cubicle_runtime::state::now_ms;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// The most approvals one token may have pending at once.
 pub const MAX_PENDING_PER_TOKEN: usize = 64;
@@ -123,6 +127,12 @@ pub enum ApprovalError {
     #[error("approval {id} is {state}, not approved")]
     NotApproved { id: String, state: &'static str },
     #[error(
+        "approval {id} expired before it was used: an approval is good until its expiry only; ask again"
+    )]
+    ExpiredUnused { id: String },
+    #[error("approval {id} could not be recorded as used ({why}), so it was not used: try again")]
+    NotDurable { id: String, why: String },
+    #[error(
         "too many pending approvals for this token (at most {MAX_PENDING_PER_TOKEN}): wait for operators to decide"
     )]
     TooMany,
@@ -168,9 +178,9 @@ impl Default for Approvals {
     }
 }
 
-/// One change for the SQLite writer.
+/// One change for the SQLite writer, with whom to tell once it is written.
 enum Persist {
-    Record(Box<Approval>),
+    Record(Box<Approval>, Option<oneshot::Sender<Result<(), String>>>),
     Screenshot(String, Arc<Vec<u8>>),
 }
 
@@ -211,10 +221,23 @@ pub fn canonical(value: &Value) -> String {
 }
 
 /// The hash an approval is bound to: SHA-256 of the canonical
-/// `{"operation", "params", "workspace"}`.
-pub fn binding_hash(workspace: &str, operation: &str, params: &Value) -> String {
-    let bound =
-        serde_json::json!({ "workspace": workspace, "operation": operation, "params": params });
+/// `{"context", "operation", "params", "workspace"}`. Everything that
+/// changes the effect is in it: the door's operation (`exec` and
+/// `exec.stream` are two), the exact parameters (stdin included, screen
+/// actions in screen coordinates) and the browser context the operator
+/// was shown, so an approval never runs anything else.
+pub fn binding_hash(
+    workspace: &str,
+    operation: &str,
+    params: &Value,
+    context: Option<&BrowserContext>,
+) -> String {
+    let bound = serde_json::json!({
+        "workspace": workspace,
+        "operation": operation,
+        "params": params,
+        "context": context,
+    });
     hex::encode(Sha256::digest(canonical(&bound).as_bytes()))
 }
 
@@ -229,16 +252,38 @@ impl Approvals {
     }
 
     fn publish(&self, record: &Approval) {
-        self.write_behind(Persist::Record(Box::new(record.clone())));
+        self.write_behind(Persist::Record(Box::new(record.clone()), None));
         // Nobody listening is fine.
         let _ = self.changes.send(record.clone());
     }
 
-    fn write_behind(&self, change: Persist) {
-        if let Some(writer) = &*self.persist.lock().unwrap_or_else(|p| p.into_inner()) {
+    fn write_behind(&self, change: Persist) -> bool {
+        match &*self.persist.lock().unwrap_or_else(|p| p.into_inner()) {
             // A writer that ended (daemon shutdown) takes nothing more.
-            let _ = writer.send(change);
+            Some(writer) => writer.send(change).is_ok(),
+            None => false,
         }
+    }
+
+    /// Writes `record` after every change queued before it and waits until
+    /// it is in the database. Without a database (unit tests) it is done.
+    async fn write_through(&self, record: &Approval) -> Result<(), String> {
+        let (done, written) = oneshot::channel();
+        let queued = {
+            let persist = self.persist.lock().unwrap_or_else(|p| p.into_inner());
+            match &*persist {
+                None => return Ok(()),
+                Some(writer) => writer
+                    .send(Persist::Record(Box::new(record.clone()), Some(done)))
+                    .is_ok(),
+            }
+        };
+        if !queued {
+            return Err("the daemon is shutting down".into());
+        }
+        written
+            .await
+            .unwrap_or_else(|_| Err("the database writer ended".into()))
     }
 
     /// Loads what a previous daemon kept: pending approvals (the sweep
@@ -275,8 +320,16 @@ impl Approvals {
         *self.persist.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
         tokio::spawn(async move {
             while let Some(change) = rx.recv().await {
-                if let Err(err) = write(&store, change).await {
+                let (change, done) = match change {
+                    Persist::Record(record, done) => (Persist::Record(record, None), done),
+                    other => (other, None),
+                };
+                let written = write(&store, change).await;
+                if let Err(err) = &written {
                     tracing::error!(%err, "cannot keep an approval in the database; it will not outlive this daemon");
+                }
+                if let Some(done) = done {
+                    let _ = done.send(written.map_err(|e| e.to_string()));
                 }
             }
         })
@@ -449,8 +502,34 @@ impl Approvals {
     }
 
     /// Marks approval `id` used by `token` for parameters hashing to
-    /// `sha256`: the one way an approved operation gets to run.
-    pub fn consume(&self, id: &str, token: &str, sha256: &str) -> Result<Approval, ApprovalError> {
+    /// `sha256`, and waits until that is in the database: the one way an
+    /// approved operation gets to run. Refused once it expired. A use that
+    /// cannot be written is refused (and the approval stays used: it never
+    /// runs twice).
+    pub async fn consume(
+        &self,
+        id: &str,
+        token: &str,
+        sha256: &str,
+    ) -> Result<Approval, ApprovalError> {
+        let record = self.mark_used(id, token, sha256, now_ms())?;
+        let _ = self.changes.send(record.clone());
+        self.write_through(&record)
+            .await
+            .map_err(|why| ApprovalError::NotDurable {
+                id: id.to_owned(),
+                why,
+            })?;
+        Ok(record)
+    }
+
+    fn mark_used(
+        &self,
+        id: &str,
+        token: &str,
+        sha256: &str,
+        now: i64,
+    ) -> Result<Approval, ApprovalError> {
         let record = {
             let mut entries = self.lock();
             let entry = entries
@@ -472,10 +551,12 @@ impl Approvals {
             if r.used {
                 return Err(ApprovalError::Used { id: id.to_owned() });
             }
+            if now >= r.expires_at {
+                return Err(ApprovalError::ExpiredUnused { id: id.to_owned() });
+            }
             r.used = true;
             r.clone()
         };
-        self.publish(&record);
         Ok(record)
     }
 
@@ -516,7 +597,7 @@ impl Approvals {
 async fn write(store: &Store, change: Persist) -> Result<(), cubicle_runtime::state::StateError> {
     use cubicle_runtime::approval_rows;
     match change {
-        Persist::Record(record) => {
+        Persist::Record(record, _) => {
             let json = serde_json::to_string(&record).unwrap_or_default();
             let now = now_ms();
             approval_rows::save(
@@ -551,7 +632,7 @@ mod tests {
         NewApproval {
             workspace: workspace.into(),
             operation: "exec".into(),
-            sha256: binding_hash(workspace, "exec", &params),
+            sha256: binding_hash(workspace, "exec", &params, None),
             shown: params,
             asked_by: actor(token),
             ttl_ms,
@@ -571,14 +652,26 @@ mod tests {
             canonical(&a),
             r#"{"a":{"x":"é","y":[1,{"c":3,"d":2}]},"b":1}"#
         );
+        let argv = json!({"argv": ["ls"]});
         assert_ne!(
-            binding_hash("ws-1", "exec", &json!({"argv": ["ls"]})),
-            binding_hash("ws-2", "exec", &json!({"argv": ["ls"]}))
+            binding_hash("ws-1", "exec", &argv, None),
+            binding_hash("ws-2", "exec", &argv, None)
+        );
+        // The door and the page the operator saw are part of it.
+        assert_ne!(
+            binding_hash("ws-1", "exec", &argv, None),
+            binding_hash("ws-1", "exec.stream", &argv, None)
+        );
+        let page = BrowserContext::at("https://a.example/", cubicle_policy::Focus::Password);
+        let other = BrowserContext::at("https://b.example/", cubicle_policy::Focus::Password);
+        assert_ne!(
+            binding_hash("ws-1", "action", &argv, Some(&page)),
+            binding_hash("ws-1", "action", &argv, Some(&other))
         );
     }
 
-    #[test]
-    fn approved_once_for_the_same_parameters_by_the_asker() {
+    #[tokio::test]
+    async fn approved_once_for_the_same_parameters_by_the_asker() {
         let store = Approvals::default();
         let params = json!({"argv": ["sudo", "true"]});
         let asked = store
@@ -587,7 +680,7 @@ mod tests {
         let hash = asked.sha256.clone();
         assert_eq!(store.reusable("tok-a", &hash).unwrap().id, asked.id);
         assert!(matches!(
-            store.consume(&asked.id, "tok-a", &hash),
+            store.consume(&asked.id, "tok-a", &hash).await,
             Err(ApprovalError::NotApproved { .. })
         ));
         store
@@ -602,21 +695,72 @@ mod tests {
             store.decide(&asked.id, ApprovalState::Denied, None, "late".into()),
             Err(ApprovalError::Decided { .. })
         ));
-        let other = binding_hash("ws-1", "exec", &json!({"argv": ["sudo", "rm", "-rf", "/"]}));
+        let other = binding_hash(
+            "ws-1",
+            "exec",
+            &json!({"argv": ["sudo", "rm", "-rf", "/"]}),
+            None,
+        );
         assert!(matches!(
-            store.consume(&asked.id, "tok-a", &other),
+            store.consume(&asked.id, "tok-a", &other).await,
             Err(ApprovalError::Mismatch { .. })
         ));
         assert!(matches!(
-            store.consume(&asked.id, "tok-b", &hash),
+            store.consume(&asked.id, "tok-b", &hash).await,
             Err(ApprovalError::NotAsker { .. })
         ));
-        store.consume(&asked.id, "tok-a", &hash).unwrap();
+        store.consume(&asked.id, "tok-a", &hash).await.unwrap();
         assert!(matches!(
-            store.consume(&asked.id, "tok-a", &hash),
+            store.consume(&asked.id, "tok-a", &hash).await,
             Err(ApprovalError::Used { .. })
         ));
         assert!(store.reusable("tok-a", &hash).is_none());
+    }
+
+    #[test]
+    fn an_approval_is_not_used_after_its_expiry() {
+        let store = Approvals::default();
+        let asked = store
+            .request(new("ws-1", json!(["sudo"]), "tok-a", 60_000))
+            .unwrap();
+        store
+            .decide(&asked.id, ApprovalState::Approved, None, "ok".into())
+            .unwrap();
+        let late = asked.expires_at;
+        assert!(matches!(
+            store.mark_used(&asked.id, "tok-a", &asked.sha256, late),
+            Err(ApprovalError::ExpiredUnused { .. })
+        ));
+        store
+            .mark_used(&asked.id, "tok-a", &asked.sha256, late - 1)
+            .unwrap();
+    }
+
+    /// A use is in the database before `consume` returns, after the
+    /// changes queued before it (so a late "approved" row cannot undo it).
+    #[tokio::test]
+    async fn a_use_is_written_before_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Store::open(&dir.path().join("a.db")).await.unwrap();
+        let store = Approvals::default();
+        let writer = store.persist_to(db.clone());
+        let asked = store
+            .request(new("ws-1", json!(["sudo"]), "tok-a", 60_000))
+            .unwrap();
+        store
+            .decide(&asked.id, ApprovalState::Approved, None, "ok".into())
+            .unwrap();
+        store
+            .consume(&asked.id, "tok-a", &asked.sha256)
+            .await
+            .unwrap();
+        // Read back by a new store, as a daemon started after a kill -9 would.
+        let reread = Approvals::default();
+        reread.load(&db).await.unwrap();
+        let record = reread.get(&asked.id).unwrap();
+        assert!(record.used, "{record:?}");
+        store.close();
+        writer.await.unwrap();
     }
 
     #[test]

@@ -43,6 +43,12 @@ command = ["sudo *"]
 decision = "confirm"
 reason = "sudo, quickly"
 timeout_secs = 1
+[[rule]]
+subject = "exec"
+command = ["touch *"]
+decision = "confirm"
+reason = "touching, for a while"
+timeout_secs = 60
 "#;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,6 +64,8 @@ enum Who {
 struct Fixture {
     router: Router,
     secrets: HashMap<Who, String>,
+    tokens: HashMap<Who, tokens::Token>,
+    state: AppState,
     store: Store,
     _dir: tempfile::TempDir,
 }
@@ -67,6 +75,7 @@ async fn fixture() -> Fixture {
     let store = Store::open(&dir.path().join("cubicle.db")).await.unwrap();
     let mut secrets = HashMap::new();
     let mut ids = HashMap::new();
+    let mut all = HashMap::new();
     for (who, role) in [
         (Who::Admin, Role::Admin),
         (Who::Agent, Role::Agent),
@@ -78,7 +87,8 @@ async fn fixture() -> Fixture {
         let (token, secret) = tokens::create(&store, &format!("{who:?}"), role, Scope::Default)
             .await
             .unwrap();
-        ids.insert(who, token.id);
+        ids.insert(who, token.id.clone());
+        all.insert(who, token);
         secrets.insert(who, secret);
     }
     for (id, owner) in [(OWN, Who::Agent), (OTHER, Who::OtherAgent)] {
@@ -134,8 +144,10 @@ async fn fixture() -> Fixture {
         ),
     };
     Fixture {
-        router: cubicle_gateway::api::router(state),
+        router: cubicle_gateway::api::router(state.clone()),
         secrets,
+        tokens: all,
+        state,
         store,
         _dir: dir,
     }
@@ -609,4 +621,299 @@ async fn create_names_a_known_policy() {
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+impl Fixture {
+    /// Waits until the agent's `count`-th approval is pending (told by the
+    /// store, not polled), and returns its id.
+    async fn pending(
+        &self,
+        changes: &mut tokio::sync::broadcast::Receiver<cubicle_gateway::approvals::Approval>,
+    ) -> String {
+        loop {
+            let change = tokio::time::timeout(Duration::from_secs(20), changes.recv())
+                .await
+                .expect("an approval in time")
+                .unwrap();
+            if change.state == cubicle_gateway::approvals::ApprovalState::Pending {
+                return change.id;
+            }
+        }
+    }
+
+    fn ctx(&self, who: Who, approval: Option<&str>) -> cubicle_gateway::ops::OpContext {
+        cubicle_gateway::ops::OpContext {
+            token: self.tokens[&who].clone(),
+            request_id: "test".into(),
+            client: None,
+            hold: cubicle_gateway::ops::gates::Hold {
+                approval: approval.map(str::to_owned),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// Class 4 of issue 17: an approval that lands after an operator took
+/// control does not run; once control is back, the same call runs.
+#[tokio::test]
+async fn an_approval_landing_after_a_take_over_does_not_run() {
+    let fx = Arc::new(fixture().await);
+    let mut changes = fx.state.gates.approvals.subscribe();
+    let waiting = {
+        let fx = fx.clone();
+        tokio::spawn(async move { fx.exec(Who::Agent, "?wait=20", "sudo reboot").await })
+    };
+    let id = fx.pending(&mut changes).await;
+    let control = format!("/v1/workspaces/{OWN}/control");
+    let (status, body) = fx
+        .call(
+            Who::Operator,
+            Method::POST,
+            &format!("{control}/take"),
+            Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = fx.decide(Who::Operator2, &id, "approve", "fine").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::CONFLICT, "it must not run: {body}");
+    assert_eq!(body["error"]["code"], "control_held", "{body}");
+    let events = fx.events().await;
+    assert!(
+        events.contains(&("approval.refuse".into(), Some("denied".into()))),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|(k, _)| k == "exec"), "{events:?}");
+    // Control back with the agent: the same call runs, once.
+    let (status, _) = fx
+        .call(
+            Who::Operator,
+            Method::POST,
+            &format!("{control}/release"),
+            Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = fx
+        .exec(Who::Agent, &format!("?approval={id}"), "sudo reboot")
+        .await;
+    ran(status, &body);
+    let (status, body) = fx
+        .exec(Who::Agent, &format!("?approval={id}"), "sudo reboot")
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+}
+
+/// An approval is good until its expiry, not after: approved in time, used
+/// late, it is refused (and an approval used in time runs).
+#[tokio::test]
+async fn an_approval_is_refused_after_its_expiry() {
+    let fx = fixture().await;
+    let policy = format!("/v1/workspaces/{OWN}/policy");
+    fx.call(
+        Who::Operator,
+        Method::PUT,
+        &policy,
+        json!({"policy": "quick"}),
+    )
+    .await;
+    let (status, body) = fx.exec(Who::Agent, "", "sudo true").await;
+    let id = held_id(status, &body);
+    let (status, approved) = fx.decide(Who::Operator, &id, "approve", "ok").await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    // The expiry is a point in time: wait until it has passed.
+    let expires_at = approved["expires_at"].as_i64().unwrap();
+    let left = u64::try_from(expires_at - now_ms() + 5).unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(left)).await;
+    let (status, body) = fx
+        .exec(Who::Agent, &format!("?approval={id}"), "sudo true")
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "used after its expiry: {body}"
+    );
+    assert_eq!(body["error"]["code"], "expired", "{body}");
+    // Without naming it, the same call makes a new approval.
+    let (status, body) = fx.exec(Who::Agent, "", "sudo true").await;
+    assert_ne!(held_id(status, &body), id);
+    // In time, it runs.
+    let (status, body) = fx.exec(Who::Agent, "", "touch /tmp/x").await;
+    let id = held_id(status, &body);
+    fx.decide(Who::Operator, &id, "approve", "ok").await;
+    let (status, body) = fx.exec(Who::Agent, "", "touch /tmp/x").await;
+    ran(status, &body);
+}
+
+/// The door is part of what is approved: a buffered exec's approval (its
+/// stdin shown as a digest) never opens a streamed exec, whose stdin the
+/// operator never sees.
+#[tokio::test]
+async fn a_buffered_exec_approval_never_opens_a_stream() {
+    let fx = fixture().await;
+    let (status, body) = fx.exec(Who::Agent, "", "sudo true").await;
+    let id = held_id(status, &body);
+    fx.decide(Who::Operator, &id, "approve", "ok").await;
+    let request = cubicle_guest::control::ExecRequest {
+        command: Some("sudo true".into()),
+        ..Default::default()
+    };
+    let ctx = fx.ctx(Who::Agent, Some(&id));
+    let refused = cubicle_gateway::ops::exec::open_stream(&fx.state, &ctx, OWN, &request).await;
+    let err = refused
+        .err()
+        .expect("a stream must not run on a buffered exec's approval");
+    assert_eq!(err.code, "approval_mismatch", "{}", err.message);
+    // The streamed form asks for its own, shown with its live stdin.
+    let ctx = fx.ctx(Who::Agent, None);
+    let held = cubicle_gateway::ops::exec::open_stream(&fx.state, &ctx, OWN, &request).await;
+    let err = held.err().expect("held");
+    assert_eq!(err.code, "held", "{}", err.message);
+    let (_, list) = fx
+        .call(
+            Who::Operator,
+            Method::GET,
+            "/v1/approvals?state=pending",
+            Value::Null,
+        )
+        .await;
+    let stream = &list["approvals"][0];
+    assert_eq!(stream["operation"], "exec.stream", "{stream}");
+    assert!(
+        stream["params"]["stdin"]
+            .as_str()
+            .unwrap()
+            .contains("not shown"),
+        "{stream}"
+    );
+    // The buffered one still runs where it was approved.
+    let (status, body) = fx
+        .exec(Who::Agent, &format!("?approval={id}"), "sudo true")
+        .await;
+    ran(status, &body);
+}
+
+/// Path rules judge the path in its one spelling, which is also the one
+/// sent to the guest; `..` is refused outright.
+#[tokio::test]
+async fn paths_are_judged_in_the_spelling_the_guest_opens() {
+    let fx = fixture().await;
+    let put = |path: &str| format!("/v1/workspaces/{OWN}/files?path={path}");
+    for path in [
+        "//home/user/.bashrc",
+        "/home/user/./.ssh/x",
+        "/home/user//.profile",
+    ] {
+        let (status, body) = fx
+            .call(Who::Agent, Method::PUT, &put(path), json!("x"))
+            .await;
+        let id = held_id(status, &body);
+        let (_, record) = fx
+            .call(
+                Who::Agent,
+                Method::GET,
+                &format!("/v1/approvals/{id}"),
+                Value::Null,
+            )
+            .await;
+        assert!(
+            !record["params"]["path"].as_str().unwrap().contains("//")
+                && !record["params"]["path"].as_str().unwrap().contains("/./"),
+            "{record}"
+        );
+    }
+    let (status, body) = fx
+        .call(
+            Who::Agent,
+            Method::PUT,
+            &put("/home/user/x/../.bashrc"),
+            json!("x"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let delete = format!("/v1/workspaces/{OWN}/files?path=/home/user/.ssh//./id_rsa");
+    let (status, body) = fx
+        .call(Who::Agent, Method::DELETE, &delete, Value::Null)
+        .await;
+    held_id(status, &body);
+    let (status, body) = fx
+        .call(
+            Who::Agent,
+            Method::PUT,
+            &put("/home/user/notes"),
+            json!("x"),
+        )
+        .await;
+    ran(status, &body);
+}
+
+/// `download.release` rules are asked, with the type sniffed from the
+/// bytes: an executable claimed as text is held for a person.
+#[tokio::test]
+async fn a_release_is_judged_by_the_sniffed_type() {
+    use cubicle_runtime::quarantine::records::{self, DownloadRecord, DownloadState};
+    let fx = fixture().await;
+    let record = |id: &str, sniffed: &str| DownloadRecord {
+        id: id.into(),
+        workspace_id: OWN.into(),
+        url: "https://x.example/readme.txt".into(),
+        name: "readme.txt".into(),
+        offered_name: "readme.txt".into(),
+        size: 4,
+        sha256: "00".repeat(32),
+        sniffed_type: Some(sniffed.into()),
+        claimed_type: Some("text/plain".into()),
+        hits: Vec::new(),
+        state: DownloadState::Held,
+        reason: None,
+        created_at: now_ms(),
+        decided_at: None,
+        decided_by: None,
+        released_path: None,
+    };
+    records::insert(
+        &fx.store,
+        &record("dl-00000000000000e1", "application/x-executable"),
+    )
+    .await
+    .unwrap();
+    records::insert(&fx.store, &record("dl-00000000000000e2", "image/png"))
+        .await
+        .unwrap();
+    let release = |id: &str| format!("/v1/downloads/{id}/release");
+    let (status, body) = fx
+        .call(
+            Who::Operator,
+            Method::POST,
+            &release("dl-00000000000000e1"),
+            json!({}),
+        )
+        .await;
+    let id = held_id(status, &body);
+    let (_, approval) = fx
+        .call(
+            Who::Operator2,
+            Method::GET,
+            &format!("/v1/approvals/{id}"),
+            Value::Null,
+        )
+        .await;
+    assert_eq!(
+        approval["rule"], "default#release-executables",
+        "{approval}"
+    );
+    assert_eq!(approval["params"]["media_type"], "application/x-executable");
+    // A picture passes the gate (and fails later: no quarantine store here).
+    let (status, body) = fx
+        .call(
+            Who::Operator,
+            Method::POST,
+            &release("dl-00000000000000e2"),
+            json!({}),
+        )
+        .await;
+    assert_ne!(status, StatusCode::ACCEPTED, "{body}");
+    assert_ne!(status, StatusCode::FORBIDDEN, "{body}");
 }

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::command_line::Piece;
+
 /// A compiled pattern.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Glob {
@@ -81,6 +83,51 @@ impl Glob {
     }
 }
 
+impl Glob {
+    /// Whether some text matches both this pattern and `pieces`, where a
+    /// [`Piece::Unknown`] stands for any run of characters: whether the
+    /// pattern could match a command whose unknown parts turn out to be
+    /// anything at all. Dynamic programming over both, `O(len × len)`.
+    pub fn could_match(&self, pieces: &[Piece]) -> bool {
+        let (n, m) = (self.pattern.len(), pieces.len());
+        let norm = |c: char| {
+            if self.fold_case {
+                c.to_ascii_lowercase()
+            } else {
+                c
+            }
+        };
+        // reach[i][j]: the first i pattern characters and j pieces can
+        // produce the same text.
+        let mut reach = vec![vec![false; m + 1]; n + 1];
+        reach[0][0] = true;
+        for i in 0..=n {
+            for j in 0..=m {
+                if !reach[i][j] {
+                    continue;
+                }
+                let p = self.pattern.get(i).copied();
+                let q = pieces.get(j).copied();
+                // A star or an unknown run may stand for nothing.
+                if p == Some('*') {
+                    reach[i + 1][j] = true;
+                }
+                if q == Some(Piece::Unknown) {
+                    reach[i][j + 1] = true;
+                }
+                match (p, q) {
+                    (Some('*'), Some(Piece::Char(_))) => reach[i][j + 1] = true,
+                    (Some(_), Some(Piece::Unknown)) if p != Some('*') => reach[i + 1][j] = true,
+                    (Some('?'), Some(Piece::Char(_))) => reach[i + 1][j + 1] = true,
+                    (Some(a), Some(Piece::Char(b))) if a == norm(b) => reach[i + 1][j + 1] = true,
+                    _ => {}
+                }
+            }
+        }
+        reach[n][m]
+    }
+}
+
 /// Whether any of `globs` matches `text`.
 pub fn any(globs: &[Glob], text: &str) -> bool {
     globs.iter().any(|g| g.matches(text))
@@ -125,6 +172,44 @@ mod tests {
             );
         }
         assert!(Glob::folded("*.Bank.example").matches("WWW.bank.EXAMPLE"));
+    }
+
+    fn pieces(text: &str) -> Vec<Piece> {
+        text.chars()
+            .map(|c| {
+                if c == '%' {
+                    Piece::Unknown
+                } else {
+                    Piece::Char(c)
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn could_match_an_unknown_part() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("sudo *", "% id", true),
+            ("sudo *", "echo %", false),
+            ("rm -rf /", "rm -rf /%", true),
+            ("rm -rf /", "rm -rf %", true),
+            ("rm -rf /", "rm -f %", false),
+            ("mkfs*", "echo %", false),
+            ("a*b", "a%", true),
+            ("a?c", "a%c", true),
+            ("abc", "abc", true),
+            ("abc", "abd", false),
+            ("*", "%", true),
+            ("x", "", false),
+            ("*x*", "%", true),
+        ];
+        for (pattern, text, expected) in cases {
+            assert_eq!(
+                Glob::new(pattern).could_match(&pieces(text)),
+                *expected,
+                "{pattern} vs {text}"
+            );
+        }
         assert!(!Glob::new("*.Bank.example").matches("www.bank.example"));
     }
 }

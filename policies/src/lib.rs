@@ -16,6 +16,7 @@
 //!
 //! Read [`Policy::evaluate`] first, then `default.toml`.
 
+pub mod command_line;
 mod document;
 pub mod glob;
 mod rule;

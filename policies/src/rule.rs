@@ -5,8 +5,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::Decision;
+use crate::command_line::{Command, Piece};
 use crate::glob::{Glob, any};
-use crate::subject::{BrowserContext, Context, Focus, Kind, Subject, normalize_keys};
+use crate::subject::{
+    BrowserContext, Context, Focus, Kind, Subject, normalize_keys, normalize_path, urls_loaded,
+};
 
 /// A rule ready to match: every list is "any of"; an empty list matches
 /// anything; all given matchers must match.
@@ -90,9 +93,13 @@ impl Rule {
                     && region_match
                     && self.browser_matches(context)
             }
-            Subject::Exec { line } => globs(&m.command, line),
-            Subject::FileWrite { path } | Subject::FileDelete { path } => globs(&m.path, path),
-            Subject::Upload { files } => m.path.is_empty() || files.iter().any(|f| any(&m.path, f)),
+            Subject::Exec { line, commands } => self.matches_command(line, commands),
+            Subject::FileWrite { path } | Subject::FileDelete { path } => {
+                globs(&m.path, &normalize_path(path))
+            }
+            Subject::Upload { files } => {
+                m.path.is_empty() || files.iter().any(|f| any(&m.path, &normalize_path(f)))
+            }
             Subject::Cdp { method, params } => {
                 globs(&m.method, method)
                     && m.params.iter().all(|(pointer, glob)| {
@@ -102,8 +109,20 @@ impl Rule {
                     })
             }
             Subject::Navigate { url } => {
-                let (origin, host) = crate::subject::origin_and_host(url);
-                globs(&m.url, url) && globs(&m.origin, &origin) && globs(&m.host, &host)
+                let one = |url: &str| {
+                    let (origin, host) = crate::subject::origin_and_host(url);
+                    globs(&m.url, url) && globs(&m.origin, &origin) && globs(&m.host, &host)
+                };
+                match urls_loaded(url) {
+                    // What the browser will load, inner URLs included: a
+                    // rule that holds matches if it matches any of them;
+                    // one that allows, only if it matches them all.
+                    Some(urls) if self.decision == Decision::Allow => urls.iter().all(|u| one(u)),
+                    Some(urls) => urls.iter().any(|u| one(u)),
+                    // Not a URL the browser would load as one: only a rule
+                    // that holds may match it (any that could, does).
+                    None => self.decision != Decision::Allow,
+                }
             }
             Subject::Clipboard { text } => globs(&m.text, text),
             Subject::DownloadRelease { name, media_type } => {
@@ -111,6 +130,45 @@ impl Rule {
             }
             Subject::Egress { host, port } => globs(&m.host, host) && list(&m.port, |p| p == port),
         }
+    }
+
+    /// An exec rule's `command` patterns. A rule that holds (deny,
+    /// confirm) matches if a pattern matches the line as typed, or could
+    /// match one of the commands it starts (its unknown parts being
+    /// anything). A rule that allows matches only if every command it
+    /// starts is known and certainly matched, so `ls; sudo id` is not
+    /// allowed by `ls*`.
+    fn matches_command(&self, line: &str, commands: &[Command]) -> bool {
+        let m = &self.matchers;
+        if m.command.is_empty() {
+            return true;
+        }
+        let spellings = |command: &Command| {
+            let mut all = vec![command.pieces.clone()];
+            // `/usr/bin/sudo` is `sudo` too.
+            if let Some(slash) = program_slash(&command.pieces) {
+                all.push(command.pieces[slash + 1..].to_vec());
+            }
+            all
+        };
+        if self.decision == Decision::Allow {
+            return !commands.is_empty()
+                && commands.iter().all(|command| {
+                    spellings(command).iter().any(|pieces| {
+                        Command {
+                            pieces: pieces.clone(),
+                        }
+                        .known()
+                        .is_some_and(|text| any(&m.command, &text))
+                    })
+                });
+        }
+        any(&m.command, line)
+            || commands.iter().any(|command| {
+                spellings(command)
+                    .iter()
+                    .any(|pieces| m.command.iter().any(|g| g.could_match(pieces)))
+            })
     }
 
     /// The browser matchers of a screen action. Without a browser (none
@@ -135,6 +193,15 @@ impl Rule {
             && globs(&m.host, &b.host)
             && list(&m.focus, |f| *f == b.focus)
     }
+}
+
+/// The last `/` of a command's program word, if its program is a path.
+fn program_slash(pieces: &[Piece]) -> Option<usize> {
+    let end = pieces
+        .iter()
+        .position(|p| *p == Piece::Char(' '))
+        .unwrap_or(pieces.len());
+    pieces[..end].iter().rposition(|p| *p == Piece::Char('/'))
 }
 
 /// A parameter as text for matching: strings as themselves, anything else

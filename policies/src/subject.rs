@@ -80,9 +80,12 @@ pub enum Subject {
         keys: Option<String>,
         text: Option<String>,
     },
-    /// A command: its argv, or the shell line it runs.
+    /// A command: its argv, or the shell line it runs, as typed (`line`),
+    /// and the simple commands it starts, as far as they can be read
+    /// ([`crate::command_line`]).
     Exec {
         line: String,
+        commands: Vec<crate::command_line::Command>,
     },
     FileWrite {
         path: String,
@@ -132,11 +135,18 @@ impl Subject {
     /// An exec subject from an argv (joined by spaces, as a person would
     /// type it) or a shell line.
     pub fn exec(argv: &[String], command: Option<&str>) -> Self {
+        Self::exec_with_env(argv, command, &[])
+    }
+
+    /// Like [`Subject::exec`], with the names of the environment variables
+    /// the request sets (some change what runs: `BASH_ENV`, `LD_PRELOAD`).
+    pub fn exec_with_env(argv: &[String], command: Option<&str>, env: &[String]) -> Self {
         let line = match command {
             Some(line) => line.to_owned(),
             None => argv.join(" "),
         };
-        Subject::Exec { line }
+        let commands = crate::command_line::commands(argv, command, env);
+        Subject::Exec { line, commands }
     }
 }
 
@@ -190,6 +200,59 @@ pub struct Context<'a> {
     /// The browser's active tab, if it could be read (see the gateway's
     /// `browser_context` for what it can and cannot see).
     pub browser: crate::BrowserState<'a>,
+}
+
+/// The URL a browser loads for `raw`, parsed as the URL standard says
+/// (what Chromium does): leading and trailing C0 controls and spaces
+/// stripped, tabs and newlines removed, scheme and host in lower case,
+/// `\\` as `/` in special schemes, dot segments resolved. `None` when it
+/// is not a URL (the browser does not load it as one). `view-source:X`
+/// loads X: see [`urls_loaded`].
+pub fn normalize_url(raw: &str) -> Option<String> {
+    url::Url::parse(raw).ok().map(String::from)
+}
+
+/// Every URL a navigation to `raw` loads, outermost first: the URL itself
+/// and, for `view-source:`, the one inside (itself parsed the same way).
+/// `None` when one of them is not a URL.
+pub fn urls_loaded(raw: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut current = normalize_url(raw)?;
+    loop {
+        let inner = current.strip_prefix("view-source:").map(str::to_owned);
+        out.push(current);
+        match inner {
+            Some(inner) if out.len() < 4 => current = normalize_url(&inner)?,
+            Some(_) => return None,
+            None => return Some(out),
+        }
+    }
+}
+
+/// A workspace path in one spelling, lexically: `//` and `/./` folded,
+/// `..` taking the previous component off (never above `/`), no trailing
+/// slash. Symbolic links are the guest's to refuse (the files service
+/// does not follow them on writes and deletes).
+pub fn normalize_path(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() && !absolute {
+                    parts.push("..");
+                }
+            }
+            name => parts.push(name),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
 }
 
 /// `scheme://host[:port]` and the lower-case host of an absolute URL
@@ -289,6 +352,55 @@ mod tests {
         assert_eq!(normalize_keys("cmd+alt+Delete"), "alt+super+delete");
         assert_eq!(normalize_keys("ctrl+a  ctrl+c"), "ctrl+a ctrl+c");
         assert_eq!(normalize_keys("Return"), "return");
+    }
+
+    #[test]
+    fn urls_are_judged_as_the_browser_loads_them() {
+        let cases: &[(&str, Option<&[&str]>)] = &[
+            ("FILE:///etc/passwd", Some(&["file:///etc/passwd"])),
+            (" file:///etc/passwd", Some(&["file:///etc/passwd"])),
+            (
+                "\u{1}file:///etc/passwd\u{0} ",
+                Some(&["file:///etc/passwd"]),
+            ),
+            ("fi\tle:///etc/pa\nsswd", Some(&["file:///etc/passwd"])),
+            (
+                "view-source:file:///etc/passwd",
+                Some(&["view-source:file:///etc/passwd", "file:///etc/passwd"]),
+            ),
+            (
+                "VIEW-SOURCE: FILE:///etc/passwd",
+                Some(&["view-source: FILE:///etc/passwd", "file:///etc/passwd"]),
+            ),
+            (
+                "HTTPS://Bank.Example/a/../b",
+                Some(&["https://bank.example/b"]),
+            ),
+            (
+                "https:\\\\bank.example\\x",
+                Some(&["https://bank.example/x"]),
+            ),
+            ("not a url", None),
+        ];
+        for (raw, expected) in cases {
+            let got = urls_loaded(raw);
+            let expected = expected.map(|e| e.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            assert_eq!(got, expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn paths_have_one_spelling() {
+        for (raw, expected) in [
+            ("//home/user/.bashrc", "/home/user/.bashrc"),
+            ("/home/user/./.ssh/x", "/home/user/.ssh/x"),
+            ("/home/user/x/../.bashrc", "/home/user/.bashrc"),
+            ("/home/user/.ssh/", "/home/user/.ssh"),
+            ("/../../home/user/.profile", "/home/user/.profile"),
+            ("/", "/"),
+        ] {
+            assert_eq!(normalize_path(raw), expected, "{raw:?}");
+        }
     }
 
     #[test]

@@ -238,3 +238,61 @@ async fn an_mcp_call_waits_with_progress_while_the_operator_follows_approvals_ov
         cubicle_tests::stats::percentile_ms(&mut heard, 95),
     );
 }
+
+/// A policy holding one append to a file, so a second run would show.
+const COUNTED: &str = r#"
+description = "e2e: one append held for a person"
+default = "allow"
+
+[[rule]]
+id = "count"
+subject = "exec"
+command = ["tee -a /home/user/count"]
+decision = "confirm"
+reason = "appending to the count"
+"#;
+
+/// Issue 17, class 9 (and 4): "used once" is in the database before the
+/// approved operation runs, so a daemon killed with `kill -9` right after
+/// the run, and started again on the same data, refuses a second use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_approval_stays_used_across_a_kill_9() {
+    let desk::UnderPolicy {
+        mut daemon,
+        id,
+        agent,
+        operator,
+        args,
+        data,
+        policies: _policies,
+    } = desk::under_policy("counted", COUNTED).await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let admin = daemon.token.clone();
+    let exec = format!("/v1/workspaces/{id}/exec");
+    let append =
+        json!({ "argv": ["tee", "-a", "/home/user/count"], "stdin": "once\n" }).to_string();
+    let (status, body) = daemon
+        .call_as(Some(&agent.secret), Method::POST, &exec, Some(&append))
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{body}");
+    let approval = body["approval"]["id"].as_str().unwrap().to_owned();
+    decide(&daemon, &operator, &approval, "approve").await;
+    let named = format!("{exec}?approval={approval}");
+    let (status, body) = daemon
+        .call_as(Some(&agent.secret), Method::POST, &named, Some(&append))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    daemon.kill9();
+
+    let daemon = Daemon::start(data.path(), Some(&admin), &args).unwrap();
+    let (status, body) = daemon
+        .call_as(Some(&agent.secret), Method::POST, &named, Some(&append))
+        .await
+        .unwrap();
+    assert_eq!(status, 403, "used once before the kill -9: {body}");
+    assert_eq!(body["error"]["code"], "approval_refused", "{body}");
+    let count = desk::exec(&daemon, &id, "cat /home/user/count").await;
+    assert_eq!(count, "once\n", "it ran exactly once");
+}

@@ -276,3 +276,413 @@ async fn measure_browser_context_cost_per_action() {
         first.iter().cloned().fold(0.0, f64::max),
     );
 }
+
+/// The policy of the issue-17 class 4 and 7 attack tests: held commands
+/// (one with a short expiry), startup files held, `file:` pages denied, a
+/// screen region held, programs held at release.
+const LANDS: &str = r#"
+description = "e2e: what an approval binds, and what rules judge"
+default = "allow"
+
+[[rule]]
+id = "held-files"
+subject = "exec"
+command = ["touch /home/user/held-*"]
+decision = "confirm"
+reason = "making a held file"
+
+[[rule]]
+id = "quick-files"
+subject = "exec"
+command = ["touch /home/user/quick-*"]
+decision = "confirm"
+reason = "making a quick file"
+timeout_secs = 3
+
+[[rule]]
+id = "startup-files"
+subject = "file.write"
+path = ["/home/user/.bashrc", "/home/user/.ssh/*"]
+decision = "confirm"
+reason = "changing what runs at login, or SSH keys"
+
+[[rule]]
+id = "local-pages"
+subject = "navigate"
+url = ["file:*"]
+decision = "deny"
+reason = "file:// pages are not for agents"
+
+[[rule]]
+id = "corner"
+subject = "action"
+action = ["left_click"]
+region = [600, 380, 700, 480]
+decision = "confirm"
+reason = "a click in the held region"
+"#;
+
+async fn as_(daemon: &Daemon, who: &str, method: Method, path: &str, body: Value) -> (u16, Value) {
+    let body = (!body.is_null()).then(|| body.to_string());
+    daemon
+        .call_as(Some(who), method, path, body.as_deref())
+        .await
+        .unwrap()
+}
+
+fn held(status: u16, body: &Value) -> String {
+    assert_eq!(status, 202, "expected held: {body}");
+    body["approval"]["id"].as_str().unwrap().to_owned()
+}
+
+/// Issue 17, class 4: an approval lands only while what was approved still
+/// holds. Approved while the agent waited but after an operator took
+/// control, the command does not run (409), and runs once control is back;
+/// used after its expiry, it is refused; approved for the buffered exec
+/// door, it does not open a streamed exec (whose stdin the operator never
+/// sees).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_lands_only_while_what_was_approved_still_holds() {
+    let desk::UnderPolicy {
+        daemon,
+        id,
+        agent,
+        operator,
+        data: _data,
+        policies: _policies,
+        ..
+    } = desk::under_policy("lands", LANDS).await;
+    let admin = daemon.token.clone();
+    let exec = format!("/v1/workspaces/{id}/exec");
+
+    // Take-over while the agent waits.
+    let touch = json!({ "command": "touch /home/user/held-takeover" });
+    let waiting = {
+        let (url, secret, body) = (
+            daemon.url(&format!("{exec}?wait=120")),
+            agent.secret.clone(),
+            touch.to_string(),
+        );
+        tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .bearer_auth(secret)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        })
+    };
+    let mut approval = None;
+    for _ in 0..300 {
+        let (_, list) = as_(
+            &daemon,
+            &operator.secret,
+            Method::GET,
+            "/v1/approvals?state=pending",
+            Value::Null,
+        )
+        .await;
+        approval = list["approvals"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["params"]["command"] == "touch /home/user/held-takeover")
+            .and_then(|a| a["id"].as_str().map(str::to_owned));
+        if approval.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let approval = approval.expect("the waiting call's approval is pending");
+    let control = format!("/v1/workspaces/{id}/control");
+    let (status, body) = as_(
+        &daemon,
+        &operator.secret,
+        Method::POST,
+        &format!("{control}/take"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = as_(
+        &daemon,
+        &admin,
+        Method::POST,
+        &format!("/v1/approvals/{approval}/approve"),
+        json!({"reason": "ok"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(
+        status, 409,
+        "approved during a take-over, it must not run: {body}"
+    );
+    assert_eq!(body["error"]["code"], "control_held", "{body}");
+    assert!(
+        !desk::exists(&daemon, &id, "held-takeover").await,
+        "it ran during the take-over"
+    );
+    let (status, _) = as_(
+        &daemon,
+        &operator.secret,
+        Method::POST,
+        &format!("{control}/release"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let named = format!("{exec}?approval={approval}");
+    let (status, body) = as_(&daemon, &agent.secret, Method::POST, &named, touch.clone()).await;
+    assert_eq!(status, 200, "control back, the approved call runs: {body}");
+    assert!(desk::exists(&daemon, &id, "held-takeover").await);
+
+    // Used after its expiry.
+    let late = json!({ "command": "touch /home/user/quick-late" });
+    let (status, body) = as_(&daemon, &agent.secret, Method::POST, &exec, late.clone()).await;
+    let quick = held(status, &body);
+    let (status, record) = as_(
+        &daemon,
+        &admin,
+        Method::POST,
+        &format!("/v1/approvals/{quick}/approve"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{record}");
+    let expires_at = record["expires_at"].as_i64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    tokio::time::sleep(Duration::from_millis(
+        u64::try_from(expires_at - now + 50).unwrap_or(0),
+    ))
+    .await;
+    let (status, body) = as_(
+        &daemon,
+        &agent.secret,
+        Method::POST,
+        &format!("{exec}?approval={quick}"),
+        late,
+    )
+    .await;
+    assert_eq!(status, 403, "used after its expiry: {body}");
+    assert_eq!(body["error"]["code"], "expired", "{body}");
+    assert!(!desk::exists(&daemon, &id, "quick-late").await);
+
+    // A buffered exec's approval does not open the streamed door.
+    let touch = json!({ "command": "touch /home/user/held-stream" });
+    let (status, body) = as_(&daemon, &agent.secret, Method::POST, &exec, touch.clone()).await;
+    let buffered = held(status, &body);
+    as_(
+        &daemon,
+        &admin,
+        Method::POST,
+        &format!("/v1/approvals/{buffered}/approve"),
+        json!({}),
+    )
+    .await;
+    let url = daemon
+        .url(&format!(
+            "/v1/workspaces/{id}/exec/ws?command=touch%20/home/user/held-stream&approval={buffered}"
+        ))
+        .replacen("http://", "ws://", 1);
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+            .unwrap();
+    let bearer = format!("Bearer {}", agent.secret).parse().unwrap();
+    request.headers_mut().insert("Authorization", bearer);
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 403, "{response:?}");
+        }
+        other => panic!(
+            "the stream must not open on a buffered exec's approval: {:?}",
+            other.map(|_| ())
+        ),
+    }
+    assert!(!desk::exists(&daemon, &id, "held-stream").await);
+    let (status, body) = as_(
+        &daemon,
+        &agent.secret,
+        Method::POST,
+        &format!("{exec}?approval={buffered}"),
+        touch,
+    )
+    .await;
+    assert_eq!(status, 200, "its own door runs it: {body}");
+    assert!(desk::exists(&daemon, &id, "held-stream").await);
+}
+
+/// Issue 17, class 4: a click in a held region is judged in screen
+/// coordinates, after the agent's scaling is undone: at half scale,
+/// (325, 215) is (650, 430) on the screen, inside [600, 380, 700, 480].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaled_click_in_a_held_region_is_held() {
+    let desk::UnderPolicy {
+        daemon,
+        id,
+        agent,
+        operator,
+        data: _data,
+        policies: _policies,
+        ..
+    } = desk::under_policy("lands", LANDS).await;
+    let actions = format!("/v1/workspaces/{id}/actions");
+    let shot = json!({ "action": "screenshot", "width": 640, "height": 400 });
+    let (status, body) = as_(&daemon, &agent.secret, Method::POST, &actions, shot).await;
+    assert_eq!(status, 200, "{body}");
+    let click = json!({ "action": "left_click", "coordinate": [325, 215] });
+    let (status, body) = as_(&daemon, &agent.secret, Method::POST, &actions, click).await;
+    let approval = held(status, &body);
+    let (_, record) = as_(
+        &daemon,
+        &operator.secret,
+        Method::GET,
+        &format!("/v1/approvals/{approval}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(record["rule"], "lands#corner", "{record}");
+    assert_eq!(
+        record["params"]["screen_at"],
+        json!([[650, 430]]),
+        "{record}"
+    );
+    // Outside the region on the screen: it runs.
+    let click = json!({ "action": "left_click", "coordinate": [100, 100] });
+    let (status, body) = as_(&daemon, &agent.secret, Method::POST, &actions, click).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Issue 17, class 7: path rules judge the path the guest will touch, and
+/// URL rules the URL the browser will load. `//home/user/.bashrc` and
+/// `/home/user/./.ssh/x` are held; a link to `.bashrc` (or through a link
+/// to `.ssh`) is refused by the guest, which names the real path, and the
+/// file is unchanged; `FILE:///etc/passwd`, ` file:///etc/passwd` and
+/// `view-source:file:///etc/passwd` are denied as `file:` pages, while
+/// `about:blank` opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_links_and_urls_are_judged_as_they_will_be_touched() {
+    let desk::UnderPolicy {
+        daemon,
+        id,
+        agent,
+        data: _data,
+        policies: _policies,
+        ..
+    } = desk::under_policy("lands", LANDS).await;
+    let put = |path: &str| format!("/v1/workspaces/{id}/files?path={path}");
+    for path in [
+        "//home/user/.bashrc",
+        "/home/user/./.ssh/x",
+        "/home/user/.ssh//y",
+    ] {
+        let (status, body) = as_(
+            &daemon,
+            &agent.secret,
+            Method::PUT,
+            &put(path),
+            json!("echo pwned"),
+        )
+        .await;
+        let approval = held(status, &body);
+        assert!(!approval.is_empty());
+    }
+    let before = desk::exec(&daemon, &id, "cat /home/user/.bashrc").await;
+    let linked = "mkdir -p /home/user/.ssh && ln -s /home/user/.bashrc /home/user/notes && ln -s /home/user/.ssh /home/user/keys";
+    desk::exec(&daemon, &id, linked).await;
+    let (status, body) = as_(
+        &daemon,
+        &agent.secret,
+        Method::PUT,
+        &put("/home/user/notes"),
+        json!("echo pwned"),
+    )
+    .await;
+    assert_eq!(status, 403, "a write through a link to .bashrc: {body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("symbolic link") && message.contains("/home/user/.bashrc"),
+        "{body}"
+    );
+    let (status, body) = as_(
+        &daemon,
+        &agent.secret,
+        Method::PUT,
+        &put("/home/user/keys/authorized_keys"),
+        json!("ssh-ed25519 x"),
+    )
+    .await;
+    assert_eq!(status, 403, "a write through a link to .ssh: {body}");
+    assert_eq!(
+        desk::exec(&daemon, &id, "cat /home/user/.bashrc").await,
+        before
+    );
+    assert!(!desk::exists(&daemon, &id, ".ssh/authorized_keys").await);
+    let (status, body) = as_(
+        &daemon,
+        &agent.secret,
+        Method::PUT,
+        &put("/home/user/plain.txt"),
+        json!("fine"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    let url = daemon
+        .url(&format!("/v1/workspaces/{id}/cdp"))
+        .replacen("http://", "ws://", 1);
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+            .unwrap();
+    let bearer = format!("Bearer {}", agent.secret).parse().unwrap();
+    request.headers_mut().insert("Authorization", bearer);
+    let (mut cdp, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut call = async |n: u64, url: &str| -> Value {
+        use futures_util::{SinkExt, StreamExt};
+        let text =
+            json!({"id": n, "method": "Target.createTarget", "params": {"url": url}}).to_string();
+        cdp.send(tokio_tungstenite::tungstenite::Message::text(text))
+            .await
+            .unwrap();
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(30), cdp.next())
+                .await
+                .expect("a CDP reply in time")
+                .expect("the CDP connection stays open")
+                .unwrap();
+            if let tokio_tungstenite::tungstenite::Message::Text(text) = next {
+                let reply: Value = serde_json::from_str(&text).unwrap();
+                if reply["id"] == n {
+                    return reply;
+                }
+            }
+        }
+    };
+    for (n, url) in [
+        "FILE:///etc/passwd",
+        " file:///etc/passwd",
+        "view-source:file:///etc/passwd",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let reply = call(n as u64 + 1, url).await;
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("lands#local-pages"),
+            "{url:?} must be denied as file: {reply}"
+        );
+    }
+    let opened = call(9, "about:blank").await;
+    assert!(opened["result"]["targetId"].is_string(), "{opened}");
+}

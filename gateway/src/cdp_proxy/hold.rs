@@ -83,21 +83,34 @@ fn add_specific(method: &str, params: &Value, more: &mut Vec<Subject>, depth: us
     }
 }
 
+/// A call as the gate sees it: bound to its method and parameters; a call
+/// that changes the page is refused to the agent during a take-over, when
+/// it is asked and again when its approval lands.
+fn gated(message: &CdpMessage<'_>) -> (Gated, Vec<Subject>) {
+    let (main, more, params) = subjects(message);
+    let method = message.method.as_deref().unwrap_or_default();
+    let bound = json!({ "method": method, "params": params });
+    let lock = match super::inspect::changes_page(method) {
+        true => gates::Lock::Change,
+        false => gates::Lock::Read,
+    };
+    let gated = Gated {
+        operation: "cdp",
+        subject: main,
+        params: bound.clone(),
+        shown: bound,
+        lock,
+    };
+    (gated, more)
+}
+
 /// The policy's answer to a call: `Ok(None)` to forward it, `Ok(Some)` to
 /// park it on this approval, `Err` (the reason) to refuse it.
 pub async fn policy(
     gate: &Gate,
     message: &CdpMessage<'_>,
 ) -> Result<Option<Box<Approval>>, String> {
-    let (main, more, params) = subjects(message);
-    let method = message.method.as_deref().unwrap_or_default();
-    let bound = json!({ "method": method, "params": params });
-    let gated = Gated {
-        operation: "cdp",
-        subject: main,
-        params: bound.clone(),
-        shown: bound,
-    };
+    let (gated, more) = gated(message);
     match gates::decide_all(&gate.state, &gate.ctx, &gate.workspace, &gated, &more).await {
         Ok(Verdict::Allow) => Ok(None),
         Ok(Verdict::Held(approval)) => Ok(Some(approval)),
@@ -114,12 +127,13 @@ pub fn park(
     text: String,
 ) -> Parked {
     let (state, ctx) = (gate.state.clone(), gate.ctx.clone());
+    let (gated, more) = gated(message);
     let id = message.id;
     let session = message.session_id.as_deref().map(str::to_owned);
     Box::pin(async move {
         let left = u64::try_from(approval.expires_at - now_ms()).unwrap_or(0);
         let wait = Duration::from_millis(left) + Duration::from_secs(1);
-        let result = gates::wait(&state, &ctx, &approval, wait)
+        let result = gates::wait(&state, &ctx, &approval, &gated, &more, wait)
             .await
             .map_err(|err| err.message);
         Decided {

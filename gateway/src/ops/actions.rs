@@ -80,7 +80,8 @@ pub async fn run_batch(
                 true => match access::under_control(state, ctx, id) {
                     Ok(()) => {
                         let sent = sent.get(index).cloned().unwrap_or_default();
-                        gates::check(state, ctx, id, gates::action(&sent, action)).await
+                        let (gated, more) = gates::action(&sent, action, &session);
+                        gates::check_all(state, ctx, id, gated, &more).await
                     }
                     Err(held) => Err(held),
                 },
@@ -109,6 +110,29 @@ pub async fn run_batch(
     };
     started.finish(&result, detail).await;
     Ok(outcome)
+}
+
+/// Text pasted into the workspace's clipboard from a live view (a viewer
+/// holding the control lock): judged by the workspace's `clipboard` rules
+/// like any operation. A paste a rule holds is not forwarded; once an
+/// operator approves it, the same paste again goes through. The approval
+/// is bound to the text's digest; operators are shown the text.
+pub async fn paste(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    text: &str,
+) -> Result<(), ApiError> {
+    let gated = gates::Gated {
+        operation: "clipboard",
+        subject: cubicle_policy::Subject::Clipboard {
+            text: text.to_owned(),
+        },
+        params: json!({ "text": digest(text.as_bytes()) }),
+        shown: json!({ "text": text, "from": "live view" }),
+        lock: gates::Lock::Input,
+    };
+    gates::check(state, ctx, id, gated).await
 }
 
 /// The screen as an image (encoded once per screen change, see

@@ -214,6 +214,7 @@ pub async fn release(
         Permission::DownloadsDecide,
     )
     .await?;
+    super::gates::check(state, ctx, &record.workspace_id, release_gated(&record)).await?;
     let detail = json!({
         "download": id, "name": record.name, "sha256": record.sha256,
         "size": record.size, "hits": record.hits, "reason": reason,
@@ -232,6 +233,30 @@ pub async fn release(
             |r: &DownloadRecord| json!({ "path": r.released_path }),
         )
         .await
+}
+
+/// What the policy judges of a release (`download.release`: the cleaned
+/// name and the type sniffed from the bytes, never the one the server
+/// claimed) and what an approval of it is bound to (the exact bytes).
+fn release_gated(record: &DownloadRecord) -> super::gates::Gated {
+    let media_type = record
+        .sniffed_type
+        .clone()
+        .unwrap_or_else(|| "application/octet-stream".into());
+    let bound = json!({
+        "download": record.id, "name": record.name, "sha256": record.sha256,
+        "size": record.size, "media_type": media_type, "hits": record.hits.len(),
+    });
+    super::gates::Gated {
+        operation: "download.release",
+        subject: cubicle_policy::Subject::DownloadRelease {
+            name: record.name.clone(),
+            media_type,
+        },
+        params: bound.clone(),
+        shown: bound,
+        lock: super::gates::Lock::Read,
+    }
 }
 
 /// Writes a held download into its workspace's `~/Downloads` (cleaned
@@ -326,6 +351,31 @@ pub async fn auto_release(state: &AppState, workspace: &str, id: &str) {
         .as_ref()
         .is_some_and(|t| view.policy.auto_release.iter().any(|a| a == t));
     if record.state != DownloadState::Held || !record.hits.is_empty() || !listed {
+        return;
+    }
+    // The workspace's policy has the last word: only what it allows goes
+    // in without a person (a `confirm` or `deny` rule keeps it held).
+    let Ok(policy) = state.gates.policy_of(&state.store, workspace).await else {
+        return;
+    };
+    let judged = release_gated(&record);
+    let outcome = policy.evaluate(&judged.subject, &cubicle_policy::Context::default());
+    if outcome.decision != cubicle_policy::Decision::Allow {
+        let detail = json!({ "download": id, "auto": true, "held_by": outcome.rule,
+                             "reason": outcome.reason, "media_type": judged.params["media_type"] });
+        let noted = state
+            .audit
+            .note(
+                None,
+                EventKind::DownloadRelease,
+                Some(workspace),
+                detail,
+                Some("held"),
+            )
+            .await;
+        if let Err(err) = noted {
+            tracing::error!(workspace, err = %err.message, "cannot record a held automatic release");
+        }
         return;
     }
     let Ok(ws) = state.manager.running(workspace).await else {

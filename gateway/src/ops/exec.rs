@@ -24,14 +24,28 @@ fn describe(request: &ExecRequest) -> Value {
     })
 }
 
-/// What the policy sees of a command (its line), what an approval is bound
-/// to (the whole request) and what operators are shown ([`describe`]).
-fn gated(request: &ExecRequest) -> gates::Gated {
+/// What the policy sees of a command (its line, the commands it starts and
+/// the names of the variables it sets), what an approval is bound to (the
+/// door and the whole request, stdin included) and what operators are
+/// shown ([`describe`]). A streamed command's stdin comes later, live,
+/// and no operator sees it: its door is its own operation, so an approval
+/// of a buffered exec never runs as a streamed one.
+fn gated(request: &ExecRequest, operation: &'static str) -> gates::Gated {
+    let env: Vec<String> = request.env.keys().cloned().collect();
+    let mut shown = describe(request);
+    if operation == "exec.stream" {
+        shown["stdin"] = json!("streamed live by the caller: not shown to the operator");
+    }
     gates::Gated {
-        operation: "exec",
-        subject: cubicle_policy::Subject::exec(&request.argv, request.command.as_deref()),
+        operation,
+        subject: cubicle_policy::Subject::exec_with_env(
+            &request.argv,
+            request.command.as_deref(),
+            &env,
+        ),
         params: serde_json::to_value(request).unwrap_or_default(),
-        shown: describe(request),
+        shown,
+        lock: gates::Lock::Change,
     }
 }
 
@@ -44,7 +58,7 @@ pub async fn run(
 ) -> Result<ExecOutput, ApiError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::agent_held_off(state, ctx, id)?;
-    gates::check(state, ctx, id, gated(request)).await?;
+    gates::check(state, ctx, id, gated(request, "exec")).await?;
     let run = async { channel.exec(request).await.map_err(ApiError::from) };
     let summary = |out: &ExecOutput| {
         json!({
@@ -71,7 +85,7 @@ pub async fn open_stream(
 ) -> Result<(ExecEvents, ExecStdin), ApiError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::agent_held_off(state, ctx, id)?;
-    gates::check(state, ctx, id, gated(request)).await?;
+    gates::check(state, ctx, id, gated(request, "exec.stream")).await?;
     let run = async { channel.exec_stream(request).await.map_err(ApiError::from) };
     let kind = EventKind::ExecStream;
     state

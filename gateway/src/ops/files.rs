@@ -11,6 +11,20 @@ use super::{OpContext, Permission, access, gates};
 use crate::app::AppState;
 use crate::error::ApiError;
 
+/// The one spelling of a path that is judged, approved and sent to the
+/// guest (`//`, `/./` folded; `..` and relative paths refused with a 400),
+/// so the path a rule sees is the path the guest opens. The guest does
+/// not follow symbolic links on writes and deletes (it refuses them and
+/// names where they lead), so a link cannot take a write past a rule.
+fn judged_path(path: &str) -> Result<String, ApiError> {
+    cubicle_guest::control::normalise_path("path", path)
+        .map(|clean| clean.display().to_string())
+        .map_err(|invalid| {
+            // The same answer the guest gives (`bad_path`, `not_absolute`).
+            ApiError::from(cubicle_runtime::guest_ops::GuestOpError::from(invalid))
+        })
+}
+
 pub async fn read(
     state: &AppState,
     ctx: &OpContext,
@@ -76,6 +90,7 @@ pub async fn write(
 ) -> Result<FileInfo, ApiError> {
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
     access::agent_held_off(state, ctx, id)?;
+    let path = &judged_path(path)?;
     let detail = json!({ "path": path, "mode": mode, "content": digest(bytes) });
     let gated = gates::Gated {
         operation: "file.write",
@@ -84,6 +99,7 @@ pub async fn write(
         },
         params: detail.clone(),
         shown: detail.clone(),
+        lock: gates::Lock::Change,
     };
     gates::check(state, ctx, id, gated).await?;
     let run = async { Ok(channel.write_file(path, bytes, mode).await?) };
@@ -110,6 +126,7 @@ pub async fn delete(
 ) -> Result<FileInfo, ApiError> {
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
     access::agent_held_off(state, ctx, id)?;
+    let path = &judged_path(path)?;
     let detail = json!({ "path": path, "recursive": recursive });
     let gated = gates::Gated {
         operation: "file.delete",
@@ -118,6 +135,7 @@ pub async fn delete(
         },
         params: detail.clone(),
         shown: detail.clone(),
+        lock: gates::Lock::Change,
     };
     gates::check(state, ctx, id, gated).await?;
     let run = async { Ok(channel.delete(path, recursive).await?) };

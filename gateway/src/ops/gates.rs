@@ -13,6 +13,17 @@
 //! URL to wait on. Asking again with the same parameters (or with
 //! `approval=<id>`) picks the same approval up; an approval never runs
 //! different parameters. Every step is an event.
+//!
+//! An approval outlives nothing it approved. It is bound to a hash of
+//! everything that changes the effect ([`binding_hash`]: the door's
+//! operation, the exact parameters — stdin, screen coordinates after
+//! scaling — and the browser context the operator was shown). When it
+//! lands ([`land`]), right before the operation runs, the gate looks
+//! again: the workspace must still be running and not paused, the control
+//! lock must still let the caller act, the policy must still hold (not
+//! deny) it, and the hash — with the browser context read again — must be
+//! the one approved; it must not have expired; and its use is written to
+//! the database before the operation runs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,8 +37,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::OpContext;
 use super::audit::{EventKind, digest};
+use super::{OpContext, access};
 use crate::app::AppState;
 use crate::approvals::{
     Approval, ApprovalError, ApprovalState, Approvals, NewApproval, binding_hash,
@@ -184,9 +195,26 @@ impl Gates {
     }
 }
 
+/// Which control check an operation passes, before it is judged and
+/// again when its approval lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Screen input: only the holder of the control lock
+    /// ([`access::under_control`]).
+    Input,
+    /// A change by other means (exec, files, CDP calls that change the
+    /// page): refused to the agent during a take-over
+    /// ([`access::agent_held_off`]).
+    Change,
+    /// Reads: only that the workspace is not paused.
+    Read,
+}
+
 /// One operation as the gate sees it.
+#[derive(Debug, Clone)]
 pub struct Gated {
-    /// The operation's name, as in its event (`exec`, `file.write`, ...).
+    /// The operation's name, as in its event (`exec`, `exec.stream`,
+    /// `file.write`, ...): the door is part of what is approved.
     pub operation: &'static str,
     pub subject: Subject,
     /// The exact parameters an approval is bound to (hashed, never shown).
@@ -194,6 +222,7 @@ pub struct Gated {
     /// What operators are shown of them (secrets such as environment
     /// values and file contents as their digest).
     pub shown: Value,
+    pub lock: Lock,
 }
 
 /// What the gate said, before any waiting.
@@ -210,9 +239,20 @@ pub async fn check(
     workspace: &str,
     gated: Gated,
 ) -> Result<(), ApiError> {
-    match decide(state, ctx, workspace, &gated).await? {
+    check_all(state, ctx, workspace, gated, &[]).await
+}
+
+/// Like [`check`], for an operation that is several subjects at once.
+pub async fn check_all(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: &str,
+    gated: Gated,
+    more: &[Subject],
+) -> Result<(), ApiError> {
+    match decide_all(state, ctx, workspace, &gated, more).await? {
         Verdict::Allow => Ok(()),
-        Verdict::Held(approval) => wait(state, ctx, &approval, ctx.hold.wait).await,
+        Verdict::Held(approval) => wait(state, ctx, &approval, &gated, more, ctx.hold.wait).await,
     }
 }
 
@@ -237,13 +277,33 @@ pub async fn decide_all(
     gated: &Gated,
     more: &[Subject],
 ) -> Result<Verdict, ApiError> {
+    let (outcome, lookup) = judge(state, workspace, gated, more).await?;
+    match outcome.decision {
+        Decision::Allow => Ok(Verdict::Allow),
+        Decision::Deny => Err(refuse(state, ctx, workspace, gated, &outcome).await),
+        Decision::Confirm => held(state, ctx, workspace, gated, outcome, lookup)
+            .await
+            .map(|a| Verdict::Held(Box::new(a))),
+    }
+}
+
+/// The workspace's policy on `gated` (and `more`) in the browser context
+/// of this moment: the strictest outcome, and the context of the tab it
+/// came from (the one operators are shown, and the approval is bound to).
+async fn judge(
+    state: &AppState,
+    workspace: &str,
+    gated: &Gated,
+    more: &[Subject],
+) -> Result<(Outcome, Lookup), ApiError> {
     let gates = &state.gates;
     let policy = gates.policy_of(&state.store, workspace).await?;
-    let lookup = match gated.subject {
-        Subject::Action { .. } if policy.needs_browser_for(&gated.subject) => {
-            gates.browsers.context(state, workspace).await
-        }
-        _ => Lookup::Absent,
+    let needs_browser = std::iter::once(&gated.subject)
+        .chain(more)
+        .any(|s| policy.needs_browser_for(s));
+    let lookup = match needs_browser {
+        true => gates.browsers.context(state, workspace).await,
+        false => Lookup::Absent,
     };
     let states: Vec<BrowserState<'_>> = match &lookup {
         Lookup::Absent => vec![BrowserState::Absent],
@@ -272,12 +332,14 @@ pub async fn decide_all(
         Lookup::Known(mut tabs) if tab < tabs.len() => Lookup::Known(vec![tabs.swap_remove(tab)]),
         other => other,
     };
-    match outcome.decision {
-        Decision::Allow => Ok(Verdict::Allow),
-        Decision::Deny => Err(refuse(state, ctx, workspace, gated, &outcome).await),
-        Decision::Confirm => held(state, ctx, workspace, gated, outcome, lookup)
-            .await
-            .map(|a| Verdict::Held(Box::new(a))),
+    Ok((outcome, lookup))
+}
+
+/// The browser context an approval is bound to: the tab it was judged in.
+fn bound_context(lookup: &Lookup) -> Option<&cubicle_policy::BrowserContext> {
+    match lookup {
+        Lookup::Known(tabs) => tabs.first(),
+        _ => None,
     }
 }
 
@@ -326,7 +388,12 @@ async fn held(
     lookup: Lookup,
 ) -> Result<Approval, ApiError> {
     let approvals = &state.gates.approvals;
-    let sha256 = binding_hash(workspace, gated.operation, &gated.params);
+    let sha256 = binding_hash(
+        workspace,
+        gated.operation,
+        &gated.params,
+        bound_context(&lookup),
+    );
     if let Some(id) = &ctx.hold.approval {
         let named = approvals.get(id).filter(|a| a.asked_by.id == ctx.token.id);
         let Some(named) = named else {
@@ -421,11 +488,14 @@ async fn screenshot(state: &AppState, workspace: &str, approval: &str) {
     }
 }
 
-/// Waits up to `wait` for `approval` to be decided; on approval, uses it.
+/// Waits up to `wait` for `approval` of `gated` (and `more`) to be
+/// decided; on approval, [`land`]s it.
 pub async fn wait(
     state: &AppState,
     ctx: &OpContext,
     approval: &Approval,
+    gated: &Gated,
+    more: &[Subject],
     wait: Duration,
 ) -> Result<(), ApiError> {
     let approvals = &state.gates.approvals;
@@ -441,7 +511,7 @@ pub async fn wait(
         let current = *decided.borrow_and_update();
         match current {
             ApprovalState::Approved => {
-                return use_approval(state, ctx, &id, &approval.sha256, &approval.workspace).await;
+                return land(state, ctx, approval, gated, more).await;
             }
             ApprovalState::Denied | ApprovalState::Expired => {
                 let record = approvals.get(&id).unwrap_or_else(|| approval.clone());
@@ -468,29 +538,118 @@ pub async fn wait(
     }
 }
 
-async fn use_approval(
+/// An approval landing, right before its operation runs: everything that
+/// could have changed while it waited is looked at again — the workspace
+/// still running and not paused, the control lock, the policy (a switch to
+/// one that denies it), the browser context (bound in the hash), the
+/// expiry — and its use is written to the database. Any refusal is an
+/// `approval.refuse` event and the operation does not run.
+async fn land(
     state: &AppState,
     ctx: &OpContext,
-    id: &str,
-    sha256: &str,
-    workspace: &str,
+    approval: &Approval,
+    gated: &Gated,
+    more: &[Subject],
 ) -> Result<(), ApiError> {
-    let used = state.gates.approvals.consume(id, &ctx.token.id, sha256);
-    let (outcome, why) = match &used {
-        Ok(_) => ("ok", None),
-        Err(err) => ("denied", Some(err.to_string())),
+    let workspace = approval.workspace.as_str();
+    let checked = async {
+        still_may_act(state, ctx, workspace, gated.lock).await?;
+        let (outcome, lookup) = judge(state, workspace, gated, more).await?;
+        if outcome.decision == Decision::Deny {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "policy_denied",
+                format!(
+                    "approval {} landed, but the policy now denies it ({}): {}",
+                    approval.id, outcome.rule, outcome.reason
+                ),
+            ));
+        }
+        let sha256 = binding_hash(
+            workspace,
+            gated.operation,
+            &gated.params,
+            bound_context(&lookup),
+        );
+        if sha256 != approval.sha256 {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "approval_mismatch",
+                format!(
+                    "approval {} was for another page or focus than the browser shows now (or other parameters): it cannot run here; ask again",
+                    approval.id
+                ),
+            ));
+        }
+        state
+            .gates
+            .approvals
+            .consume(&approval.id, &ctx.token.id, &sha256)
+            .await
+            .map_err(approval_error)
     };
-    let detail = json!({ "approval": id, "sha256": sha256, "refused": why });
-    let kind = if used.is_ok() {
-        EventKind::ApprovalUse
-    } else {
-        EventKind::ApprovalRefuse
+    let used = checked.await;
+    let (kind, outcome, why) = match &used {
+        Ok(_) => (EventKind::ApprovalUse, "ok", None),
+        Err(err) => (
+            EventKind::ApprovalRefuse,
+            "denied",
+            Some(err.message.clone()),
+        ),
     };
+    let detail = json!({
+        "approval": approval.id,
+        "operation": gated.operation,
+        "sha256": approval.sha256,
+        "refused": why,
+    });
     state
         .audit
         .note(Some(ctx), kind, Some(workspace), detail, Some(outcome))
         .await?;
-    used.map(|_| ()).map_err(approval_error)
+    used.map(|_| ())
+}
+
+/// Whether the caller may still act on `workspace` as `lock` says: it
+/// exists, runs, is not paused, and the control lock lets the caller in.
+async fn still_may_act(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: &str,
+    lock: Lock,
+) -> Result<(), ApiError> {
+    let record = state
+        .store
+        .get(workspace)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let record = record.ok_or_else(|| {
+        ApiError::from(cubicle_runtime::manager::ManagerError::NotFound(
+            workspace.to_owned(),
+        ))
+    })?;
+    if record.state == cubicle_runtime::state::WorkspaceState::Paused {
+        return Err(crate::control::ControlError::Paused {
+            workspace: record.id,
+        }
+        .into());
+    }
+    if record.state != cubicle_runtime::state::WorkspaceState::Running {
+        return Err(cubicle_runtime::manager::ManagerError::Conflict {
+            id: record.id,
+            state: record.state.as_str(),
+            reason: "it is not running".into(),
+        }
+        .into());
+    }
+    match lock {
+        Lock::Input => access::under_control(state, ctx, workspace),
+        Lock::Change => access::agent_held_off(state, ctx, workspace),
+        Lock::Read => state
+            .control
+            .check_running(workspace)
+            .map_err(ApiError::from),
+    }
 }
 
 /// Marks `id` expired (denied, with `why`) and records it.
@@ -595,25 +754,54 @@ pub fn approval_error(err: ApprovalError) -> ApiError {
         | ApprovalError::NotApproved { .. } => {
             ApiError::new(StatusCode::FORBIDDEN, "approval_refused", message)
         }
+        ApprovalError::ExpiredUnused { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "expired", message)
+        }
+        ApprovalError::NotDurable { .. } => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_recorded", message)
+        }
         ApprovalError::TooMany => {
             ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending", message)
         }
     }
 }
 
-/// The gate's view of a computer action: its name, where it lands (screen
-/// coordinates, after any scaling), the combination it presses and the
-/// text it types, from the action as sent and as parsed.
-pub fn action(sent: &Value, parsed: &crate::actions::Action) -> Gated {
+/// The gate's view of a computer action: its name, where it lands in
+/// screen coordinates (the agent's scaled coordinates mapped back, or the
+/// pointer's position for a click, scroll or button without one), the
+/// combination it presses and the text it types. The approval is bound to
+/// the action as sent *and* the screen points, so a scaled request and
+/// the region a rule names are judged and approved in one space. A drag
+/// is judged where it presses and where it releases (`more`).
+pub fn action(
+    sent: &Value,
+    parsed: &crate::actions::Action,
+    session: &crate::screen::ScreenSession,
+) -> (Gated, Vec<Subject>) {
     use crate::actions::Action as A;
+    let screen = |p: &crate::actions::Point| {
+        crate::actions::run::to_screen(session, *p)
+            .ok()
+            .map(|(x, y)| (i64::from(x), i64::from(y)))
+    };
+    let pointer = || {
+        let p = session.pointer();
+        Some((i64::from(p.x), i64::from(p.y)))
+    };
+    let points: Vec<Option<(i64, i64)>> = match parsed {
+        A::MouseMove(p) => vec![screen(p)],
+        A::Click { at: Some(p), .. } | A::Scroll { at: Some(p), .. } => vec![screen(p)],
+        A::Click { at: None, .. }
+        | A::Scroll { at: None, .. }
+        | A::MouseDown(_)
+        | A::MouseUp(_) => vec![pointer()],
+        A::Drag(path) => match (path.first(), path.last()) {
+            (Some(first), Some(last)) => vec![screen(first), screen(last)],
+            _ => vec![None],
+        },
+        _ => vec![None],
+    };
     let name = sent["action"].as_str().unwrap_or_default().to_owned();
-    let point = match parsed {
-        A::MouseMove(p) => Some(p),
-        A::Click { at, .. } | A::Scroll { at, .. } => at.as_ref(),
-        A::Drag(points) => points.last(),
-        _ => None,
-    }
-    .map(|p| (p.x, p.y));
     let text = sent["text"].as_str().map(str::to_owned);
     let (keys, text) = match parsed {
         A::Key(_) | A::HoldKey(..) => (text, None),
@@ -621,15 +809,29 @@ pub fn action(sent: &Value, parsed: &crate::actions::Action) -> Gated {
         // Clicks and scrolls name held modifiers in `text`.
         _ => (text, None),
     };
-    Gated {
-        operation: "action",
-        subject: Subject::Action {
-            name,
-            point,
-            keys,
-            text,
-        },
-        params: sent.clone(),
-        shown: sent.clone(),
+    let subject_at = |point: Option<(i64, i64)>| Subject::Action {
+        name: name.clone(),
+        point,
+        keys: keys.clone(),
+        text: text.clone(),
+    };
+    let mut subjects = points.iter().map(|p| subject_at(*p));
+    let main = subjects.next().unwrap_or_else(|| subject_at(None));
+    let more: Vec<Subject> = subjects.collect();
+    let at: Vec<Value> = points
+        .iter()
+        .map(|p| p.map_or(Value::Null, |(x, y)| json!([x, y])))
+        .collect();
+    let mut shown = sent.clone();
+    if let Value::Object(fields) = &mut shown {
+        fields.insert("screen_at".into(), json!(at));
     }
+    let gated = Gated {
+        operation: "action",
+        subject: main,
+        params: json!({ "action": sent, "screen_at": at }),
+        shown,
+        lock: Lock::Input,
+    };
+    (gated, more)
 }

@@ -41,6 +41,9 @@ pub struct Viewer {
     pub revoked: RevocationWatch,
     /// Xvnc's ServerInit, replayed to the viewer.
     pub server_init: Vec<u8>,
+    /// The operations core, which judges each paste (`clipboard` rules).
+    pub state: crate::app::AppState,
+    pub ctx: crate::ops::OpContext,
 }
 
 /// Why a connection ended, as told to the viewer (and kept in the
@@ -174,14 +177,36 @@ async fn viewer_to_guest(
             let now = control.borrow();
             now.is_held_by(&viewer.token) && !now.paused
         };
-        match forward(&mut parser, may_input, &mut held) {
-            Ok(out) if out.is_empty() => {}
-            Ok(out) => {
-                if guest_tx.write_all(&out).await.is_err() {
-                    break Close::new(1011, "the workspace's display stopped answering");
-                }
+        // Whole messages, up to each paste, which the policy judges first.
+        let forwarded = loop {
+            let (out, paste) = match forward(&mut parser, may_input, &mut held) {
+                Ok(next) => next,
+                Err(close) => break Err(close),
+            };
+            if !out.is_empty() && guest_tx.write_all(&out).await.is_err() {
+                break Err(Close::new(
+                    1011,
+                    "the workspace's display stopped answering",
+                ));
             }
-            Err(close) => break close,
+            let Some(paste) = paste else { break Ok(()) };
+            let allowed = match filter::cut_text(&paste) {
+                Some(text) => {
+                    crate::ops::actions::paste(&viewer.state, &viewer.ctx, &viewer.workspace, &text)
+                        .await
+                        .is_ok()
+                }
+                None => false,
+            };
+            if allowed && guest_tx.write_all(&paste).await.is_err() {
+                break Err(Close::new(
+                    1011,
+                    "the workspace's display stopped answering",
+                ));
+            }
+        };
+        if let Err(close) = forwarded {
+            break close;
         }
         let limit = if parser.pending() > 0 {
             PARTIAL_LIMIT
@@ -226,18 +251,23 @@ fn truncated(parser: &RfbParser, then: &'static str) -> Option<Close> {
     parser.truncated(then).map(Close::protocol)
 }
 
-/// The bytes to send on for every whole message the parser now holds.
+/// The bytes to send on for the whole messages the parser now holds, up
+/// to the first paste (a ClientCutText that may pass), which is returned
+/// apart for the policy to judge.
 fn forward(
     parser: &mut RfbParser,
     may_input: bool,
     held: &mut HeldInput,
-) -> Result<Vec<u8>, Close> {
+) -> Result<(Vec<u8>, Option<Vec<u8>>), Close> {
     let mut out = Vec::new();
     loop {
         match parser.next_message() {
-            Ok(None) => return Ok(out),
+            Ok(None) => return Ok((out, None)),
             Ok(Some(message)) => {
                 if let Verdict::Forward(bytes) = filter::decide(&message, may_input, held) {
+                    if message.kind == Kind::ClientCutText {
+                        return Ok((out, Some(bytes.into_owned())));
+                    }
                     out.extend_from_slice(&bytes);
                 }
             }

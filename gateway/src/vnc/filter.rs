@@ -13,8 +13,20 @@ use super::rfb_parse::{Kind, Message};
 
 /// Pseudo-encodings a viewer may not ask for, because the server would then
 /// change what the client sends: ExtendedMouseButtons (-316, 7-byte pointer
-/// events), xvp (-309, power operations), gii (-305, its own messages).
-const STRIPPED_ENCODINGS: [i32; 3] = [-316, -309, -305];
+/// events), xvp (-309, power operations), gii (-305, its own messages),
+/// and the extended clipboard (0xc0a1e5ce), whose compressed messages the
+/// clipboard policy could not read: viewers paste in the classic form.
+const STRIPPED_ENCODINGS: [i32; 4] = [-316, -309, -305, 0xc0a1_e5ce_u32 as i32];
+
+/// The text of a classic ClientCutText (Latin-1); `None` for the
+/// extended form (a negative length), which is never forwarded.
+pub fn cut_text(bytes: &[u8]) -> Option<String> {
+    let length = i32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?);
+    if length < 0 {
+        return None;
+    }
+    Some(bytes.get(8..)?.iter().map(|&b| char::from(b)).collect())
+}
 /// Most keys remembered as pressed (a hostile holder cannot grow it further).
 const MAX_HELD_KEYS: usize = 256;
 

@@ -85,9 +85,11 @@ pub async fn upgrade(
         revoked: state
             .revocations
             .watch(state.store.clone(), &caller.token.id),
-        token: caller.token,
+        token: caller.token.clone(),
         workspace: id,
         server_init,
+        state: state.clone(),
+        ctx: caller.clone(),
     };
     Ok(ws
         .protocols(["binary"])

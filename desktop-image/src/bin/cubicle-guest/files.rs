@@ -6,6 +6,17 @@
 //! instead of hanging or streaming forever. Sizes are capped at
 //! [`MAX_FILE`]. Only `/home/user` and `/tmp` are writable: the image root
 //! is read-only.
+//!
+//! Writes and deletes never follow a symbolic link, at any step of the
+//! path ([`parent_no_links`]): the host's policy judges the path it sent
+//! (`/home/user/.bashrc` may be held for a person), and a link
+//! (`/home/user/notes -> .bashrc`) must not carry a write past that
+//! judgement. Such a path is refused, naming where the link leads, so the
+//! caller can ask for the real path, which is judged as itself. A file
+//! with more than one hard link is refused for writing for the same
+//! reason. The walk opens each directory with `O_NOFOLLOW` below the one
+//! before (through `/proc/self/fd`), so a link swapped in while it walks is
+//! refused too.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
@@ -52,6 +63,18 @@ pub enum FilesError {
     Mode(u32),
     #[error("refusing to delete {0}: it is the root or a mount point of the workspace")]
     Protected(String),
+    #[error(
+        "{path} goes through the symbolic link {link}{leads}: writes and deletes do not follow links; give the real path"
+    )]
+    Symlink {
+        path: String,
+        link: String,
+        leads: String,
+    },
+    #[error(
+        "{path} has {links} hard links: writes to a file with other names are refused; write to a new file instead"
+    )]
+    HardLinked { path: String, links: u64 },
 }
 
 impl FilesError {
@@ -81,6 +104,7 @@ impl FilesError {
             Self::Special(_) => ErrorCode::SpecialFile,
             Self::TooLargeRead { .. } | Self::TooLarge { .. } => ErrorCode::TooLarge,
             Self::Base64(_) | Self::Mode(_) | Self::Protected(_) => ErrorCode::BadRequest,
+            Self::Symlink { .. } | Self::HardLinked { .. } => ErrorCode::PermissionDenied,
         }
     }
 }
@@ -106,6 +130,66 @@ impl From<FilesError> for ErrorReply {
     }
 }
 
+/// The refusal for `path`, whose prefix `link` is a symbolic link.
+fn symlink_error(path: &Path, link: &Path) -> FilesError {
+    // Where it leads: resolved when the target exists, else as written.
+    let real = std::fs::canonicalize(link).or_else(|_| {
+        std::fs::read_link(link).map(|target| match link.parent() {
+            Some(parent) if target.is_relative() => parent.join(target),
+            _ => target,
+        })
+    });
+    let leads = real
+        .map(|real| {
+            let rest = path.strip_prefix(link).unwrap_or(Path::new(""));
+            format!(" (it leads to {})", real.join(rest).display())
+        })
+        .unwrap_or_default();
+    FilesError::Symlink {
+        path: path.display().to_string(),
+        link: link.display().to_string(),
+        leads,
+    }
+}
+
+/// The directory holding `path` (absolute and normalised), opened without
+/// following a symbolic link at any step, as a `/proc/self/fd` path that
+/// names exactly that directory, with the file it holds; and the open
+/// directory, which must stay open while that path is used.
+fn parent_no_links(path: &Path) -> Result<(File, std::path::PathBuf), FilesError> {
+    use std::os::fd::AsRawFd;
+    let io = |err| FilesError::io(path, err);
+    let open_dir = |at: &Path| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(at)
+    };
+    let mut dir = open_dir(Path::new("/")).map_err(io)?;
+    let mut walked = std::path::PathBuf::from("/");
+    let names: Vec<_> = path.components().skip(1).collect();
+    let Some((last, parents)) = names.split_last() else {
+        return Err(FilesError::Protected("/".into()));
+    };
+    for name in parents {
+        walked.push(name);
+        let below = Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+        dir = match open_dir(&below) {
+            Ok(next) => next,
+            Err(err) => {
+                let is_link = std::fs::symlink_metadata(&below)
+                    .is_ok_and(|meta| meta.file_type().is_symlink());
+                return Err(match is_link {
+                    true => symlink_error(path, &walked),
+                    false => io(err),
+                });
+            }
+        };
+    }
+    let inside = Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())).join(last);
+    Ok((dir, inside))
+}
+
 /// Opens `path` without blocking on FIFOs or devices and checks it is a
 /// regular file.
 fn open_regular(path: &Path, options: &mut OpenOptions) -> Result<(File, Metadata), FilesError> {
@@ -114,6 +198,31 @@ fn open_regular(path: &Path, options: &mut OpenOptions) -> Result<(File, Metadat
         .open(path)
         .map_err(|err| FilesError::io(path, err))?;
     let meta = file.metadata().map_err(|err| FilesError::io(path, err))?;
+    if meta.is_dir() {
+        return Err(FilesError::IsDir(path.display().to_string()));
+    }
+    if !meta.is_file() {
+        return Err(FilesError::Special(path.display().to_string()));
+    }
+    Ok((file, meta))
+}
+
+/// [`open_regular`] of `inside` (named `path` in errors) with
+/// `O_NOFOLLOW`: a link as the last component is refused.
+fn open_regular_no_link(
+    path: &Path,
+    inside: &Path,
+    options: &mut OpenOptions,
+) -> Result<(File, Metadata), FilesError> {
+    let io = |err: std::io::Error| match err.raw_os_error() {
+        Some(libc::ELOOP) => symlink_error(path, path),
+        _ => FilesError::io(path, err),
+    };
+    let file = options
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
+        .open(inside)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
     if meta.is_dir() {
         return Err(FilesError::IsDir(path.display().to_string()));
     }
@@ -177,6 +286,7 @@ pub fn write(request: WriteFile) -> Result<FileInfo, FilesError> {
             size: bytes.len() as u64,
         });
     }
+    let (_dir, inside) = parent_no_links(&path)?;
     let mut options = OpenOptions::new();
     options
         .write(true)
@@ -184,7 +294,13 @@ pub fn write(request: WriteFile) -> Result<FileInfo, FilesError> {
         .create(true)
         .mode(request.mode.unwrap_or(0o644) & !SPECIAL_BITS);
     // Not O_TRUNC: truncate only once it is known to be a regular file.
-    let (mut file, _) = open_regular(&path, &mut options)?;
+    let (mut file, meta) = open_regular_no_link(&path, &inside, &mut options)?;
+    if meta.nlink() > 1 {
+        return Err(FilesError::HardLinked {
+            path: path.display().to_string(),
+            links: meta.nlink(),
+        });
+    }
     let io = |err| FilesError::io(&path, err);
     if !request.append {
         file.set_len(0).map_err(io)?;
@@ -238,12 +354,19 @@ pub fn delete(request: DeletePath) -> Result<FileInfo, FilesError> {
         return Err(FilesError::Protected(path.display().to_string()));
     }
     let io = |err| FilesError::io(&path, err);
-    let meta = std::fs::symlink_metadata(&path).map_err(io)?;
-    let removed = info(path.display().to_string(), &meta, link_target(&path, &meta));
+    // The last component may be a link: that removes the link, not what
+    // it leads to. The directories above it may not.
+    let (_dir, inside) = parent_no_links(&path)?;
+    let meta = std::fs::symlink_metadata(&inside).map_err(io)?;
+    let removed = info(
+        path.display().to_string(),
+        &meta,
+        link_target(&inside, &meta),
+    );
     match (meta.is_dir(), request.recursive) {
-        (true, true) => std::fs::remove_dir_all(&path),
-        (true, false) => std::fs::remove_dir(&path),
-        (false, _) => std::fs::remove_file(&path),
+        (true, true) => std::fs::remove_dir_all(&inside),
+        (true, false) => std::fs::remove_dir(&inside),
+        (false, _) => std::fs::remove_file(&inside),
     }
     .map_err(io)?;
     Ok(removed)
@@ -290,6 +413,73 @@ mod tests {
 
     fn path(dir: &tempfile::TempDir, name: &str) -> String {
         dir.path().join(name).display().to_string()
+    }
+
+    fn write_text(path: &str, text: &str) -> Result<FileInfo, FilesError> {
+        write(WriteFile {
+            path: path.to_owned(),
+            data: B64.encode(text),
+            mode: None,
+            append: false,
+        })
+    }
+
+    /// A link to a file a rule holds (`.bashrc`), or to a directory it
+    /// holds (`.ssh`), never carries a write or a delete to it.
+    #[test]
+    fn writes_and_deletes_do_not_follow_links() {
+        let dir = tmp();
+        let real = path(&dir, "bashrc");
+        std::fs::write(&real, "safe").unwrap();
+        std::fs::create_dir(path(&dir, "ssh")).unwrap();
+        std::fs::write(path(&dir, "ssh/id"), "key").unwrap();
+        std::os::unix::fs::symlink(&real, path(&dir, "notes")).unwrap();
+        std::os::unix::fs::symlink(path(&dir, "ssh"), path(&dir, "keys")).unwrap();
+
+        let err = write_text(&path(&dir, "notes"), "evil").unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, FilesError::Symlink { .. }), "{message}");
+        assert!(message.contains(&format!("leads to {real}")), "{message}");
+        let err = write_text(&path(&dir, "keys/id"), "evil").unwrap_err();
+        assert!(matches!(err, FilesError::Symlink { .. }), "{err}");
+        let err = write_text(&path(&dir, "keys/new"), "evil").unwrap_err();
+        assert!(matches!(err, FilesError::Symlink { .. }), "{err}");
+        let err = delete(DeletePath {
+            path: path(&dir, "keys/id"),
+            recursive: false,
+        })
+        .unwrap_err();
+        assert!(matches!(err, FilesError::Symlink { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "safe");
+        assert_eq!(
+            std::fs::read_to_string(path(&dir, "ssh/id")).unwrap(),
+            "key"
+        );
+
+        // A hard link is another name for the same bytes: refused too.
+        std::fs::hard_link(&real, path(&dir, "twin")).unwrap();
+        let err = write_text(&path(&dir, "twin"), "evil").unwrap_err();
+        assert!(
+            matches!(err, FilesError::HardLinked { links: 2, .. }),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "safe");
+
+        // The real paths work; deleting a link removes the link only.
+        write_text(&path(&dir, "ssh/new"), "ok").unwrap();
+        delete(DeletePath {
+            path: path(&dir, "notes"),
+            recursive: false,
+        })
+        .unwrap();
+        assert!(std::fs::symlink_metadata(path(&dir, "notes")).is_err());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "safe");
+        delete(DeletePath {
+            path: path(&dir, "ssh"),
+            recursive: true,
+        })
+        .unwrap();
+        assert!(std::fs::metadata(path(&dir, "ssh")).is_err());
     }
 
     #[test]
