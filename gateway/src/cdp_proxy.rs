@@ -16,6 +16,7 @@
 //!
 //! Read [`relay`] for the WebSocket side, [`inspect`] for what is allowed.
 
+mod devtools_guard;
 mod discovery;
 mod hold;
 pub mod inspect;

@@ -209,6 +209,13 @@ fn chromium_flags(profile: &std::path::Path, width: u32, height: u32) -> Vec<Str
         format!("--window-size={width},{height}"),
         "--start-maximized".into(),
         crate::egress_relay::chromium_flag(),
+        // Every request through the egress proxy, loopback included (by
+        // default Chromium goes to loopback directly, where DevTools was):
+        // the host's proxy refuses loopback. WebRTC may not send UDP
+        // around the proxy either.
+        "--proxy-bypass-list=<-loopback>".into(),
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
         "about:blank".into(),
     ]
 }
