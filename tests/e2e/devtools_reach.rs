@@ -94,6 +94,21 @@ const PAGE_ATTACK: &str = r#"(async () => {
   return r;
 })()"#;
 
+/// The host pid of the workspace's Chromium (its browser process: the
+/// first of the services' processes started as it).
+fn chromium_pid(ws: &Value) -> Option<i32> {
+    let uid = u32::try_from(ws["host_uid"].as_u64()?).ok()?;
+    let services = cubicle_tests::procs::workspace_uids(uid)[1];
+    let mut pids = cubicle_tests::procs::of_uid(services);
+    pids.sort_unstable();
+    pids.into_iter().find(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.starts_with(b"/usr/lib/chromium/chromium\0"))
+            && std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !c.windows(7).any(|w| w == b"--type="))
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tab_cannot_reach_the_browsers_own_devtools() {
     let data = tempfile::tempdir().unwrap();
@@ -227,15 +242,7 @@ async fn a_tab_cannot_reach_the_browsers_own_devtools() {
 
     // Nothing listens on the CDP port in the browser's network namespace;
     // the egress relay there does (control: this is the right table).
-    let uid = u32::try_from(ws["host_uid"].as_u64().unwrap()).unwrap();
-    let services = cubicle_tests::procs::workspace_uids(uid)[1];
-    let chromium = cubicle_tests::procs::of_uid(services)
-        .into_iter()
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.starts_with(b"/usr/lib/chromium/chromium\0"))
-        })
-        .expect("Chromium runs as the services' id");
+    let chromium = chromium_pid(&ws).expect("Chromium runs as the services' id");
     let mut listening = BTreeSet::new();
     for table in ["tcp", "tcp6"] {
         let text = std::fs::read_to_string(format!("/proc/{chromium}/net/{table}")).unwrap();
@@ -260,4 +267,74 @@ async fn a_tab_cannot_reach_the_browsers_own_devtools() {
     let two = json!({"expression": "1 + 1", "returnByValue": true});
     let two = call(&mut cdp, 50, session, "Runtime.evaluate", two).await;
     assert_eq!(two["result"]["result"]["value"], 2, "{two}");
+}
+
+/// The supervisor restarts a Chromium that died, on a new pipe: the
+/// gateway's CDP works again, and the old connection was closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devtools_comes_back_on_a_new_pipe_when_chromium_restarts() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let ws = daemon
+        .create_workspace(r#"{"name":"devtools-restart"}"#)
+        .await;
+    let id = ws["id"].as_str().unwrap();
+    let mut before = gateway_cdp(&daemon, id).await;
+    let version = call(&mut before, 1, None, "Browser.getVersion", json!({})).await;
+    assert!(version["result"]["product"].is_string(), "{version}");
+    let first = chromium_pid(&ws).expect("Chromium runs");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &first.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // The old connection ends with the browser.
+    let ended = tokio::time::timeout(WAIT, async {
+        loop {
+            match before.next().await {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the CDP connection outlived its browser");
+    // Wait (on the condition) until the workspace is ready again, then the
+    // gateway's CDP reaches the new browser.
+    tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            let (status, health) = daemon
+                .call(reqwest::Method::GET, &format!("/v1/workspaces/{id}"), None)
+                .await
+                .unwrap();
+            let again = chromium_pid(&ws).is_some_and(|pid| pid != first);
+            if status == 200 && again && health["ready"] != false {
+                let (status, version) = daemon
+                    .call(
+                        reqwest::Method::GET,
+                        &format!("/v1/workspaces/{id}/cdp/json/version"),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                if status == 200 && version["Browser"].is_string() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("DevTools came back after the restart");
+    let mut after = gateway_cdp(&daemon, id).await;
+    let version = call(&mut after, 1, None, "Browser.getVersion", json!({})).await;
+    assert!(
+        version["result"]["product"]
+            .as_str()
+            .unwrap()
+            .contains("Chrome"),
+        "{version}"
+    );
+    let targets = call(&mut after, 2, None, "Target.getTargets", json!({})).await;
+    assert!(targets["result"]["targetInfos"].is_array(), "{targets}");
 }
