@@ -105,7 +105,7 @@ impl Link {
 
     fn dispatch(&self, message: &str) {
         let mut shared = self.shared();
-        for routed in shared.router.from_browser(message) {
+        for routed in shared.router.on_browser_text(message) {
             match routed {
                 Routed::ToClient(client, text) => {
                     let full = shared
@@ -209,8 +209,8 @@ impl Link {
     }
 
     /// A text from `client`: forwarded, or answered with a CDP error.
-    pub async fn from_client(&self, client: ClientId, text: &str) -> Result<(), String> {
-        let routed = self.shared().router.from_client(client, text);
+    pub async fn on_client_text(&self, client: ClientId, text: &str) -> Result<(), String> {
+        let routed = self.shared().router.on_client_text(client, text);
         let call = routed?;
         self.to_pipe.send(call).await.map_err(|_| {
             r#"{"error":{"code":-32000,"message":"the browser closed the connection"}}"#.to_owned()

@@ -119,7 +119,7 @@ impl Router {
 
     /// A text from `client`: the call to write to the pipe, or the CDP
     /// error to answer the client with.
-    pub fn from_client(&mut self, client: ClientId, text: &str) -> Result<String, String> {
+    pub fn on_client_text(&mut self, client: ClientId, text: &str) -> Result<String, String> {
         let Some(root) = self.clients.get(&client).map(|c| c.root.clone()) else {
             return Err(error_reply(None, None, "the client is not connected"));
         };
@@ -174,7 +174,7 @@ impl Router {
 
     /// A text read from the pipe: where it goes (nowhere, if no client
     /// owns it any more).
-    pub fn from_browser(&mut self, text: &str) -> Vec<Routed> {
+    pub fn on_browser_text(&mut self, text: &str) -> Vec<Routed> {
         let Ok(fields) = serde_json::from_str::<Fields>(text) else {
             tracing::warn!(
                 len = text.len(),
@@ -353,12 +353,12 @@ mod tests {
         let b = router.add_client("RB".into());
         let call_a = parsed(
             &router
-                .from_client(a, r#"{"id":1,"method":"Browser.getVersion"}"#)
+                .on_client_text(a, r#"{"id":1,"method":"Browser.getVersion"}"#)
                 .unwrap(),
         );
         let call_b = parsed(
             &router
-                .from_client(b, r#"{"id":1,"method":"Browser.getVersion"}"#)
+                .on_client_text(b, r#"{"id":1,"method":"Browser.getVersion"}"#)
                 .unwrap(),
         );
         assert_eq!(call_a["sessionId"], "RA");
@@ -368,12 +368,12 @@ mod tests {
             "the clients' ids collided on the pipe"
         );
         let reply = json!({"id": call_b["id"], "sessionId": "RB", "result": {"product": "x"}});
-        let (client, reply) = to_client(router.from_browser(&reply.to_string()));
+        let (client, reply) = to_client(router.on_browser_text(&reply.to_string()));
         assert_eq!(client, b);
         assert_eq!(reply, json!({"id": 1, "result": {"product": "x"}}));
         // Each reply once.
         let again = json!({"id": call_b["id"], "sessionId": "RB", "result": {}});
-        assert!(router.from_browser(&again.to_string()).is_empty());
+        assert!(router.on_browser_text(&again.to_string()).is_empty());
     }
 
     #[test]
@@ -384,27 +384,27 @@ mod tests {
         // Auto-attach on A's browser session.
         let attached = json!({"method": "Target.attachedToTarget", "sessionId": "RA",
             "params": {"sessionId": "CA", "targetInfo": {"targetId": "T"}, "waitingForDebugger": true}});
-        let (client, event) = to_client(router.from_browser(&attached.to_string()));
+        let (client, event) = to_client(router.on_browser_text(&attached.to_string()));
         assert_eq!(client, a);
         assert!(event.get("sessionId").is_none(), "{event}");
         // An explicit attach by B.
-        let call = parsed(&router.from_client(b, r#"{"id":7,"method":"Target.attachToTarget","params":{"targetId":"T","flatten":true}}"#).unwrap());
+        let call = parsed(&router.on_client_text(b, r#"{"id":7,"method":"Target.attachToTarget","params":{"targetId":"T","flatten":true}}"#).unwrap());
         let reply = json!({"id": call["id"], "sessionId": "RB", "result": {"sessionId": "CB"}});
-        assert_eq!(to_client(router.from_browser(&reply.to_string())).0, b);
+        assert_eq!(to_client(router.on_browser_text(&reply.to_string())).0, b);
         // Events on each child go to its owner, with the sessionId kept.
         let event = json!({"method": "Runtime.consoleAPICalled", "sessionId": "CB", "params": {}});
-        let (client, event) = to_client(router.from_browser(&event.to_string()));
+        let (client, event) = to_client(router.on_browser_text(&event.to_string()));
         assert_eq!((client, event["sessionId"].as_str()), (b, Some("CB")));
         // A may use CA, not CB.
         let ok = parsed(
             &router
-                .from_client(a, r#"{"id":2,"method":"Runtime.enable","sessionId":"CA"}"#)
+                .on_client_text(a, r#"{"id":2,"method":"Runtime.enable","sessionId":"CA"}"#)
                 .unwrap(),
         );
         assert_eq!(ok["sessionId"], "CA");
         let refused = parsed(
             &router
-                .from_client(a, r#"{"id":3,"method":"Runtime.enable","sessionId":"CB"}"#)
+                .on_client_text(a, r#"{"id":3,"method":"Runtime.enable","sessionId":"CB"}"#)
                 .unwrap_err(),
         );
         assert_eq!(refused["id"], 3);
@@ -414,10 +414,13 @@ mod tests {
         );
         // A detach event forgets the child.
         let detached = json!({"method": "Target.detachedFromTarget", "sessionId": "RA", "params": {"sessionId": "CA"}});
-        assert_eq!(to_client(router.from_browser(&detached.to_string())).0, a);
+        assert_eq!(
+            to_client(router.on_browser_text(&detached.to_string())).0,
+            a
+        );
         assert!(
             router
-                .from_client(a, r#"{"id":4,"method":"Runtime.enable","sessionId":"CA"}"#)
+                .on_client_text(a, r#"{"id":4,"method":"Runtime.enable","sessionId":"CA"}"#)
                 .is_err()
         );
     }
@@ -428,7 +431,7 @@ mod tests {
         let a = router.add_client("RA".into());
         let call = parsed(
             &router
-                .from_client(a, r#"{"id":1,"method":"Page.enable"}"#)
+                .on_client_text(a, r#"{"id":1,"method":"Page.enable"}"#)
                 .unwrap(),
         );
         let detach = parsed(&router.remove_client(a).unwrap());
@@ -440,13 +443,13 @@ mod tests {
         );
         assert!(router.remove_client(a).is_none());
         let late = json!({"id": call["id"], "sessionId": "RA", "result": {}});
-        assert!(router.from_browser(&late.to_string()).is_empty());
+        assert!(router.on_browser_text(&late.to_string()).is_empty());
         let event = json!({"method": "Page.loadEventFired", "sessionId": "RA", "params": {}});
-        assert!(router.from_browser(&event.to_string()).is_empty());
+        assert!(router.on_browser_text(&event.to_string()).is_empty());
         // The multiplexer's own detach call is answered to it.
         let answer = json!({"id": detach["id"], "result": {}});
         assert!(matches!(
-            router.from_browser(&answer.to_string()).as_slice(),
+            router.on_browser_text(&answer.to_string()).as_slice(),
             [Routed::Internal(_, Ok(_))]
         ));
     }
@@ -457,11 +460,11 @@ mod tests {
         let page = router.add_client("RP".into());
         let gone = json!({"method": "Target.detachedFromTarget", "params": {"sessionId": "RP", "targetId": "T"}});
         assert!(
-            matches!(router.from_browser(&gone.to_string()).as_slice(), [Routed::Close(c, _)] if *c == page)
+            matches!(router.on_browser_text(&gone.to_string()).as_slice(), [Routed::Close(c, _)] if *c == page)
         );
         assert!(
             router
-                .from_client(page, r#"{"id":1,"method":"Page.enable"}"#)
+                .on_client_text(page, r#"{"id":1,"method":"Page.enable"}"#)
                 .is_err()
         );
     }
@@ -477,7 +480,7 @@ mod tests {
         assert_eq!(parsed(&text)["id"], id);
         let error = json!({"id": id, "error": {"code": -32602, "message": "No target with given id found"}});
         assert_eq!(
-            router.from_browser(&error.to_string()),
+            router.on_browser_text(&error.to_string()),
             vec![Routed::Internal(
                 id,
                 Err("No target with given id found".into())
@@ -500,10 +503,10 @@ mod tests {
             // A raw NUL would end the message early on the pipe.
             "{\"id\":1,\"method\":\"A.b\u{0}\"}",
         ] {
-            let answer = router.from_client(a, bad);
+            let answer = router.on_client_text(a, bad);
             assert!(answer.is_err(), "{bad:?} was forwarded: {answer:?}");
             assert!(parsed(&answer.unwrap_err())["error"]["message"].is_string());
         }
-        assert!(router.from_browser("junk").is_empty());
+        assert!(router.on_browser_text("junk").is_empty());
     }
 }

@@ -272,7 +272,7 @@ async fn relay<S>(
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
                     Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
                 };
-                if let Err(answer) = link.from_client(client, &text).await
+                if let Err(answer) = link.on_client_text(client, &text).await
                     && sink.send(Message::Text(answer.into())).await.is_err()
                 {
                     break None;
