@@ -8,14 +8,16 @@
 //! | `/page/{target}` (WebSocket) | one target's endpoint |
 //!
 //! So Playwright's `connectOverCDP(url, {headers})` and Puppeteer's
-//! `connect` work unchanged with a token. Chromium listens on the
-//! workspace's own loopback; the gateway reaches it through the guest
-//! channel (port 9222). Every message of every connection passes through
+//! `connect` work unchanged with a token. Chromium serves DevTools on no
+//! port, only over a pipe to the workspace's supervisor, which serves it to
+//! the guest channel (port 9222) with a session per connection; so the
+//! gateway is its only client. Every message of every connection passes through
 //! [`inspect::inspect`], the hook for the policy. Agents, operators and
 //! admins may use the browser; auditors may not.
 //!
 //! Read [`relay`] for the WebSocket side, [`inspect`] for what is allowed.
 
+mod devtools_guard;
 mod discovery;
 mod hold;
 pub mod inspect;

@@ -16,6 +16,7 @@ mod cdp;
 mod cdp_parked;
 mod checkpoints;
 mod control_attacks;
+mod devtools_reach;
 mod doors;
 mod egress;
 mod egress_no_intercept;

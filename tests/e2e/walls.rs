@@ -688,22 +688,40 @@ async fn devtools_is_closed_to_the_user(daemon: &Daemon, a: &Ws) {
     .await;
     assert!(curl.contains("rc=7"), "curl reached DevTools: {curl}");
 
-    // Control: DevTools answers inside the browser's own network namespace
-    // (entered from the host as root).
+    // Not even inside the browser's own network namespace (entered from the
+    // host as root) does anything answer on the CDP port: DevTools is on a
+    // pipe to the supervisor. Control: the egress relay there answers.
     let chromium = service_pid(a, b"/usr/lib/chromium/chromium\0");
-    let inside = std::process::Command::new("nsenter")
-        .arg(format!("--net=/proc/{chromium}/ns/net"))
-        .args([
-            "curl",
-            "-s",
-            "-m",
-            "5",
-            "http://127.0.0.1:9222/json/version",
-        ])
-        .output()
-        .unwrap();
-    let inside = String::from_utf8_lossy(&inside.stdout);
-    assert!(inside.contains("webSocketDebuggerUrl"), "control: {inside}");
+    let inside = |url: &str| {
+        let out = std::process::Command::new("nsenter")
+            .arg(format!("--net=/proc/{chromium}/ns/net"))
+            .args([
+                "curl",
+                "-s",
+                "-m",
+                "5",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                url,
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(
+        inside("http://127.0.0.1:9222/json/version"),
+        (Some(7), "000".into())
+    );
+    let (_, relay) = inside("http://127.0.0.1:3128/");
+    assert_ne!(
+        relay, "000",
+        "control: nothing answered in the browser's namespace"
+    );
     // Control: the guest channel's CDP port (what the gateway uses) runs a
     // real call, and the gateway's discovery answers.
     let mut page = cubicle_tests::cdp::Page::first(&daemon.channel_socket(&a.id))

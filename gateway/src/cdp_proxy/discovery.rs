@@ -1,9 +1,10 @@
-//! Chromium's DevTools HTTP endpoints (`/json/version`, `/json/list`),
-//! fetched from inside the workspace over the guest channel.
+//! The DevTools HTTP endpoints (`/json/version`, `/json/list`), fetched
+//! from inside the workspace over the guest channel (answered by
+//! `cubicle-guest` from Chromium's DevTools pipe).
 //!
-//! Chromium keeps HTTP connections open and checks the `Host` header, so the
-//! request names `127.0.0.1:9222` and the body is read by its
-//! `Content-Length`. The guest is not trusted: the head and the body are
+//! Such a server may keep HTTP connections open (Chromium's own did) and
+//! check the `Host` header, so the request names `127.0.0.1:9222` and the
+//! body is read by its `Content-Length`. The guest is not trusted: the head and the body are
 //! bounded in size, the whole exchange in time.
 
 use std::time::Duration;

@@ -192,7 +192,10 @@ fn inspect_call(message: &CdpMessage<'_>, depth: usize) -> Verdict {
     if method == "Target.sendMessageToTarget" {
         return inspect_tunnelled(message, depth);
     }
-    Verdict::Allow
+    match super::devtools_guard::refuse(method, message.params) {
+        Some(reason) => Verdict::Deny(reason),
+        None => Verdict::Allow,
+    }
 }
 
 /// `Target.sendMessageToTarget` carries a whole CDP call as a string: it is

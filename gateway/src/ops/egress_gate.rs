@@ -115,7 +115,8 @@ impl PolicyGate {
             role: "workspace".into(),
         };
         let bound = json!({ "host": ask.host, "port": ask.port });
-        let sha256 = binding_hash(workspace, OPERATION, &bound);
+        // No browser context: the connection, not a page, is what is approved.
+        let sha256 = binding_hash(workspace, OPERATION, &bound, None);
         let waiting = approvals
             .reusable(&asker.id, &sha256)
             .filter(|a| a.state == ApprovalState::Pending);
@@ -198,7 +199,7 @@ impl PolicyGate {
         // The first connection waiting on it uses it up (an event); any
         // other that waited on the same approval goes with it; the next
         // new connection asks again.
-        if approvals.consume(&id, &asker.id, &sha256).is_ok() {
+        if approvals.consume(&id, &asker.id, &sha256).await.is_ok() {
             let detail = json!({ "approval": id, "sha256": sha256, "refused": Value::Null });
             let _ = self
                 .note(EventKind::ApprovalUse, workspace, detail, "ok")

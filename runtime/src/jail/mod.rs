@@ -21,10 +21,12 @@
 //! - **services, 1001** (host: `host_uid + 1`): `cubicle-guest`, Xvnc and
 //!   Chromium. RFB is on a Unix socket in a 0700 directory of this uid
 //!   (`-rfbunixpath`, `-rfbport -1`: no TCP at all). Chromium runs in a
-//!   network namespace of its own, made by `cubicle-guest` at start, so its
-//!   DevTools port exists only there; `cubicle-guest` reaches it from a
-//!   thread that lives in that namespace, and relays it to the gateway as
-//!   guest port 9222. The browser's profile is on the workspace's disk in
+//!   network namespace of its own, made by `cubicle-guest` at start, and
+//!   serves DevTools on no port at all: only over a pipe to `cubicle-guest`
+//!   (`--remote-debugging-pipe`), which serves it to the gateway as guest
+//!   port 9222 (a port on the browser's own loopback was reachable by the
+//!   browser's pages; see `cubicle-guest`'s `devtools_pipe`). The
+//!   browser's profile is on the workspace's disk in
 //!   a 0700 folder of this uid.
 //! - **user, 1000** (host: `host_uid`): the XFCE session, terminals, exec,
 //!   the files API (run with the user's file ids). No capabilities; cannot

@@ -1,18 +1,17 @@
-//! The browser's own network namespace, so that Chromium's DevTools port
-//! exists nowhere the user's processes are.
+//! The browser's own network namespace: Chromium and its pages see a
+//! loopback of their own, where nothing of the user's listens and from
+//! where only the egress proxy leads out.
 //!
-//! Chromium can only serve DevTools on TCP (`--remote-debugging-port`) or on
-//! a pipe to the one process that started it; the gateway needs many
-//! connections, HTTP discovery and per-target endpoints, so TCP it is. Any
-//! process can connect to a TCP port in its network namespace, whatever its
-//! uid; so Chromium gets a namespace of its own (loopback only). A thread
-//! of the supervisor moves into that namespace at start (`unshare` of the
-//! network namespace is per thread), brings its loopback up, drops every
-//! capability, and from then on does the few things that must happen in
-//! there: spawning Chromium (a child is born in its parent thread's
-//! namespace), connecting to DevTools for the guest channel and the
-//! readiness probe, and listening on the browser's side of the egress
-//! proxy ([`relay_egress`]).
+//! DevTools is not served here any more: Chromium speaks it over a pipe to
+//! the supervisor ([`crate::devtools_pipe`]), because a TCP port in this
+//! namespace was reachable by the browser's own pages (the attack is in
+//! that module's doc). The namespace stays so that the user's processes
+//! and the browser share no loopback. A thread of the supervisor moves
+//! into it at start (`unshare` of the network namespace is per thread),
+//! brings its loopback up, drops every capability, and from then on does
+//! the few things that must happen in there: spawning Chromium (a child is
+//! born in its parent thread's namespace) and listening on the browser's
+//! side of the egress proxy ([`relay_egress`]).
 //!
 //! The X display is reached through its socket file (`/tmp/.X11-unix/X0`),
 //! which does not depend on the network namespace.
@@ -31,6 +30,7 @@ use crate::caps;
 pub const EGRESS_PORT: u16 = 3128;
 
 /// How long a loopback connect in the browser's namespace may take.
+#[cfg(test)]
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -110,6 +110,7 @@ impl BrowserNet {
     }
 
     /// A connection to `127.0.0.1:port` in the browser's namespace.
+    #[cfg(test)]
     pub async fn connect(&self, port: u16) -> std::io::Result<TcpStream> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let stream = self

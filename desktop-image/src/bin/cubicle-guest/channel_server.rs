@@ -103,6 +103,25 @@ async fn handle(mut stream: UnixStream, n: u32, supervisor: Arc<Supervisor>) {
         }
         return;
     }
+    if port == ports::CDP {
+        match supervisor.endpoints.devtools.endpoint() {
+            Ok(devtools) => {
+                if stream
+                    .write_all(format!("OK {n}\n").as_bytes())
+                    .await
+                    .is_ok()
+                {
+                    devtools.serve(stream).await;
+                }
+            }
+            Err(err) => {
+                let reply =
+                    format!("ERR service on port {port} is not accepting connections: {err}\n");
+                let _ = stream.write_all(reply.as_bytes()).await;
+            }
+        }
+        return;
+    }
     let service = match supervisor.endpoints.connect(port).await {
         Ok(service) => service,
         Err(err) => {

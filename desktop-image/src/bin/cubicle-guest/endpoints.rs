@@ -5,18 +5,21 @@
 //! | port | service | reached at |
 //! | --- | --- | --- |
 //! | 5900 | Xvnc's RFB | the Unix socket [`RFB_SOCKET`], in a 0700 directory of the services id; Xvnc listens on no TCP port |
-//! | 9222 | Chromium's DevTools | `127.0.0.1:9222` in the browser's own network namespace ([`crate::browser_net`]) |
+//! | 9222 | Chromium's DevTools | served by the supervisor itself over Chromium's DevTools pipe ([`crate::devtools_pipe`]); Chromium listens on no port |
 //!
-//! Neither is reachable by the user's processes: they run as another id
-//! (the socket's directory is closed to them) in another network namespace.
+//! Neither is reachable by the user's processes: the socket's directory is
+//! closed to their id, and the pipe is held by the supervisor alone (nor by
+//! the browser's own pages: there is no address to name).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cubicle_guest::ports;
 use tokio::io::{AsyncRead, AsyncWrite, copy_bidirectional};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::UnixStream;
 
 use crate::browser_net::BrowserNet;
+use crate::devtools_pipe::DevTools;
 
 /// The services' private directory (mode 0700).
 pub const SERVICES_DIR: &str = "/run/cubicle-services";
@@ -28,12 +31,13 @@ pub const RFB_SOCKET: &str = "/run/cubicle-services/rfb.sock";
 pub struct Endpoints {
     pub rfb_socket: PathBuf,
     pub browser_net: BrowserNet,
+    /// The running Chromium's DevTools pipe.
+    pub devtools: Arc<DevTools>,
 }
 
 /// A stream to one service.
 pub enum Service {
     Unix(UnixStream),
-    Tcp(TcpStream),
 }
 
 impl Endpoints {
@@ -41,6 +45,7 @@ impl Endpoints {
         Self {
             rfb_socket: PathBuf::from(RFB_SOCKET),
             browser_net,
+            devtools: Arc::default(),
         }
     }
 
@@ -57,13 +62,12 @@ impl Endpoints {
     }
 
     /// Connects to the service behind guest port `port` (not the control
-    /// port: the supervisor serves that itself).
+    /// port nor DevTools: the supervisor serves those itself).
     pub async fn connect(&self, port: u16) -> std::io::Result<Service> {
         match port {
             ports::RFB => UnixStream::connect(&self.rfb_socket)
                 .await
                 .map(Service::Unix),
-            ports::CDP => self.browser_net.connect(port).await.map(Service::Tcp),
             other => Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("port {other} has no service behind it"),
@@ -77,7 +81,6 @@ impl Service {
     pub async fn splice<S: AsyncRead + AsyncWrite + Unpin>(self, client: &mut S) {
         let _ = match self {
             Service::Unix(mut service) => copy_bidirectional(client, &mut service).await,
-            Service::Tcp(mut service) => copy_bidirectional(client, &mut service).await,
         };
     }
 }

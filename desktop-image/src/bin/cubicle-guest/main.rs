@@ -17,6 +17,7 @@ mod browser_net;
 mod caps;
 mod channel_server;
 mod control_server;
+mod devtools_pipe;
 mod egress_relay;
 mod endpoints;
 mod exec;
@@ -120,7 +121,7 @@ fn main() -> std::process::ExitCode {
 /// Sets the services apart from the user: the browser's network
 /// namespace, then only `SETUID`, `SETGID` and `KILL` left to this process
 /// and nothing for its children. In the jail, fails the start if the
-/// browser cannot have a namespace of its own (its DevTools port would be
+/// browser cannot have a namespace of its own (its loopback would be
 /// the user's). A microVM's guest still runs everything as the user (see
 /// [`vm_init`]), so there it goes on without, and says so.
 fn separate_services(vm: bool) -> Result<endpoints::Endpoints, String> {
@@ -133,7 +134,7 @@ fn separate_services(vm: bool) -> Result<endpoints::Endpoints, String> {
     let browser_net = match browser_net::BrowserNet::create() {
         Ok(net) => net,
         Err(err) if vm => {
-            tracing::warn!(%err, "microVM: the browser shares the guest's network namespace; its DevTools port is reachable from inside the VM");
+            tracing::warn!(%err, "microVM: the browser shares the guest's network namespace; the user's processes and the browser share a loopback (DevTools is on a pipe either way)");
             browser_net::BrowserNet::shared()
         }
         Err(err) => return Err(err.to_string()),

@@ -17,7 +17,6 @@ pub async fn rfb(endpoints: &Endpoints) -> bool {
     let attempt = async {
         match endpoints.connect(cubicle_guest::ports::RFB).await.ok()? {
             Service::Unix(stream) => rfb_handshake(stream).await,
-            Service::Tcp(stream) => rfb_handshake(stream).await,
         }
     };
     matches!(
@@ -48,20 +47,12 @@ async fn rfb_handshake<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) -> Opti
     Some(width > 0)
 }
 
-/// Chromium is ready when `GET /json/version` (in the browser's network
-/// namespace) answers 200 with a `webSocketDebuggerUrl`.
+/// Chromium is ready when `Browser.getVersion` is answered over its
+/// DevTools pipe.
 pub async fn cdp(endpoints: &Endpoints) -> bool {
-    let port = cubicle_guest::ports::CDP;
-    let attempt = async {
-        let mut stream = endpoints.browser_net.connect(port).await.ok()?;
-        let body = cubicle_guest::http_get::get(&mut stream, port, "/json/version", 64 * 1024)
-            .await
-            .ok()?;
-        Some(body.contains("webSocketDebuggerUrl"))
-    };
     matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, attempt).await,
-        Ok(Some(true))
+        tokio::time::timeout(PROBE_TIMEOUT, endpoints.devtools.answers()).await,
+        Ok(true)
     )
 }
 

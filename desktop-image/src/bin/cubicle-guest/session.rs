@@ -1,7 +1,8 @@
 //! What runs in a workspace, as whom, and in which order: Xvnc first (the
 //! services' id, RFB on a Unix socket only); once it answers RFB, the XFCE
 //! session (the user); then Chromium (the services' id, in the browser's
-//! own network namespace, its profile in a folder of the services' id).
+//! own network namespace, its profile in a folder of the services' id,
+//! DevTools on a pipe to the supervisor).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -202,13 +203,21 @@ fn chromium_flags(profile: &std::path::Path, width: u32, height: u32) -> Vec<Str
         "--disable-component-update".into(),
         "--disable-sync".into(),
         "--password-store=basic".into(),
-        format!("--remote-debugging-port={}", cubicle_guest::ports::CDP),
-        "--remote-debugging-address=127.0.0.1".into(),
+        // DevTools on fds 3 and 4 only, held by the supervisor: no port
+        // a page could name (see `devtools_pipe`).
+        crate::devtools_pipe::CHROMIUM_FLAG.into(),
         format!("--user-data-dir={}", profile.display()),
         "--window-position=0,0".into(),
         format!("--window-size={width},{height}"),
         "--start-maximized".into(),
         crate::egress_relay::chromium_flag(),
+        // Every request through the egress proxy, loopback included (by
+        // default Chromium goes to loopback directly, where DevTools was):
+        // the host's proxy refuses loopback. WebRTC may not send UDP
+        // around the proxy either.
+        "--proxy-bypass-list=<-loopback>".into(),
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
         "about:blank".into(),
     ]
 }

@@ -218,6 +218,9 @@ impl Supervisor {
                 command.spawn()
             }
             RunAs::Browser => {
+                // A new DevTools pipe per start (Chromium's fds 3 and 4).
+                let pipe = self.endpoints.devtools.pipe_for_start()?;
+                pipe.install(&mut command);
                 // Forked from the thread that lives in the browser's
                 // network namespace, so the child is born there.
                 let runtime = tokio::runtime::Handle::current();
@@ -225,7 +228,10 @@ impl Supervisor {
                     .browser_net
                     .run(move || {
                         let _context = runtime.enter();
-                        command.spawn()
+                        let child = command.spawn();
+                        // Only the child keeps Chromium's ends open.
+                        drop(pipe);
+                        child
                     })
                     .await
                     .map_err(std::io::Error::other)?

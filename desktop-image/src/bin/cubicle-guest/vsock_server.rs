@@ -5,8 +5,9 @@
 //! VMM's hybrid vsock socket; the VMM turns it into a vsock connection to
 //! that guest port and answers `OK <n>\n` itself once we accept. So each
 //! accepted stream already *is* the service: 1024 is the control service,
-//! 5900 and 9222 are spliced to the service where [`crate::endpoints`] says
-//! it listens.
+//! 5900 is spliced to the service where [`crate::endpoints`] says it
+//! listens, 9222 is served over Chromium's DevTools pipe
+//! ([`crate::devtools_pipe`]).
 //!
 //! Unlike the jail's Unix socket, the host has already been told `OK` when a
 //! TCP service is not up yet: it sees the stream close at once instead of an
@@ -91,6 +92,14 @@ async fn accept_loop(port: u16, listener: VsockListener, supervisor: Arc<Supervi
 async fn handle(port: u16, mut stream: VsockStream, supervisor: Arc<Supervisor>) {
     if port == ports::CONTROL {
         return crate::control_server::serve(stream, &supervisor).await;
+    }
+    if port == ports::CDP {
+        return match supervisor.endpoints.devtools.endpoint() {
+            Ok(devtools) => devtools.serve(stream).await,
+            Err(err) => {
+                tracing::info!(%err, "DevTools asked for with no browser running; closing the vsock stream")
+            }
+        };
     }
     match supervisor.endpoints.connect(port).await {
         Ok(service) => service.splice(&mut stream).await,
