@@ -753,7 +753,10 @@ async fn an_executable_is_held_whatever_its_headers_say_and_the_browser_saves_no
     }
     // The gzip'd tar: an operator's policy releasing clean gzip files by
     // itself does not release it (an executable inside is a hit).
-    let policy = json!({"allow": [format!("origin.test:{http},{https}")], "auto_release": ["application/gzip"]});
+    let policy = json!({
+        "allow": [format!("origin.test:{http},{https}"), format!("127.0.0.1/32:{http},{https}")],
+        "auto_release": ["application/gzip"],
+    });
     let (status, body) = w
         .daemon
         .call_as(
