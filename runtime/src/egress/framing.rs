@@ -266,8 +266,7 @@ mod tests {
         for chunk in stream.chunks(piece) {
             scanner.feed(chunk);
         }
-        let all = verdicts.0.lock().unwrap().iter().copied().collect();
-        all
+        verdicts.0.lock().unwrap().iter().copied().collect()
     }
 
     #[test]

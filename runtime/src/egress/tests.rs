@@ -1309,7 +1309,7 @@ async fn the_origin_sees_exactly_the_authority_that_was_decided() {
         .await
         .unwrap();
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(seen("/host-g"), [authority.clone()]);
+    assert_eq!(seen("/host-g"), std::slice::from_ref(&authority));
 }
 
 #[tokio::test]
