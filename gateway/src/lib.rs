@@ -15,6 +15,7 @@ pub mod app;
 pub mod approvals;
 pub mod auth;
 pub mod browser_context;
+pub mod browser_downloads;
 pub mod cdp_proxy;
 pub mod control;
 pub mod error;

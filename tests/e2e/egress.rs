@@ -686,3 +686,247 @@ async fn an_operator_releases_a_held_download_in_the_page() {
     let mode = w.sh("stat -c %a /home/user/Downloads/eicar.com").await;
     assert!(mode.starts_with("644"), "{mode}");
 }
+
+/// Files on the workspace's disk (home, /tmp, the browser's home and its
+/// download folder) holding `marker`.
+fn copies_of(w: &World, marker: &str) -> String {
+    let dir = w.daemon.workspace_dir(&w.id);
+    let disk = cubicle_runtime::limits::disk::WorkspaceDisk::of(&dir);
+    let out = std::process::Command::new("grep")
+        .args(["-rlF", marker])
+        .arg(disk.mount_point())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Issue 17, class 2: an executable served with each header trick of the
+/// outside attack run is held by its bytes and never lands in the
+/// workspace, through curl (plain and intercepted) and through Chromium; a
+/// gzip'd tar holding one is held with the executable named, and a policy
+/// listing gzip does not release it; the browser saves no download itself
+/// (a `blob:` download is denied and is an event).
+#[tokio::test]
+async fn an_executable_is_held_whatever_its_headers_say_and_the_browser_saves_nothing() {
+    let w = world().await;
+    let (http, https) = (w.http, w.https);
+    // The positive control: a plain text file passes.
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 http://origin.test:{http}/anything"
+        ))
+        .await;
+    assert!(got.contains("hello from origin"), "{got}");
+    let mut held = Vec::new();
+    for variant in origin::EXE_VARIANTS {
+        for url in [
+            format!("http://origin.test:{http}/exe/{variant}"),
+            format!("https://origin.test:{https}/exe/{variant}"),
+        ] {
+            let got = w
+                .sh(&format!(
+                    "cd /tmp && curl -sS -m 30 --compressed -D - -o got-{variant} {url}; head -c 4 got-{variant} | od -c | head -1"
+                ))
+                .await;
+            assert!(got.contains(" 403"), "{url}: {got}");
+            assert!(
+                !got.contains("E   L   F"),
+                "{url}: the file itself came: {got}"
+            );
+            held.push(header(&got, "x-cubicle-download").expect("the held page names it"));
+        }
+    }
+    let inside = copies_of(&w, origin::EXE_MARKER);
+    assert!(inside.is_empty(), "no copy in the workspace: {inside}");
+    let list = w.downloads().await;
+    for id in &held {
+        let record = list
+            .iter()
+            .find(|d| d["id"] == id.as_str())
+            .expect("listed");
+        let rules: Vec<&str> = record["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|h| h["rule"].as_str())
+            .collect();
+        assert!(
+            rules.contains(&"elf_executable") || rules.contains(&"archive_contains_executable"),
+            "{record}"
+        );
+    }
+    // The gzip'd tar: an operator's policy releasing clean gzip files by
+    // itself does not release it (an executable inside is a hit).
+    let policy = json!({
+        "allow": [format!("origin.test:{http},{https}"), format!("127.0.0.1/32:{http},{https}")],
+        "auto_release": ["application/gzip"],
+    });
+    let (status, body) = w
+        .daemon
+        .call_as(
+            Some(&w.operator.secret),
+            Method::PUT,
+            &format!("/v1/workspaces/{}/egress", w.id),
+            Some(&policy.to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -D - -o /dev/null http://origin.test:{http}/exe/tgz"
+        ))
+        .await;
+    let tgz = header(&got, "x-cubicle-download").expect("held");
+    let record = w
+        .downloads()
+        .await
+        .into_iter()
+        .find(|d| d["id"] == tgz.as_str())
+        .unwrap();
+    assert_eq!(record["sniffed_type"], "application/gzip");
+    assert!(
+        record["hits"].to_string().contains("pkg/bin/tool"),
+        "the executable inside is named: {record}"
+    );
+    // Chromium: a navigation to such a file shows the held page and saves
+    // nothing; a download made in the page (blob:) is denied, an event.
+    let socket = w.daemon.channel_socket(&w.id);
+    let mut page = cdp::Page::first(&socket).await.unwrap();
+    page.goto(&format!("https://origin.test:{https}/exe/text-plain"))
+        .await
+        .unwrap();
+    let title = page.eval("document.title").await.unwrap();
+    assert_eq!(title, "Download held");
+    page.goto(&format!("https://origin.test:{https}/page"))
+        .await
+        .unwrap();
+    let blob_marker = "CUBICLE-BLOB-DOWNLOAD-MARKER";
+    page.eval(&format!(
+        "(() => {{ const a = document.createElement('a'); \
+         a.href = URL.createObjectURL(new Blob(['#!/bin/sh\\n# {blob_marker}\\n'])); \
+         a.download = 'made-in-page.sh'; document.body.appendChild(a); a.click(); return 1; }})()"
+    ))
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let refused =
+            w.events().await.into_iter().find(|e| {
+                e["kind"] == "download.refused" && e["detail"]["name"] == "made-in-page.sh"
+            });
+        if refused.is_some() || Instant::now() > deadline {
+            break refused;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let refused = refused.expect("the browser's own download is denied, and an event");
+    assert_eq!(refused["detail"]["by"], "browser");
+    let inside = copies_of(&w, blob_marker);
+    assert!(inside.is_empty(), "the browser saved it: {inside}");
+    let inside = copies_of(&w, origin::EXE_MARKER);
+    assert!(inside.is_empty(), "no copy in the workspace: {inside}");
+    // Issue 17, class 8: a release into a ~/Downloads that is a symlink is
+    // refused (the bytes would not be where the path says); a real folder
+    // is the control.
+    let got = w
+        .sh("rm -rf /home/user/Downloads; mkdir -p /tmp/elsewhere; ln -s /tmp/elsewhere /home/user/Downloads")
+        .await;
+    assert!(got.contains("rc=0"), "{got}");
+    let (status, refused) = w.decide(&w.operator, &held[0], "release").await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(
+        refused["error"]["code"], "downloads_not_a_folder",
+        "{refused}"
+    );
+    let got = w.sh("ls -A /tmp/elsewhere | wc -l").await;
+    assert!(
+        got.starts_with("0"),
+        "nothing written through the link: {got}"
+    );
+    w.sh("rm /home/user/Downloads").await;
+    let (status, released) = w.decide(&w.operator, &held[0], "release").await;
+    assert_eq!(status, 200, "{released}");
+    let path = released["released_path"].as_str().unwrap().to_owned();
+    assert!(path.starts_with("/home/user/Downloads/"), "{path}");
+    let got = w.sh(&format!("stat -c %s '{path}'")).await;
+    assert!(
+        got.starts_with("4096"),
+        "the bytes are where it says: {got}"
+    );
+}
+
+/// Issue 17, class 3: the origin sees exactly the authority the proxy
+/// decided; a request naming another host gets 421 and reaches nothing; a
+/// request with ambiguous framing gets 400 before anything is connected.
+#[tokio::test]
+async fn the_proxy_sends_only_what_it_decided() {
+    let w = world().await;
+    let (http, https) = (w.http, w.https);
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 http://origin.test:{http}/echo-host"
+        ))
+        .await;
+    assert!(
+        got.starts_with(&format!("origin.test:{http} rc=0")),
+        "{got}"
+    );
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -o /dev/null -w '%{{http_code}}' -H 'Host: elsewhere.test' http://origin.test:{http}/echo-host"
+        ))
+        .await;
+    assert!(got.starts_with("421"), "plain: {got}");
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -o /dev/null -w '%{{http_code}}' -H 'Host: elsewhere.test' https://origin.test:{https}/echo-host"
+        ))
+        .await;
+    assert!(got.starts_with("421"), "in the tunnel: {got}");
+    let got = w
+        .sh(&format!(
+            "curl -sS -m 30 -H 'Host: origin.test:{https}' https://origin.test:{https}/echo-host"
+        ))
+        .await;
+    assert!(
+        got.starts_with(&format!("origin.test:{https} rc=0")),
+        "{got}"
+    );
+    let hosts = origin::seen("/echo-host");
+    assert_eq!(
+        hosts,
+        [
+            format!("origin.test:{http}"),
+            format!("origin.test:{https}")
+        ],
+        "only the decided authority ever reached the origin"
+    );
+    // Transfer-Encoding with Content-Length, straight to the proxy.
+    let request = format!(
+        "POST http://origin.test:{http}/smuggle HTTP/1.1\\r\\nHost: origin.test:{http}\\r\\nTransfer-Encoding: chunked\\r\\nContent-Length: 5\\r\\nConnection: close\\r\\n\\r\\n0\\r\\n\\r\\n"
+    );
+    let got = w
+        .sh(&format!(
+            "exec 3<>/dev/tcp/127.0.0.1/3128; printf '{request}' >&3; head -1 <&3"
+        ))
+        .await;
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    assert!(origin::seen("/smuggle").is_empty(), "it reached the origin");
+    let events = w.events().await;
+    assert!(
+        !events.iter().any(|e| e["detail"]["path"] == "/smuggle"),
+        "nothing was sent, so no request event"
+    );
+    // The control: framed once, it goes through and is an event.
+    let request = request
+        .replace("Transfer-Encoding: chunked\\r\\n", "")
+        .replace("/smuggle", "/framed");
+    let got = w
+        .sh(&format!(
+            "exec 3<>/dev/tcp/127.0.0.1/3128; printf '{request}' >&3; head -1 <&3"
+        ))
+        .await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert_eq!(origin::seen("/framed").len(), 1);
+}

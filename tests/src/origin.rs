@@ -53,8 +53,124 @@ fn full(bytes: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
+/// Marks the test executables: found on a workspace's disk only if one
+/// got through.
+pub const EXE_MARKER: &str = "CUBICLE-TEST-EXECUTABLE-MARKER";
+
+/// `/exe/<variant>`: an executable served as each header trick of the
+/// outside attack run (issue 17, class 2); `tgz` is a gzip'd tar holding
+/// one, served as an image.
+pub const EXE_VARIANTS: &[&str] = &[
+    "text-plain",
+    "image-png",
+    "text-html",
+    "no-type",
+    "two-types",
+    "unknown-disposition",
+    "gzip-encoded",
+    "404",
+    "500",
+    "tgz",
+];
+
+/// A small ELF file with [`EXE_MARKER`] in it.
+pub fn executable() -> Vec<u8> {
+    let mut elf = b"\x7fELF\x02\x01\x01\0".to_vec();
+    elf.resize(64, 0);
+    elf.extend_from_slice(EXE_MARKER.as_bytes());
+    elf.resize(4096, 0);
+    elf
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let _ = e.write_all(bytes);
+    e.finish().unwrap_or_default()
+}
+
+fn executable_variant(variant: &str) -> Option<Response<Body>> {
+    let mut response = Response::new(full(executable()));
+    let headers = response.headers_mut();
+    let value = hyper::header::HeaderValue::from_static;
+    match variant {
+        "text-plain" => {
+            headers.insert("content-type", value("text/plain"));
+        }
+        "image-png" => {
+            headers.insert("content-type", value("image/png"));
+        }
+        "text-html" => {
+            headers.insert("content-type", value("text/html; charset=utf-8"));
+        }
+        "no-type" => {}
+        "two-types" => {
+            headers.append("content-type", value("text/html"));
+            headers.append("content-type", value("text/plain"));
+        }
+        "unknown-disposition" => {
+            headers.insert("content-type", value("text/plain"));
+            headers.insert("content-disposition", value("x-whatever; filename=tool"));
+        }
+        "gzip-encoded" => {
+            headers.insert("content-type", value("text/plain"));
+            headers.insert("content-encoding", value("gzip"));
+            *response.body_mut() = full(gzip(&executable()));
+        }
+        "404" | "500" => {
+            headers.insert("content-type", value("text/html"));
+            *response.status_mut() = if variant == "404" {
+                hyper::StatusCode::NOT_FOUND
+            } else {
+                hyper::StatusCode::INTERNAL_SERVER_ERROR
+            };
+        }
+        "tgz" => {
+            let mut builder = tar::Builder::new(Vec::new());
+            let mut header = tar::Header::new_gnu();
+            header.set_size(4096);
+            header.set_mode(0o644);
+            header.set_cksum();
+            let _ = builder.append_data(&mut header, "pkg/bin/tool", &executable()[..]);
+            headers.insert("content-type", value("image/png"));
+            *response.body_mut() = full(gzip(&builder.into_inner().unwrap_or_default()));
+        }
+        _ => return None,
+    }
+    Some(response)
+}
+
+/// Every request path the origins of this process were asked for, with
+/// the `Host` headers they got (joined by ` | `).
+static SEEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The `Host` headers the origins got for `path`, one entry a request.
+pub fn seen(path: &str) -> Vec<String> {
+    SEEN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter(|(p, _)| p == path)
+        .map(|(_, host)| host.clone())
+        .collect()
+}
+
 fn answer(req: &Request<Incoming>) -> Response<Body> {
     let path = req.uri().path();
+    let host = req
+        .headers()
+        .get_all("host")
+        .iter()
+        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+        .collect::<Vec<_>>()
+        .join(" | ");
+    SEEN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push((path.to_owned(), host.clone()));
+    if let Some(variant) = path.strip_prefix("/exe/")
+        && let Some(response) = executable_variant(variant)
+    {
+        return response;
+    }
     let query = req.uri().query().unwrap_or_default();
     let with = |body: Body, headers: &[(&str, &str)]| {
         let mut response = Response::new(body);
@@ -70,6 +186,7 @@ fn answer(req: &Request<Incoming>) -> Response<Body> {
     };
     match path {
         "/page" => with(full(PAGE), &[("content-type", "text/html; charset=utf-8")]),
+        "/echo-host" => with(full(host), &[("content-type", "text/plain")]),
         "/eicar.com" => with(
             full(EICAR),
             &[

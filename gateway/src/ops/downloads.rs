@@ -4,6 +4,16 @@
 //! `~/Downloads` under the cleaned name and never executable, or reject
 //! (the content goes unless another record still holds the same bytes).
 //! Each is an event.
+//!
+//! `~/Downloads` is the workspace's own: a release refuses it when it is a
+//! symlink or not a directory (the bytes would land elsewhere than the
+//! path reported), and checks after writing that the folder is still a
+//! real one and the file there has the bytes' size; the recorded path is
+//! then where they are. (The files service follows links as the workspace
+//! user, so a workspace that swaps the folder mid-release can steer the
+//! bytes to another place it can write — a place its own shell could copy
+//! them to anyway; the check then fails the release instead of reporting a
+//! wrong path.)
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -259,6 +269,36 @@ fn release_gated(record: &DownloadRecord) -> super::gates::Gated {
     }
 }
 
+/// `~/Downloads` is a directory, not a symlink or anything else (absent is
+/// fine before the release: it is made).
+async fn downloads_dir_is_real(
+    channel: &cubicle_runtime::channel::GuestChannel,
+    absent_ok: bool,
+) -> Result<(), ApiError> {
+    use cubicle_guest::control::FileKind;
+    let refused = |what: String| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "downloads_not_a_folder",
+            format!(
+                "{DOWNLOADS_DIR} {what}, so a release would not land where it says;                  make it a plain folder in the workspace (rm {DOWNLOADS_DIR}; mkdir {DOWNLOADS_DIR}) and release again"
+            ),
+        )
+    };
+    match channel.stat(DOWNLOADS_DIR).await {
+        Ok(info) => match info.kind {
+            FileKind::Dir => Ok(()),
+            FileKind::Symlink => Err(refused(format!(
+                "is a symlink (to {})",
+                info.link_target.as_deref().unwrap_or("somewhere")
+            ))),
+            FileKind::File | FileKind::Other => Err(refused("is not a folder".into())),
+        },
+        Err(_) if absent_ok => Ok(()),
+        Err(err) => Err(refused(format!("cannot be read ({err})"))),
+    }
+}
+
 /// Writes a held download into its workspace's `~/Downloads` (cleaned
 /// name, never executable) and marks it released by `by`.
 async fn deliver(
@@ -273,6 +313,7 @@ async fn deliver(
         .quarantine()
         .and_then(|q| q.content_path(&record.sha256))
         .ok_or_else(|| internal("the quarantine store is not configured"))?;
+    downloads_dir_is_real(channel, true).await?;
     let mkdir = ExecRequest {
         argv: vec!["mkdir".into(), "-p".into(), DOWNLOADS_DIR.into()],
         ..ExecRequest::default()
@@ -288,6 +329,7 @@ async fn deliver(
             ),
         ));
     }
+    downloads_dir_is_real(channel, false).await?;
     let path = free_name(channel, &record.name).await?;
     // In pieces the guest channel takes: the first makes the file (0644),
     // the rest are appended.
@@ -314,6 +356,20 @@ async fn deliver(
         if filled < piece.len() {
             break;
         }
+    }
+    // Where the bytes are: the folder is still a real one, and the file in
+    // it is a regular file of their size.
+    downloads_dir_is_real(channel, false).await?;
+    let written = channel.stat(&path).await?;
+    if written.kind != cubicle_guest::control::FileKind::File || written.size != record.size {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "release_not_verified",
+            format!(
+                "{path} is not the {} bytes released (it is a {:?} of {} bytes): the workspace changed it during the release; the download stays held",
+                record.size, written.kind, written.size
+            ),
+        ));
     }
     if !records::decide(
         &state.store,

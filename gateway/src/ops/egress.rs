@@ -56,6 +56,8 @@ impl EgressDefault {
 struct Live {
     proxy: Arc<WorkspaceProxy>,
     accept: JoinHandle<()>,
+    /// Keeps the workspace's browser from saving downloads itself.
+    downloads: JoinHandle<()>,
 }
 
 /// The egress of every workspace.
@@ -220,11 +222,19 @@ impl EgressHub {
             top_pid,
         };
         let accept = tokio::spawn(listener::accept_loop(listener, peer, proxy.clone()));
-        let previous = self
-            .lock()
-            .insert(record.id.clone(), Live { proxy, accept });
+        let downloads = tokio::spawn(crate::browser_downloads::guard(
+            state.clone(),
+            record.id.clone(),
+        ));
+        let live = Live {
+            proxy,
+            accept,
+            downloads,
+        };
+        let previous = self.lock().insert(record.id.clone(), live);
         if let Some(previous) = previous {
             previous.accept.abort();
+            previous.downloads.abort();
             previous.proxy.shutdown().await;
         }
         Ok(())
@@ -249,6 +259,7 @@ impl EgressHub {
         let live = self.lock().remove(workspace);
         if let Some(live) = live {
             live.accept.abort();
+            live.downloads.abort();
             live.proxy.shutdown().await;
         }
     }
@@ -266,6 +277,7 @@ impl EgressHub {
         let all: Vec<Live> = self.lock().drain().map(|(_, live)| live).collect();
         for live in all {
             live.accept.abort();
+            live.downloads.abort();
             live.proxy.shutdown().await;
         }
     }

@@ -91,6 +91,8 @@ pub enum EgressEvent {
         sniffed_type: Option<String>,
         claimed_type: Option<String>,
         hits: Vec<String>,
+        /// Why the proxy held it (its bytes, its headers, its name).
+        because: String,
     },
     /// A download was refused (over the size cap, quarantine disk full...);
     /// nothing of it was kept.

@@ -2,12 +2,20 @@
 //! host:port` (TLS intercepted by default, or tunnelled untouched for
 //! passthrough hosts) and absolute-URI `http://` requests. Each destination
 //! is decided ([`super::decide`]), recorded ([`super::events`]), and only
-//! then connected — to exactly the address that was checked. Downloads in
-//! what it sees go to [`crate::quarantine`] instead of the workspace.
+//! then connected — to exactly the address that was checked. Every response
+//! body it sees is judged by its first bytes ([`super::peek`],
+//! [`super::download::judge`]) before any of it reaches the client;
+//! executables, scripts, archives, documents and what a browser would save
+//! go to [`crate::quarantine`] instead of the workspace.
 //!
 //! Hostile clients are the normal case: headers are capped in size and in
 //! time, connections per workspace are capped, malformed requests get a
 //! 400 and the connection closes; none of it affects other connections.
+//! What goes upstream is what was decided: the `Host` a server sees is the
+//! authority the decision was about (a request naming another gets 421),
+//! and a request whose length could be read two ways (`Transfer-Encoding`
+//! with `Content-Length`, two lengths, a coding other than `chunked`) gets
+//! 400 before anything is connected ([`ambiguous`]).
 
 use std::convert::Infallible;
 use std::sync::{Arc, RwLock};
@@ -33,11 +41,14 @@ use super::counted::{Counted, Prefixed, Tally};
 use super::decide::{Decision, Destination, Inputs, decide};
 use super::download;
 use super::events::{EgressEvent, EgressEvents, Mode};
+use super::framing::{Verdicts, Watched};
 use super::gate::{Answer, Ask, EgressGate, Verdict};
+use super::peek::{self, Replayed};
 use super::policy::{AllowRule, EgressPolicy};
 use super::resolve::Resolve;
 use super::tls::Interception;
-use crate::quarantine::{self, HoldError, Quarantine};
+use crate::quarantine::decode::{self, Coding, Codings};
+use crate::quarantine::{self, HoldError, Quarantine, sniff};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The body of every response the proxy sends.
@@ -231,6 +242,80 @@ fn page_of(headers: &HeaderMap) -> Option<String> {
         .find(|value| !value.is_empty() && value != "null")
 }
 
+/// Why a request's framing or target could be read two ways (so a server
+/// behind the proxy might see another request than the proxy judged), if
+/// it can: `Transfer-Encoding` with `Content-Length`, a coding other than
+/// one `chunked`, more than one or a malformed `Content-Length`, more than
+/// one `Host`. (Folded header lines and bare CRs are refused by the parser
+/// itself.)
+pub fn ambiguous(headers: &HeaderMap) -> Option<&'static str> {
+    let te: Vec<&HeaderValue> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
+    let cl: Vec<&HeaderValue> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
+    if !te.is_empty() && !cl.is_empty() {
+        return Some("the request has both Transfer-Encoding and Content-Length");
+    }
+    if te.len() > 1
+        || te
+            .first()
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"))
+    {
+        return Some("the request's Transfer-Encoding is not one `chunked`");
+    }
+    if cl.len() > 1 {
+        return Some("the request has more than one Content-Length");
+    }
+    if cl
+        .first()
+        .is_some_and(|v| v.is_empty() || !v.as_bytes().iter().all(u8::is_ascii_digit))
+    {
+        return Some("the request's Content-Length is not a number");
+    }
+    if headers.get_all(header::HOST).iter().count() > 1 {
+        return Some("the request has more than one Host");
+    }
+    None
+}
+
+/// Whether the `Host` header (if any) names `dest`: the same host, and the
+/// same port when it gives one. `Err` when it is not an authority at all.
+fn host_names(headers: &HeaderMap, dest: &Destination) -> Result<bool, ()> {
+    let Some(value) = headers.get(header::HOST) else {
+        return Ok(true);
+    };
+    let authority: hyper::http::uri::Authority =
+        value.to_str().map_err(|_| ())?.parse().map_err(|_| ())?;
+    if authority.as_str().contains('@') {
+        return Err(());
+    }
+    Ok(authority_names(&authority, dest))
+}
+
+fn authority_names(authority: &hyper::http::uri::Authority, dest: &Destination) -> bool {
+    let same_host = Destination::new(authority.host(), dest.port).host == dest.host;
+    same_host && authority.port_u16().is_none_or(|port| port == dest.port)
+}
+
+/// The codings a client asked for that the quarantine can undo (with
+/// their weights), or `identity`.
+fn acceptable_encodings(asked: &HeaderValue) -> HeaderValue {
+    let kept: Vec<&str> = asked
+        .to_str()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|item| {
+            let coding = item.split(';').next().unwrap_or_default().trim();
+            ["gzip", "x-gzip", "deflate", "br", "identity"]
+                .iter()
+                .any(|known| coding.eq_ignore_ascii_case(known))
+        })
+        .collect();
+    if kept.is_empty() {
+        return HeaderValue::from_static("identity");
+    }
+    HeaderValue::from_str(&kept.join(", ")).unwrap_or(HeaderValue::from_static(decode::ACCEPTED))
+}
+
 /// Where one tunnel or request goes, once decided.
 struct Target {
     dest: Destination,
@@ -317,9 +402,12 @@ impl WorkspaceProxy {
         self.spawn(async move {
             let _permit = permit;
             let service_owner = this.clone();
+            let verdicts = Verdicts::default();
+            let io = Watched::new(io, verdicts.clone());
             let service = service_fn(move |req| {
                 let this = service_owner.clone();
-                async move { Ok::<_, Infallible>(this.handle(req).await) }
+                let framing = verdicts.next();
+                async move { Ok::<_, Infallible>(this.handle(req, framing).await) }
             });
             let served = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -342,7 +430,21 @@ impl WorkspaceProxy {
         recorded
     }
 
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+    /// One request from a client; `framing`: why its framing was
+    /// ambiguous as sent ([`super::framing`]), if it was.
+    async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        framing: Option<&'static str>,
+    ) -> Response<ProxyBody> {
+        if let Some(why) = framing.or_else(|| ambiguous(req.headers())) {
+            tracing::warn!(
+                workspace = self.workspace,
+                why,
+                "egress: ambiguous request refused"
+            );
+            return refusal(StatusCode::BAD_REQUEST, why);
+        }
         if req.method() == Method::CONNECT {
             return self.connect(req).await;
         }
@@ -350,7 +452,20 @@ impl WorkspaceProxy {
         match (scheme, authority) {
             (Some("http"), Some(authority)) => {
                 let dest = Destination::new(authority.host(), authority.port_u16().unwrap_or(80));
-                self.forward_http(req, dest).await
+                match host_names(req.headers(), &dest) {
+                    Ok(true) => self.forward_http(req, dest).await,
+                    Ok(false) => refusal(
+                        StatusCode::MISDIRECTED_REQUEST,
+                        &format!(
+                            "the Host header names another server than the URL ({}:{})",
+                            dest.host, dest.port
+                        ),
+                    ),
+                    Err(()) => refusal(
+                        StatusCode::BAD_REQUEST,
+                        "the Host header is not host[:port]",
+                    ),
+                }
             }
             (Some(_), Some(_)) => refusal(
                 StatusCode::BAD_REQUEST,
@@ -691,14 +806,18 @@ impl WorkspaceProxy {
     {
         let this = self.clone();
         let dest = dest.clone();
+        let verdicts = Verdicts::default();
+        let client = Watched::new(client, verdicts.clone());
         let service = service_fn(move |req: Request<Incoming>| {
             let this = this.clone();
             let dest = dest.clone();
             let upstream = upstream.clone();
+            let framing = verdicts.next();
             async move {
-                let response = match upstream {
-                    Ok(upstream) => this.forward_intercepted(req, dest, upstream).await,
-                    Err(reason) => refusal(StatusCode::BAD_GATEWAY, &reason),
+                let response = match (framing, upstream) {
+                    (Some(why), _) => refusal(StatusCode::BAD_REQUEST, why),
+                    (None, Ok(upstream)) => this.forward_intercepted(req, dest, upstream).await,
+                    (None, Err(reason)) => refusal(StatusCode::BAD_GATEWAY, &reason),
                 };
                 Ok::<_, Infallible>(response)
             }
@@ -731,27 +850,32 @@ impl WorkspaceProxy {
         dest: Destination,
         upstream: Arc<tokio::sync::Mutex<Upstream>>,
     ) -> Response<ProxyBody> {
-        // The request must be for the host the tunnel was decided for.
-        let asked = req
+        // The request must be for the host and port the tunnel was decided
+        // for, in its target (absolute form) and in its Host header alike.
+        if let Some(why) = ambiguous(req.headers()) {
+            return refusal(StatusCode::BAD_REQUEST, why);
+        }
+        let target_names = req
             .uri()
             .authority()
-            .map(|a| a.host().to_owned())
-            .or_else(|| {
-                req.headers()
-                    .get(header::HOST)
-                    .and_then(|h| h.to_str().ok())
-                    .map(|h| match h.rsplit_once(':') {
-                        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => {
-                            host.to_owned()
-                        }
-                        _ => h.to_owned(),
-                    })
-            });
-        if asked.is_some_and(|host| Destination::new(&host, dest.port).host != dest.host) {
-            return refusal(
-                StatusCode::MISDIRECTED_REQUEST,
-                &format!("this tunnel was allowed for {} only", dest.host),
-            );
+            .is_none_or(|authority| authority_names(authority, &dest));
+        match (target_names, host_names(req.headers(), &dest)) {
+            (true, Ok(true)) => {}
+            (_, Err(())) => {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    "the Host header is not host[:port]",
+                );
+            }
+            _ => {
+                return refusal(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    &format!(
+                        "this tunnel was allowed for {}:{} only",
+                        dest.host, dest.port
+                    ),
+                );
+            }
         }
         let mut upstream = upstream.lock().await;
         let scheme = if upstream.tls.is_some() {
@@ -871,23 +995,20 @@ impl WorkspaceProxy {
             Ok(uri) => *req.uri_mut() = uri,
             Err(_) => return refusal(StatusCode::BAD_REQUEST, "the request path is not valid"),
         }
-        if !req.headers().contains_key(header::HOST)
-            && let Ok(host) = HeaderValue::from_str(&authority)
-        {
-            req.headers_mut().insert(header::HOST, host);
-        }
-        let req = req.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed());
-        let mut response = match sender.send_request(req).await {
-            Ok(response) => response,
-            Err(err) => {
-                return refusal(
-                    StatusCode::BAD_GATEWAY,
-                    &format!("{}: the server did not answer: {err}", dest.host),
-                );
+        // The server sees exactly the authority that was decided.
+        match HeaderValue::from_str(&authority) {
+            Ok(host) => {
+                req.headers_mut().insert(header::HOST, host);
             }
-        };
-        let status = response.status();
-        let offer = download::offer(&path, response.headers());
+            Err(_) => return refusal(StatusCode::BAD_REQUEST, "the host is not a valid authority"),
+        }
+        // Only codings the quarantine can undo to look at the body.
+        if let Some(asked) = req.headers().get(header::ACCEPT_ENCODING) {
+            let kept = acceptable_encodings(asked);
+            req.headers_mut().insert(header::ACCEPT_ENCODING, kept);
+        }
+        let bodiless = req.method() == Method::HEAD;
+        let req = req.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed());
         let request_event = |status: StatusCode, download: Option<String>| EgressEvent::Request {
             host: dest.host.clone(),
             port: dest.port,
@@ -897,15 +1018,51 @@ impl WorkspaceProxy {
             mode,
             download,
         };
-        if let (Some(offer), Some(quarantine), true) =
-            (offer, &self.egress.quarantine, status.is_success())
-        {
-            let held = self
-                .hold(quarantine, &url, &offer, response.into_body())
-                .await;
-            let (answer, id) = held;
-            let _ = self.record(request_event(status, id)).await;
-            return answer;
+        let mut response = match sender.send_request(req).await {
+            Ok(response) => response,
+            Err(err) => {
+                // It may have reached the server: an event all the same.
+                let _ = self
+                    .record(request_event(StatusCode::BAD_GATEWAY, None))
+                    .await;
+                return refusal(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("{}: the server did not answer: {err}", dest.host),
+                );
+            }
+        };
+        let status = response.status();
+        let bodiless = bodiless
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED;
+        if let (Some(quarantine), false) = (&self.egress.quarantine, bodiless) {
+            let (parts, body) = response.into_parts();
+            let judged = self.judge(&path, &parts.headers, body).await;
+            let (held, body, codings) = match judged {
+                Ok(judged) => judged,
+                Err(reason) => {
+                    let _ = self
+                        .record(request_event(StatusCode::BAD_GATEWAY, None))
+                        .await;
+                    return refusal(StatusCode::BAD_GATEWAY, &format!("{}: {reason}", dest.host));
+                }
+            };
+            if let Some(held) = held {
+                let (answer, id) = self.hold(quarantine, &url, &held, body, &codings).await;
+                let _ = self.record(request_event(status, id)).await;
+                return answer;
+            }
+            if self.record(request_event(status, None)).await.is_err() {
+                return refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the event log cannot be written, so the response was not delivered",
+                );
+            }
+            let mut response =
+                Response::from_parts(parts, body.map_err(|e| Box::new(e) as BoxError).boxed());
+            strip_hop_by_hop(response.headers_mut());
+            return response;
         }
         if self.record(request_event(status, None)).await.is_err() {
             return refusal(
@@ -940,19 +1097,52 @@ impl WorkspaceProxy {
         response.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed())
     }
 
+    /// Reads the head of a response body and judges it; whether it is
+    /// held (and why), the whole body, and its codings to undo. `Err`: it
+    /// cannot be judged (it broke off, or does not decode), and nothing of
+    /// it may pass.
+    async fn judge(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        body: Incoming,
+    ) -> Result<(Option<download::Held>, Replayed<Incoming>, Vec<Coding>), String> {
+        let codings = match decode::codings(headers) {
+            Codings::Known(codings) => codings,
+            Codings::Unsupported(name) => {
+                let because = format!(
+                    "its Content-Encoding `{name}` is one the proxy cannot undo to look inside"
+                );
+                let held = download::held(path, headers, because);
+                return Ok((Some(held), Replayed::whole(body), Vec::new()));
+            }
+        };
+        if let Some(held) = download::by_headers(path, headers) {
+            return Ok((Some(held), Replayed::whole(body), codings));
+        }
+        let peeked = peek::peek(body, &codings)
+            .await
+            .map_err(|e| format!("cannot judge the response: {e}"))?;
+        let (kind, _) = sniff::sniff(&peeked.head);
+        Ok((download::judge(path, headers, kind), peeked.body, codings))
+    }
+
     /// Holds a download; the page the browser gets, and the id when held.
     async fn hold(
         &self,
         quarantine: &Quarantine,
         url: &str,
-        offer: &download::Offer,
-        body: Incoming,
+        held: &download::Held,
+        body: Replayed<Incoming>,
+        codings: &[Coding],
     ) -> (Response<ProxyBody>, Option<String>) {
+        let offer = &held.offer;
         let meta = quarantine::Incoming {
             workspace: &self.workspace,
             url,
             offered_name: &offer.name,
             claimed_type: offer.claimed_type.as_deref(),
+            codings,
         };
         match quarantine.hold(meta, body).await {
             Ok(record) => {
@@ -965,6 +1155,7 @@ impl WorkspaceProxy {
                     sniffed_type: record.sniffed_type.clone(),
                     claimed_type: record.claimed_type.clone(),
                     hits: record.hits.iter().map(|h| h.rule.clone()).collect(),
+                    because: held.because.clone(),
                 };
                 let _ = self.record(event).await;
                 let hits = if record.hits.is_empty() {
@@ -976,12 +1167,13 @@ impl WorkspaceProxy {
                 let page = format!(
                     "<!doctype html><meta charset=utf-8><title>Download held</title>\
                      <h1>Download held in quarantine</h1>\
-                     <p><b>{}</b> ({} bytes, {}) is held for review as <code>{}</code>; {}.</p>\
+                     <p><b>{}</b> ({} bytes, {}) is held for review as <code>{}</code>: {}; {}.</p>\
                      <p>An operator can release it into ~/Downloads.</p>",
                     html_escape(&record.name),
                     record.size,
                     html_escape(record.sniffed_type.as_deref().unwrap_or("unknown type")),
                     record.id,
+                    html_escape(&held.because),
                     html_escape(&hits),
                 );
                 let mut response = full(StatusCode::FORBIDDEN, "text/html; charset=utf-8", page);

