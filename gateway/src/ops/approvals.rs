@@ -67,6 +67,11 @@ pub async fn list(
     filter: &Filter,
 ) -> Result<Vec<Approval>, ApiError> {
     ctx.require(Permission::WorkspacesView)?;
+    if let Some(id) = &filter.workspace {
+        // A workspace outside the caller's scope is answered exactly as one
+        // that does not exist (deleted ones keep their history).
+        access::any_workspace(state, ctx, id, Permission::WorkspacesView).await?;
+    }
     sweep_due(state).await;
     let mut seen = HashMap::new();
     let mut out = Vec::new();

@@ -16,6 +16,7 @@ pub mod decide;
 pub mod download;
 pub mod events;
 pub mod listener;
+pub mod narrow;
 pub mod policy;
 pub mod proxy;
 pub mod resolve;
