@@ -954,23 +954,30 @@ async fn an_agent_cannot_pause_resume_stop_start_or_delete_while_an_operator_hol
             // Positive control: before the take-over the agent passes the
             // gate (whatever the row behind it then answers).
             let (status, body) = send(&fx.router, call(&fx, Who::AgentA, method, path)).await;
-            assert_ne!(body["error"]["code"], "control_held", "{method} {path}: {status} {body}");
+            assert_ne!(
+                body["error"]["code"], "control_held",
+                "{method} {path}: {status} {body}"
+            );
+            // The operator takes over, then (in the paused case) pauses.
             let fx = fixture().await;
+            let take = "/v1/workspaces/{id}/control/take";
+            let (status, body) = send(&fx.router, call(&fx, Who::Operator, "POST", take)).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
             if paused {
                 fx.store
                     .set_state(&fx.own, WorkspaceState::Paused, None, None)
                     .await
                     .unwrap();
             }
-            let take = "/v1/workspaces/{id}/control/take";
-            let (status, body) = send(&fx.router, call(&fx, Who::Operator, "POST", take)).await;
-            assert_eq!(status, StatusCode::OK, "{body}");
             let what = format!("{method} {path} (paused: {paused})");
             let (status, body) = send(&fx.router, call(&fx, Who::AgentA, method, path)).await;
             assert_eq!(status, StatusCode::CONFLICT, "{what}: {body}");
             assert_eq!(body["error"]["code"], "control_held", "{what}: {body}");
             assert!(
-                body["error"]["message"].as_str().unwrap().contains("/control/release"),
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("/control/release"),
                 "{what}: {body}"
             );
             let still = fx.store.get(&fx.own).await.unwrap().unwrap();
@@ -983,7 +990,10 @@ async fn an_agent_cannot_pause_resume_stop_start_or_delete_while_an_operator_hol
             // The operator (and an admin) still may.
             for who in [Who::Operator, Who::Admin] {
                 let (status, body) = send(&fx.router, call(&fx, who, method, path)).await;
-                assert_ne!(body["error"]["code"], "control_held", "{who:?} {what}: {status} {body}");
+                assert_ne!(
+                    body["error"]["code"], "control_held",
+                    "{who:?} {what}: {status} {body}"
+                );
             }
         }
     }

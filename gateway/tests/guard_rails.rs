@@ -140,6 +140,7 @@ async fn create(fx: &Fixture, door: Door, secret: &str, body: &Value) -> (u16, V
                 "params": { "name": "create_workspace", "arguments": body },
             });
             Request::post("/v1/mcp")
+                .header("host", "127.0.0.1:7878")
                 .header("authorization", format!("Bearer {secret}"))
                 .header("content-type", "application/json")
                 .header("accept", "application/json, text/event-stream")
@@ -188,7 +189,10 @@ fn wider() -> Vec<(Value, &'static str)> {
         ),
         (json!({"policy": "open"}), "policy"),
         (json!({"record": false}), "record"),
-        (json!({"time_limits": {"ttl_seconds": 0}}), "time_limits.ttl_seconds"),
+        (
+            json!({"time_limits": {"ttl_seconds": 0}}),
+            "time_limits.ttl_seconds",
+        ),
         (
             json!({"time_limits": {"ttl_seconds": 7200}}),
             "time_limits.ttl_seconds",
@@ -240,7 +244,14 @@ async fn an_agent_asking_wider_guard_rails_is_refused_on_both_doors() {
 /// Creates as `secret` and expects it past the rule: the only failure left
 /// is the start (no image here). Returns the failed workspace's id.
 async fn passes(fx: &Fixture, door: Door, secret: &str, body: &Value) -> String {
-    let before: Vec<String> = fx.store.list().await.unwrap().into_iter().map(|w| w.id).collect();
+    let before: Vec<String> = fx
+        .store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
     let (status, answer) = create(fx, door, secret, body).await;
     assert_eq!(status, 502, "{door:?} {body}: {answer}");
     assert_eq!(answer["error"]["code"], "start_failed", "{answer}");
@@ -258,8 +269,13 @@ async fn passes(fx: &Fixture, door: Door, secret: &str, body: &Value) -> String 
 }
 
 /// The rails stored for workspace `id`: what its start read.
-async fn stored(fx: &Fixture, id: &str) -> (Option<String>, Option<Vec<String>>, Option<u64>, bool) {
-    let policy = cubicle_runtime::workspace_policy::get(&fx.store, id).await.unwrap();
+async fn stored(
+    fx: &Fixture,
+    id: &str,
+) -> (Option<String>, Option<Vec<String>>, Option<u64>, bool) {
+    let policy = cubicle_runtime::workspace_policy::get(&fx.store, id)
+        .await
+        .unwrap();
     let egress = cubicle_runtime::egress::store::get(&fx.store, id)
         .await
         .unwrap()
@@ -347,5 +363,8 @@ async fn an_agent_may_ask_narrower_rails_or_name_a_template() {
     let (status, answer) = create(&fx, Door::Rest, &fx.agent, &json!({"template": "nope"})).await;
     assert_eq!(status, 400, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
-    assert!(message.starts_with("template:") && message.contains("wide"), "{message}");
+    assert!(
+        message.starts_with("template:") && message.contains("wide"),
+        "{message}"
+    );
 }

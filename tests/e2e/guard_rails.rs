@@ -72,7 +72,11 @@ async fn an_agent_cannot_open_the_gateways_port_to_its_own_workspace() {
         assert_eq!(result["isError"], true, "MCP {attack}: {result}");
         let error = &result["structuredContent"]["error"];
         assert_eq!(error["status"], 403, "MCP {attack}: {result}");
-        assert_eq!(error["message"], rest.as_str(), "both doors answer the same");
+        assert_eq!(
+            error["message"],
+            rest.as_str(),
+            "both doors answer the same"
+        );
     }
     let (_, listed) = daemon
         .call(Method::GET, "/v1/workspaces", None)

@@ -114,7 +114,11 @@ impl Templates {
 
     /// Checks each template against what the server has: its policy is
     /// loaded, its limits within the maxima.
-    pub fn check(&self, policies: &cubicle_policy::PolicySet, limits: &LimitsPolicy) -> Result<(), String> {
+    pub fn check(
+        &self,
+        policies: &cubicle_policy::PolicySet,
+        limits: &LimitsPolicy,
+    ) -> Result<(), String> {
         for (name, rails) in &self.named {
             if let Some(policy) = &rails.policy {
                 policies
@@ -153,7 +157,9 @@ impl Templates {
 
     fn listed(&self) -> String {
         match self.named.is_empty() {
-            true => "it has none; an admin adds them with `cubicle serve --template NAME=FILE`".into(),
+            true => {
+                "it has none; an admin adds them with `cubicle serve --template NAME=FILE`".into()
+            }
             false => format!("it has: {}", self.names().join(", ")),
         }
     }
@@ -230,7 +236,12 @@ pub fn choose(
     if let Some(policy) = &asked.policy {
         state.gates.resolve(Some(policy))?;
     }
-    decide(&|p| permission::granted(ctx.token.role, p), ctx, asked, &base)
+    decide(
+        &|p| permission::granted(ctx.token.role, p),
+        ctx,
+        asked,
+        &base,
+    )
 }
 
 fn decide(
@@ -260,7 +271,10 @@ fn decide(
     if policy != base.policy && !may(Permission::PolicySwitch) {
         return Err(refuse(
             "policy",
-            format!("{policy:?} is not the policy it would get ({:?})", base.policy),
+            format!(
+                "{policy:?} is not the policy it would get ({:?})",
+                base.policy
+            ),
             Permission::PolicySwitch,
         ));
     }
@@ -429,7 +443,10 @@ mod tests {
         let templates = Templates::default();
         let base = Base {
             rails,
-            egress: rails.egress.clone().unwrap_or_else(|| egress(&["*.example.org:443"])),
+            egress: rails
+                .egress
+                .clone()
+                .unwrap_or_else(|| egress(&["*.example.org:443"])),
             policy: rails.policy.clone().unwrap_or_else(|| "default".into()),
             time_limits: TimeLimits {
                 ttl: Some(Duration::from_secs(3600)),
@@ -454,8 +471,17 @@ mod tests {
         match run(role, &asked, &GuardRails::default()) {
             Ok(_) => None,
             Err(err) => {
-                assert_eq!(err.status, axum::http::StatusCode::FORBIDDEN, "{}", err.message);
-                assert!(err.message.contains("operator"), "says what to do: {}", err.message);
+                assert_eq!(
+                    err.status,
+                    axum::http::StatusCode::FORBIDDEN,
+                    "{}",
+                    err.message
+                );
+                assert!(
+                    err.message.contains("operator"),
+                    "says what to do: {}",
+                    err.message
+                );
                 Some(err.message.split(':').next().unwrap_or_default().to_owned())
             }
         }
@@ -493,34 +519,70 @@ mod tests {
             rails
         };
         let cases: [(GuardRails, &str); 8] = [
-            (ask(|r| r.egress = Some(egress(&["127.0.0.1/32:7878"]))), "egress.allow[0]"),
+            (
+                ask(|r| r.egress = Some(egress(&["127.0.0.1/32:7878"]))),
+                "egress.allow[0]",
+            ),
             (ask(|r| r.policy = Some("open".into())), "policy"),
             (ask(|r| r.record = Some(false)), "record"),
             (
-                ask(|r| r.time_limits = Some(TimeLimitsSetting { ttl: Some(Duration::ZERO), ..Default::default() })),
+                ask(|r| {
+                    r.time_limits = Some(TimeLimitsSetting {
+                        ttl: Some(Duration::ZERO),
+                        ..Default::default()
+                    })
+                }),
                 "time_limits.ttl_seconds",
             ),
             (
-                ask(|r| r.time_limits = Some(TimeLimitsSetting { ttl: Some(Duration::from_secs(7200)), ..Default::default() })),
+                ask(|r| {
+                    r.time_limits = Some(TimeLimitsSetting {
+                        ttl: Some(Duration::from_secs(7200)),
+                        ..Default::default()
+                    })
+                }),
                 "time_limits.ttl_seconds",
             ),
             (
-                ask(|r| r.time_limits = Some(TimeLimitsSetting { on_expiry: Some(OnExpiry::Delete), ..Default::default() })),
+                ask(|r| {
+                    r.time_limits = Some(TimeLimitsSetting {
+                        on_expiry: Some(OnExpiry::Delete),
+                        ..Default::default()
+                    })
+                }),
                 "time_limits.on_expiry",
             ),
             (
-                ask(|r| r.limits = Some(LimitsRequest { memory_mb: Some(4096), ..Default::default() })),
+                ask(|r| {
+                    r.limits = Some(LimitsRequest {
+                        memory_mb: Some(4096),
+                        ..Default::default()
+                    })
+                }),
                 "limits.memory_mb",
             ),
             (
-                ask(|r| r.limits = Some(LimitsRequest { cpu_weight: Some(1000), ..Default::default() })),
+                ask(|r| {
+                    r.limits = Some(LimitsRequest {
+                        cpu_weight: Some(1000),
+                        ..Default::default()
+                    })
+                }),
                 "limits.cpu_weight",
             ),
         ];
         for (asked, field) in cases {
-            assert_eq!(refused_field(agent, asked.clone()).as_deref(), Some(field), "{asked:?}");
+            assert_eq!(
+                refused_field(agent, asked.clone()).as_deref(),
+                Some(field),
+                "{asked:?}"
+            );
             // Operators and admins may choose every one of them.
-            assert_eq!(refused_field(Role::Operator, asked.clone()), None, "{asked:?}");
+            assert_eq!(
+                refused_field(Role::Operator, asked.clone()),
+                None,
+                "{asked:?}"
+            );
             assert_eq!(refused_field(Role::Admin, asked), None);
         }
     }
@@ -549,6 +611,10 @@ mod tests {
             ..Default::default()
         };
         let err = run(Role::Agent, &wider, &rails).unwrap_err();
-        assert!(err.message.starts_with("egress.allow[0]"), "{}", err.message);
+        assert!(
+            err.message.starts_with("egress.allow[0]"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -189,7 +189,15 @@ mod tests {
             P::LimitsManage,
         ] {
             assert!(!granted(Role::Agent, p), "agent must not {}", p.action());
-            assert!(granted(Role::Operator, p) || p == P::ControlOverride || p == P::TokensManage);
+        }
+        // Who may choose wider guard rails at create: operators and admins.
+        for p in [
+            P::EgressManage,
+            P::PolicySwitch,
+            P::RecordingManage,
+            P::LimitsManage,
+        ] {
+            assert!(granted(Role::Operator, p) && granted(Role::Admin, p));
         }
         for p in [
             P::Input,

@@ -85,9 +85,7 @@ pub async fn create(
         }
         Err(err) => (None, json!({ "reason": err.to_string() })),
     };
-    let created = created
-        .map(|(ws, _)| (ws, chosen))
-        .map_err(ApiError::from);
+    let created = created.map(|(ws, _)| (ws, chosen)).map_err(ApiError::from);
     started
         .finish_on(workspace.as_deref(), &created, detail)
         .await;

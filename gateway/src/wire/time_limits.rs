@@ -100,7 +100,8 @@ mod tests {
     #[test]
     fn create_bodies() {
         let setting = |text: &str| crate::wire::parse::<TimeLimitsBody>(text.as_bytes())?.setting();
-        let setting_ok = setting(r#"{"ttl_seconds":60,"idle_seconds":0,"on_expiry":"delete"}"#).unwrap();
+        let setting_ok =
+            setting(r#"{"ttl_seconds":60,"idle_seconds":0,"on_expiry":"delete"}"#).unwrap();
         assert_eq!(setting_ok.ttl, Some(Duration::from_secs(60)));
         assert_eq!(setting_ok.idle, Some(Duration::ZERO));
         assert_eq!(setting_ok.on_expiry, Some(OnExpiry::Delete));

@@ -76,7 +76,13 @@ impl TemplateBody {
     /// Parses a template file; errors name the field.
     pub fn parse(text: &[u8]) -> Result<GuardRails, ApiError> {
         let body: Self = super::parse(text)?;
-        guard_rails(body.egress, body.policy, body.time_limits, body.record, body.limits)
+        guard_rails(
+            body.egress,
+            body.policy,
+            body.time_limits,
+            body.record,
+            body.limits,
+        )
     }
 }
 
@@ -380,11 +386,14 @@ mod tests {
         assert_eq!(ask.rails.egress.unwrap().allow.len(), 1);
         assert!(ask.rails.time_limits.unwrap().ttl.is_some());
         assert!(message(r#"{"egress":{"allow":["bad host"]}}"#).starts_with("egress.allow[0]"));
-        assert!(message(r#"{"time_limits":{"ttl_seconds":99999999999}}"#)
-            .starts_with("time_limits.ttl_seconds"));
+        assert!(
+            message(r#"{"time_limits":{"ttl_seconds":99999999999}}"#)
+                .starts_with("time_limits.ttl_seconds")
+        );
         assert!(message(r#"{"policy":""}"#).starts_with("policy:"));
         assert!(message(r#"{"template":""}"#).starts_with("template:"));
-        let rails = TemplateBody::parse(br#"{"egress":{"allow":["a.test"]},"record":false}"#).unwrap();
+        let rails =
+            TemplateBody::parse(br#"{"egress":{"allow":["a.test"]},"record":false}"#).unwrap();
         assert_eq!(rails.record, Some(false));
         let err = TemplateBody::parse(br#"{"name":"x"}"#).unwrap_err();
         assert!(err.message.contains("name"), "{}", err.message);

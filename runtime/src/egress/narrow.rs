@@ -74,7 +74,9 @@ pub fn within(asked: &EgressPolicy, base: &EgressPolicy) -> Result<(), Wider> {
         if !base.auto_release.contains(media) {
             return Err(Wider {
                 field: format!("egress.auto_release[{i}]"),
-                message: format!("{media} would be released without an operator, which it may not ask"),
+                message: format!(
+                    "{media} would be released without an operator, which it may not ask"
+                ),
             });
         }
     }
@@ -179,7 +181,10 @@ mod tests {
     #[test]
     fn nothing_is_within_deny_all_but_nothing() {
         assert_eq!(field(&[], &[]), None);
-        assert_eq!(field(&["example.org"], &[]).as_deref(), Some("egress.allow[0]"));
+        assert_eq!(
+            field(&["example.org"], &[]).as_deref(),
+            Some("egress.allow[0]")
+        );
     }
 
     #[test]
@@ -200,7 +205,12 @@ mod tests {
             assert!(err.message.contains(rule), "{rule}: {err}");
         }
         // Public networks and names under it are fine.
-        for rule in ["93.184.0.0/16:443", "example.org", "*.example.org:8443", "[2606:4700::/32]:*"] {
+        for rule in [
+            "93.184.0.0/16:443",
+            "example.org",
+            "*.example.org:8443",
+            "[2606:4700::/32]:*",
+        ] {
             assert_eq!(within(&policy(&[rule]), &public), Ok(()), "{rule}");
         }
     }
@@ -209,8 +219,14 @@ mod tests {
     fn a_special_range_takes_the_same_rule() {
         let base = ["127.0.0.1/32:8000-9000", "169.254.0.0/16:*"];
         assert_eq!(field(&["127.0.0.1/32:8443"], &base), None);
-        assert!(field(&["127.0.0.1/32:7878"], &base).is_some(), "port outside");
-        assert!(field(&["127.0.0.0/8:8443"], &base).is_some(), "wider network");
+        assert!(
+            field(&["127.0.0.1/32:7878"], &base).is_some(),
+            "port outside"
+        );
+        assert!(
+            field(&["127.0.0.0/8:8443"], &base).is_some(),
+            "wider network"
+        );
         // The metadata address is not opened by its link-local parent.
         assert!(field(&["169.254.169.254/32:80"], &base).is_some());
         assert_eq!(field(&["169.254.0.0/16:80"], &base), None);
@@ -222,7 +238,10 @@ mod tests {
         assert_eq!(field(&["a.example.org:443"], &base), None);
         assert_eq!(field(&["*.b.example.org:443"], &base), None);
         assert_eq!(field(&["*.example.org:443"], &base), None);
-        assert!(field(&["example.org:443"], &base).is_some(), "not below itself");
+        assert!(
+            field(&["example.org:443"], &base).is_some(),
+            "not below itself"
+        );
         assert!(field(&["a.example.org"], &base).is_some(), "port 80 too");
         assert!(field(&["a.example.org:*"], &base).is_some());
         assert_eq!(field(&["api.test:8000-8010,9000"], &base), None);
@@ -232,7 +251,10 @@ mod tests {
         assert!(field(&["badexample.org:443"], &base).is_some());
         // A name rule does not cover a network, nor the reverse.
         assert!(field(&["93.184.215.14/32:443"], &base).is_some());
-        assert!(field(&["a.example.org:443"], &["0.0.0.0/0:443"]).is_some(), "IPv6 too");
+        assert!(
+            field(&["a.example.org:443"], &["0.0.0.0/0:443"]).is_some(),
+            "IPv6 too"
+        );
         assert_eq!(
             field(&["a.example.org:443"], &["0.0.0.0/0:443", "[::/0]:*"]),
             None
@@ -240,7 +262,10 @@ mod tests {
         // Ports covered by adjacent ranges of one rule.
         assert_eq!(field(&["h.test:10-30"], &["h.test:10-20,21-30"]), None);
         assert!(field(&["h.test:10-30"], &["h.test:10-20", "h.test:21-30"]).is_some());
-        assert_eq!(field(&["a.test", "b.test:443"], &["a.test", "b.test"]), None);
+        assert_eq!(
+            field(&["a.test", "b.test:443"], &["a.test", "b.test"]),
+            None
+        );
         assert_eq!(
             field(&["a.test", "c.test:443"], &["a.test", "b.test"]).as_deref(),
             Some("egress.allow[1]")
@@ -261,8 +286,14 @@ mod tests {
         let base = doc(None, &["*.bank.example"], &["application/pdf"]);
         let wider = |asked: EgressPolicy| within(&asked, &base).err().map(|w| w.field);
         assert_eq!(wider(doc(None, &[], &[])), None);
-        assert_eq!(wider(doc(Some(true), &["a.bank.example"], &["application/pdf"])), None);
-        assert_eq!(wider(doc(Some(false), &[], &[])).as_deref(), Some("egress.intercept"));
+        assert_eq!(
+            wider(doc(Some(true), &["a.bank.example"], &["application/pdf"])),
+            None
+        );
+        assert_eq!(
+            wider(doc(Some(false), &[], &[])).as_deref(),
+            Some("egress.intercept")
+        );
         assert_eq!(
             wider(doc(None, &["example.org"], &[])).as_deref(),
             Some("egress.passthrough[0]")
@@ -272,7 +303,10 @@ mod tests {
             Some("egress.auto_release[1]")
         );
         let open = doc(Some(false), &[], &[]);
-        assert_eq!(within(&doc(Some(false), &["example.org"], &[]), &open), Ok(()));
+        assert_eq!(
+            within(&doc(Some(false), &["example.org"], &[]), &open),
+            Ok(())
+        );
         assert_eq!(within(&doc(Some(true), &[], &[]), &open), Ok(()));
     }
 }
