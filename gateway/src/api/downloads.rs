@@ -47,6 +47,7 @@ pub struct ListQuery {
     /// Only this workspace's.
     pub workspace: Option<String>,
     /// `held`, `released` or `rejected`.
+    #[param(value_type = Option<crate::wire::download::StateFilter>)]
     pub state: Option<String>,
 }
 

@@ -129,9 +129,9 @@ pub async fn decide(
     ctx.require(Permission::ApprovalsDecide)?;
     sweep_due(state).await;
     let reason = reason.unwrap_or_default();
-    if reason.len() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\n') {
+    if reason.chars().count() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\n') {
         return Err(ApiError::bad_request(format!(
-            "reason: at most {MAX_REASON} bytes of text without control characters"
+            "reason: at most {MAX_REASON} characters of text without control characters"
         )));
     }
     let approvals = &state.gates.approvals;
