@@ -181,7 +181,7 @@ impl Chosen {
     /// For the create's event.
     pub fn describe(&self, defaults: TimeLimits) -> Value {
         json!({
-            "egress": self.egress.as_ref().map(|e| EgressBody::of(e)),
+            "egress": self.egress.as_ref().map(EgressBody::of),
             "policy": self.policy,
             "time_limits": TimeLimitsView::from(&self.time_limits.over(defaults)),
             "record": self.record,
