@@ -8,9 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = wire::workspace::CreateWorkspace::parse(data);
-    let _ = wire::workspace::CreateWorkspace::policy_in(data);
-    let _ = wire::workspace::CreateWorkspace::record_in(data);
-    let _ = wire::time_limits::TimeLimitsBody::in_create(data);
+    let _ = wire::workspace::TemplateBody::parse(data);
     let _ = wire::exec::ExecBody::parse(data);
     let _ = wire::token::NewToken::parse(data);
     let _ = wire::approval::Decide::parse(data);

@@ -28,4 +28,6 @@ pub struct AppState {
     pub egress: Arc<crate::ops::egress::EgressHub>,
     /// Checkpoint signing, recorders and export (what auditors replay).
     pub replay: Arc<crate::replay::Replay>,
+    /// The guard-rail templates a create may name (`--template NAME=FILE`).
+    pub templates: Arc<crate::ops::guard_rails::Templates>,
 }

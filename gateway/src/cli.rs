@@ -156,6 +156,12 @@ struct ServeArgs {
     /// The policy of workspaces created without one.
     #[arg(long, env = "CUBICLE_DEFAULT_POLICY", default_value = "default")]
     default_policy: String,
+    /// A named set of guard rails a create may name (`"template": NAME`),
+    /// as `NAME=FILE`: a JSON file with the create body's `egress`,
+    /// `policy`, `time_limits`, `record` and `limits` (repeatable). Agents
+    /// get the server's defaults, or a template's, or narrower.
+    #[arg(long = "template", value_name = "NAME=FILE")]
+    templates: Vec<String>,
     /// Xvnc's path inside the image.
     #[arg(long, default_value = "/usr/bin/Xvnc")]
     xvnc: String,
@@ -441,6 +447,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let manager = Manager::new(store.clone(), backend, config);
     manager.set_default_time_limits(default_time_limits(&args));
     let replay = open_replay(&args, &store)?;
+    let templates = cubicle_gateway::ops::guard_rails::Templates::load(&args.templates)
+        .map_err(anyhow::Error::msg)?;
+    templates
+        .check(&gates.policies, &manager.limits_policy())
+        .map_err(anyhow::Error::msg)?;
+    if !templates.is_empty() {
+        say(&format!("templates: {}", templates.names().join(", ")));
+    }
     // Held operations outlive a restart, as workspaces do.
     let kept = gates.approvals.load(&store).await?;
     if kept > 0 {
@@ -466,6 +480,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         replay: replay.clone(),
         egress: std::sync::Arc::new(egress.hub),
         gates,
+        templates: std::sync::Arc::new(templates),
     };
     // Who held each workspace's control when the last daemon went.
     let live: std::collections::HashSet<String> =

@@ -80,7 +80,7 @@ pub fn can_hold(role: Role) -> bool {
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     #[error(
-        "operator {name} holds control since {since}; input actions are refused until they hand back (POST /v1/workspaces/{workspace}/control/release)"
+        "operator {name} holds control since {since}; the agent's input and changes are refused until they hand back (POST /v1/workspaces/{workspace}/control/release)"
     )]
     Held {
         workspace: String,
@@ -183,8 +183,14 @@ impl Controls {
     /// Refuses input from `caller` unless no operator holds control or
     /// `caller` is the holder.
     pub fn check_input(&self, workspace: &str, caller: &Token) -> Result<(), ControlError> {
-        let control = self.current(workspace);
         self.check_running(workspace)?;
+        self.check_holder(workspace, caller)
+    }
+
+    /// Refuses `caller` unless no operator holds control or `caller` is
+    /// the holder, paused or not.
+    pub fn check_holder(&self, workspace: &str, caller: &Token) -> Result<(), ControlError> {
+        let control = self.current(workspace);
         match control.holder {
             Holder::Agent => Ok(()),
             _ if control.is_held_by(caller) => Ok(()),

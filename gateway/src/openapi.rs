@@ -54,31 +54,95 @@ pub struct ErrorDetail {
 /// OpenAI CUA's (`type`: click, double_click, scroll, keypress, type, wait,
 /// screenshot, move, drag). Or `{"actions": [...]}` for a batch (1..=100)
 /// run in order, stopping at the first error.
+///
+/// `action` and `type` list the parser's own names ([`ActionNames`] fills
+/// them in from `crate::actions::parse`); which other fields an action
+/// needs depends on the action (a click its `coordinate`, `type` its
+/// `text`), which this schema does not spell out per action.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct ActionRequest {
     action: Option<String>,
     r#type: Option<String>,
     /// `[x, y]` in screen pixels, or in the space of the last scaled screenshot.
+    #[schema(min_items = 2, max_items = 2)]
     coordinate: Option<Vec<i64>>,
+    #[schema(min_items = 2, max_items = 2)]
     start_coordinate: Option<Vec<i64>>,
     /// Text to type, xdotool key combination (`ctrl+shift+t`), or modifiers
     /// held during a click or scroll.
     text: Option<String>,
     /// Seconds (0..=60) for `wait` and `hold_key`.
+    #[schema(minimum = 0, maximum = 60)]
     duration: Option<f64>,
     /// `up`, `down`, `left`, `right`.
+    #[schema(value_type = Option<ScrollDirection>)]
     scroll_direction: Option<String>,
+    #[schema(minimum = 1, maximum = 100)]
     scroll_amount: Option<u32>,
     /// `[x0, y0, x1, y1]` for `zoom`.
+    #[schema(min_items = 4, max_items = 4)]
     region: Option<Vec<i64>>,
     /// Screenshot: `png` (default) or `jpeg`, with `quality` 1..=100.
+    #[schema(value_type = Option<ImageFormat>)]
     format: Option<String>,
+    #[schema(minimum = 1, maximum = 100)]
     quality: Option<u8>,
-    /// Screenshot scaled to this size; later coordinates are in it.
+    /// Screenshot scaled to this size (both, or neither); later
+    /// coordinates are in it.
+    #[schema(minimum = 16, maximum = 7680)]
     width: Option<u32>,
+    #[schema(minimum = 16, maximum = 7680)]
     height: Option<u32>,
+    /// A batch: 1..=100 actions run in order.
+    #[schema(min_items = 1, max_items = 100)]
     actions: Option<Vec<Value>>,
+}
+
+/// A screenshot's image format.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ImageFormat {
+    Png,
+    Jpeg,
+    Jpg,
+}
+
+/// Which way a scroll goes.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ScrollDirection {
+    Up,
+    Down,
+    Left,
+    Right,
+}
+
+/// Fills [`ActionRequest`]'s `action` and `type` with the names the
+/// parser knows, so the two cannot drift.
+struct ActionNames;
+
+impl Modify for ActionNames {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::Schema;
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        let Some(RefOr::T(Schema::Object(request))) = components.schemas.get_mut("ActionRequest")
+        else {
+            return;
+        };
+        for (field, names) in [
+            ("action", crate::actions::parse::ANTHROPIC),
+            ("type", crate::actions::parse::OPENAI),
+        ] {
+            if let Some(RefOr::T(Schema::Object(property))) = request.properties.get_mut(field) {
+                property.enum_values = Some(names.iter().map(|n| Value::from(*n)).collect());
+            }
+        }
+    }
 }
 
 /// `{"result": ...}` for one action, `{"results": [...]}` for a batch. An
@@ -310,7 +374,7 @@ impl Modify for BearerAuth {
         serve,
     ),
     components(schemas(
-        ErrorBody, ErrorDetail, ActionRequest, ActionResponse,
+        ErrorBody, ErrorDetail, ActionRequest, ActionResponse, ImageFormat, ScrollDirection,
         crate::wire::workspace::CreateWorkspace, crate::wire::workspace::WorkspaceView,
         crate::wire::workspace::WorkspaceList, crate::wire::exec::ExecBody,
         crate::wire::exec::ExecResult, crate::wire::token::NewToken,
@@ -319,7 +383,7 @@ impl Modify for BearerAuth {
         crate::wire::download::Decision, crate::wire::egress::EgressBody,
         crate::wire::egress::EgressView,
     )),
-    modifiers(&BearerAuth, &CallerRefusals),
+    modifiers(&BearerAuth, &CallerRefusals, &ActionNames),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;

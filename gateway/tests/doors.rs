@@ -183,6 +183,7 @@ async fn fixture() -> Fixture {
         egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
             store.clone(),
         )),
+        templates: Default::default(),
         gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
         replay: Arc::new(
             cubicle_gateway::replay::Replay::open(
@@ -349,6 +350,12 @@ fn doors() -> Vec<Door> {
             P::ControlHold,
         ),
         door(Method::GET, "/v1/events?workspace={id}", "", P::EventsRead),
+        door(
+            Method::GET,
+            "/v1/approvals?workspace={id}",
+            "",
+            P::WorkspacesView,
+        ),
         door(
             Method::GET,
             "/v1/workspaces/{id}/policy",
@@ -914,4 +921,81 @@ async fn a_paused_workspace_refuses_every_door_into_it_with_paused() {
         .collect();
     assert_eq!(pauses.len(), 2, "{events:?}");
     assert_eq!(pauses[1].outcome.as_deref(), Some("error:conflict"));
+}
+
+/// The lifecycle changes an agent could undo a take-over with.
+const LIFECYCLE: [(&str, &str); 5] = [
+    ("POST", "/v1/workspaces/{id}/pause"),
+    ("POST", "/v1/workspaces/{id}/resume"),
+    ("POST", "/v1/workspaces/{id}/stop"),
+    ("POST", "/v1/workspaces/{id}/start"),
+    ("DELETE", "/v1/workspaces/{id}"),
+];
+
+#[tokio::test]
+async fn an_agent_cannot_pause_resume_stop_start_or_delete_while_an_operator_holds_control() {
+    let call = |fx: &Fixture, who: Who, method: &str, path: &str| {
+        Request::builder()
+            .method(method)
+            .uri(path.replace("{id}", &fx.own))
+            .header("authorization", format!("Bearer {}", fx.secrets[&who]))
+            .body(Body::empty())
+            .unwrap()
+    };
+    for (method, path) in LIFECYCLE {
+        for paused in [false, true] {
+            // A fresh fixture each time: stop and delete change the rows.
+            let fx = fixture().await;
+            if paused {
+                fx.store
+                    .set_state(&fx.own, WorkspaceState::Paused, None, None)
+                    .await
+                    .unwrap();
+            }
+            // Positive control: before the take-over the agent passes the
+            // gate (whatever the row behind it then answers).
+            let (status, body) = send(&fx.router, call(&fx, Who::AgentA, method, path)).await;
+            assert_ne!(
+                body["error"]["code"], "control_held",
+                "{method} {path}: {status} {body}"
+            );
+            // The operator takes over, then (in the paused case) pauses.
+            let fx = fixture().await;
+            let take = "/v1/workspaces/{id}/control/take";
+            let (status, body) = send(&fx.router, call(&fx, Who::Operator, "POST", take)).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            if paused {
+                fx.store
+                    .set_state(&fx.own, WorkspaceState::Paused, None, None)
+                    .await
+                    .unwrap();
+            }
+            let what = format!("{method} {path} (paused: {paused})");
+            let (status, body) = send(&fx.router, call(&fx, Who::AgentA, method, path)).await;
+            assert_eq!(status, StatusCode::CONFLICT, "{what}: {body}");
+            assert_eq!(body["error"]["code"], "control_held", "{what}: {body}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("/control/release"),
+                "{what}: {body}"
+            );
+            let still = fx.store.get(&fx.own).await.unwrap().unwrap();
+            let expected = if paused {
+                WorkspaceState::Paused
+            } else {
+                WorkspaceState::Running
+            };
+            assert_eq!(still.state, expected, "{what}: nothing changed");
+            // The operator (and an admin) still may.
+            for who in [Who::Operator, Who::Admin] {
+                let (status, body) = send(&fx.router, call(&fx, who, method, path)).await;
+                assert_ne!(
+                    body["error"]["code"], "control_held",
+                    "{who:?} {what}: {status} {body}"
+                );
+            }
+        }
+    }
 }

@@ -134,6 +134,7 @@ async fn fixture() -> Fixture {
         egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
             store.clone(),
         )),
+        templates: Default::default(),
         gates: Arc::new(Gates::new(policies, "default").unwrap()),
         replay: Arc::new(
             cubicle_gateway::replay::Replay::open(

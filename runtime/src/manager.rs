@@ -63,6 +63,10 @@ pub struct CreateRequest {
     pub owner_token: Option<String>,
     /// Its limits, from [`Manager::resolve_limits`]; `None`: the defaults.
     pub limits: Option<Limits>,
+    /// Whether a ready workspace of the warm pool may serve it: only when
+    /// the caller asks for nothing the pool's workspaces do not already run
+    /// with (geometry and limits are checked here, the rest is the caller's).
+    pub from_pool: bool,
 }
 
 /// Settings of the manager.
@@ -297,6 +301,23 @@ impl<B: Backend> Manager<B> {
         self: &Arc<Self>,
         request: CreateRequest,
     ) -> Result<WorkspaceRecord, ManagerError> {
+        self.create_prepared(request, |_| async { Ok(()) }).await
+    }
+
+    /// Like [`Manager::create`], with `prepare` run on its record once it
+    /// is made and before any process of it starts: what its start reads
+    /// (its egress, policy, recording, time limits, kept by the caller) is
+    /// in place from its first instant, never patched in while it runs. An
+    /// error from `prepare` removes it again (`StartFailed`, the reason).
+    pub async fn create_prepared<F, Fut>(
+        self: &Arc<Self>,
+        request: CreateRequest,
+        prepare: F,
+    ) -> Result<WorkspaceRecord, ManagerError>
+    where
+        F: FnOnce(WorkspaceRecord) -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
         let record = self.insert_new(request).await?;
         let lock = self.lock_for(&record.id);
         let _held = lock.lock().await;
@@ -304,6 +325,13 @@ impl<B: Backend> Manager<B> {
         if let Err(err) = self.backend.create(&spec) {
             self.discard(&spec, &err.to_string()).await?;
             return Err(err.into());
+        }
+        if let Err(reason) = prepare(record.clone()).await {
+            self.discard(&spec, &reason).await?;
+            return Err(ManagerError::StartFailed {
+                id: record.id,
+                reason,
+            });
         }
         match self.boot(&spec).await {
             Ok(()) => Ok(self.get(&record.id).await?),
@@ -317,15 +345,23 @@ impl<B: Backend> Manager<B> {
         }
     }
 
-    /// Like [`Manager::create`], but a request for the default geometry and
-    /// limits is served from the warm pool when it has a ready workspace
-    /// (which then gets the request's owner and name); true if it was.
-    pub async fn create_or_take(
+    /// Like [`Manager::create_prepared`], but a request that may be served
+    /// from the warm pool ([`CreateRequest::from_pool`]) for the default
+    /// geometry and limits takes a ready workspace from it when there is one
+    /// (which then gets the request's owner and name, and `prepare` run on
+    /// it before it is handed out); true if it was.
+    pub async fn create_or_take<F, Fut>(
         self: &Arc<Self>,
         request: CreateRequest,
-    ) -> Result<(WorkspaceRecord, bool), ManagerError> {
+        prepare: F,
+    ) -> Result<(WorkspaceRecord, bool), ManagerError>
+    where
+        F: FnOnce(WorkspaceRecord) -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
         let default_limits = self.limits_policy().default;
-        let matches = request.geometry == Geometry::default()
+        let matches = request.from_pool
+            && request.geometry == Geometry::default()
             && request.limits.is_none_or(|l| l == default_limits);
         if matches && self.pool.size() > 0 {
             while let Some(id) = self.pool.take() {
@@ -340,12 +376,19 @@ impl<B: Backend> Manager<B> {
                 };
                 if taken {
                     tracing::info!(workspace = %id, "workspace taken from the warm pool");
-                    return Ok((self.get(&id).await?, true));
+                    let record = self.get(&id).await?;
+                    // It runs with the defaults the request asked for; what
+                    // `prepare` keeps for it says so before anyone has its id.
+                    if let Err(reason) = prepare(record.clone()).await {
+                        self.delete(&id).await?;
+                        return Err(ManagerError::StartFailed { id, reason });
+                    }
+                    return Ok((record, true));
                 }
                 self.pool.untake();
             }
         }
-        Ok((self.create(request).await?, false))
+        Ok((self.create_prepared(request, prepare).await?, false))
     }
 
     /// The warm pool's size, what is ready, hits and misses.

@@ -44,6 +44,17 @@ async fn world() -> World {
     .unwrap();
     let state = data.path().join("state");
     std::fs::create_dir(&state).unwrap();
+    // The origins are on loopback: wider than an agent may ask for itself,
+    // so the admin's template names them and the agent names the template.
+    let template = data.path().join("origins.json");
+    let rails = json!({
+        "egress": {"allow": [
+            format!("origin.test:{http},{https}"),
+            format!("rebind.test:{http}"),
+            format!("127.0.0.1/32:{http},{https}"),
+        ]},
+    });
+    std::fs::write(&template, rails.to_string()).unwrap();
     let daemon = Daemon::start(
         &state,
         None,
@@ -54,19 +65,13 @@ async fn world() -> World {
             "--egress-allow-host-services",
             "--egress-test-hosts",
             hosts.to_str().unwrap(),
+            "--template",
+            &format!("origins={}", template.display()),
         ],
     )
     .unwrap();
     let agent = desk::token(&daemon, "bot", "agent").await;
-    let body = json!({
-        "name": "egress",
-        "egress": {"allow": [
-            format!("origin.test:{http},{https}"),
-            format!("rebind.test:{http}"),
-            format!("127.0.0.1/32:{http},{https}"),
-        ]},
-    })
-    .to_string();
+    let body = json!({"name": "egress", "template": "origins"}).to_string();
     let ws = desk::create(&daemon, &agent.secret, &body).await;
     World {
         id: ws["id"].as_str().unwrap().to_owned(),

@@ -26,6 +26,7 @@ mod first_light;
 mod first_start;
 mod gates;
 mod geometry;
+mod guard_rails;
 mod image;
 mod isolation;
 mod lifecycle;

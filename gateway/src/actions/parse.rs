@@ -382,19 +382,17 @@ fn region(f: &Fields) -> Result<(Point, Point), FieldError> {
 }
 
 fn image_request(f: &Fields) -> Result<ImageRequest, FieldError> {
+    // Checked whatever the format: a value the schema refuses is refused.
+    let quality = match f.get("quality") {
+        None => 80,
+        Some(q) => q
+            .as_u64()
+            .filter(|q| (1..=100).contains(q))
+            .ok_or_else(|| FieldError::new("quality", "must be 1..=100"))? as u8,
+    };
     let format = match f.get("format").and_then(Value::as_str).unwrap_or("png") {
         "png" => Format::Png,
-        "jpeg" | "jpg" => {
-            let quality = match f.get("quality") {
-                None => 80,
-                Some(q) => q
-                    .as_u64()
-                    .filter(|q| (1..=100).contains(q))
-                    .ok_or_else(|| FieldError::new("quality", "must be 1..=100"))?
-                    as u8,
-            };
-            Format::Jpeg(quality)
-        }
+        "jpeg" | "jpg" => Format::Jpeg(quality),
         other => {
             return Err(FieldError::new(
                 "format",

@@ -100,7 +100,7 @@ fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
     (err.status, Json(body)).into_response()
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<String>, Query, description = "png or jpeg"), ("quality" = Option<u8>, Query), ("width" = Option<u32>, Query), ("height" = Option<u32>, Query)), responses((status = 200, content(("image/png"), ("image/jpeg")), description = "The screen, PNG or (`format=jpeg`) JPEG"), crate::openapi::InGuest))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<crate::openapi::ImageFormat>, Query, description = "png (default) or jpeg"), ("quality" = Option<u8>, Query, minimum = 1, maximum = 100, description = "JPEG quality (default 80)"), ("width" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this width; alone, the height keeps the screen's aspect"), ("height" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this height; alone, the width keeps the screen's aspect")), responses((status = 200, content(("image/png"), ("image/jpeg")), description = "The screen, PNG or (`format=jpeg`) JPEG"), crate::openapi::InGuest))]
 pub async fn screenshot(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -119,6 +119,20 @@ pub async fn screenshot(
             (k, parsed.unwrap_or(v))
         })
         .collect();
+    // One side alone: the other keeps the screen's aspect.
+    match (fields.get("width"), fields.get("height")) {
+        (Some(side), None) | (None, Some(side)) if side.is_u64() => {
+            let screen = ops::workspaces::get(&state, &ctx, &id).await?.geometry;
+            let (missing, other) = match fields.contains_key("width") {
+                true => ("height", (screen.height, screen.width)),
+                false => ("width", (screen.width, screen.height)),
+            };
+            let side = side.as_u64().unwrap_or_default();
+            let derived = (side * u64::from(other.0)).div_ceil(u64::from(other.1).max(1));
+            fields.insert(missing.into(), Value::from(derived.clamp(16, 7680)));
+        }
+        _ => {}
+    }
     fields.insert("action".into(), "screenshot".into());
     let Action::Screenshot(request) = parse_action(&Value::Object(fields)).map_err(field_error)?
     else {

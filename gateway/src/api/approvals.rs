@@ -56,7 +56,7 @@ fn view(approval: &Approval) -> Value {
 fn filter(raw: Option<&str>) -> Result<Filter, ApiError> {
     let params = super::files::query_params(raw, &["state", "workspace"])?;
     let state = match params.get("state").map(String::as_str) {
-        None | Some("") | Some("all") => None,
+        None | Some("all") => None,
         Some("pending") => Some(ApprovalState::Pending),
         Some("approved") => Some(ApprovalState::Approved),
         Some("denied") => Some(ApprovalState::Denied),
@@ -73,8 +73,8 @@ fn filter(raw: Option<&str>) -> Result<Filter, ApiError> {
     })
 }
 
-#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(("state" = Option<String>, Query, description = "pending, approved, denied, expired or all"), ("workspace" = Option<String>, Query)),
-    responses((status = 200, description = "{\"approvals\": [...]}: id, workspace, operation, params (as operators see them), sha256, asked_by, asked_at, expires_at, rule, reason, context (tab URL, origin, host, focus), state, decided_by, decision_reason, used, has_screenshot, url")))]
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(("state" = Option<crate::wire::approval::StateFilter>, Query, description = "pending, approved, denied, expired or all"), ("workspace" = Option<String>, Query, description = "Only this workspace's")),
+    responses((status = 200, description = "{\"approvals\": [...]}: id, workspace, operation, params (as operators see them), sha256, asked_by, asked_at, expires_at, rule, reason, context (tab URL, origin, host, focus), state, decided_by, decision_reason, used, has_screenshot, url"), (status = 404, body = crate::openapi::ErrorBody, description = "No such `workspace` (deleted ones included), or one outside the token's scope")))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -87,7 +87,7 @@ pub async fn list(
     ))
 }
 
-#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = String, Path), ("wait" = Option<f64>, Query, description = "Seconds (up to 300) to wait for a decision")),
+#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = String, Path), ("wait" = Option<f64>, Query, minimum = 0, description = "Seconds to wait for a decision (more than 300 waits 300)")),
     responses((status = 200, description = "The approval (see GET /v1/approvals)"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval, or one the caller may not see")))]
 pub async fn one(
     State(state): State<AppState>,

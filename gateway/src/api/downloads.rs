@@ -20,7 +20,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use cubicle_runtime::quarantine::records::DownloadState;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::body::Body as RequestBody;
 use crate::app::AppState;
@@ -48,6 +47,7 @@ pub struct ListQuery {
     /// Only this workspace's.
     pub workspace: Option<String>,
     /// `held`, `released` or `rejected`.
+    #[param(value_type = Option<crate::wire::download::StateFilter>)]
     pub state: Option<String>,
 }
 
@@ -201,21 +201,4 @@ pub async fn ca(State(state): State<AppState>, _ctx: OpContext) -> Result<Respon
         pem.to_owned(),
     )
         .into_response())
-}
-
-/// `{"egress": ...}` of a create body, checked (after the body parsed).
-pub fn egress_in_create(
-    body: &[u8],
-) -> Result<Option<cubicle_runtime::egress::EgressPolicy>, ApiError> {
-    let Ok(value) = serde_json::from_slice::<Value>(body) else {
-        return Ok(None);
-    };
-    match value.get("egress") {
-        None | Some(Value::Null) => Ok(None),
-        Some(egress) => {
-            let body: EgressBody = serde_json::from_value(egress.clone())
-                .map_err(|e| ApiError::bad_request(format!("egress: {e}")))?;
-            body.validated().map(Some)
-        }
-    }
 }

@@ -28,7 +28,7 @@ pub struct EventQuery {
 #[utoipa::path(get, path = "/v1/events", tag = "audit",
     params(("workspace" = Option<String>, Query, description = "Only this workspace's events"),
         ("after" = Option<i64>, Query, description = "Events after this id"),
-        ("limit" = Option<u32>, Query, description = "1..=1000, default 100")),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "1..=1000, default 100")),
     responses((status = 200, description = "{\"events\": [{id, at, kind, workspace_id, actor, detail}]}"),
         (status = 404, body = crate::openapi::ErrorBody, description = "No such `workspace` (deleted ones included), or one outside the token's scope")))]
 pub async fn list(

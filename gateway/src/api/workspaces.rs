@@ -11,7 +11,6 @@ use super::body::Body;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::{self, OpContext};
-use crate::wire::time_limits::TimeLimitsBody;
 use crate::wire::workspace::{CreateWorkspace, WorkspaceView};
 
 /// A workspace as the API shows it.
@@ -43,33 +42,34 @@ pub async fn get(
     Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::wire::workspace::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::wire::workspace::WorkspaceView, description = "Created and ready"), (status = 400, body = crate::openapi::ErrorBody, description = "A body this operation cannot take, or a policy, limit or time limit it does not allow; the message names the field"), crate::openapi::TooLarge, (status = 502, body = crate::openapi::ErrorBody, description = "Could not start (`start_failed`); nothing is left behind"), (status = 503, body = crate::openapi::ErrorBody, description = "No room for another workspace (`capacity`)")))]
+#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::wire::workspace::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::wire::workspace::WorkspaceView, description = "Created and ready"), (status = 400, body = crate::openapi::ErrorBody, description = "A body this operation cannot take, or a template, policy, limit or time limit the server does not have or allow; the message names the field"), (status = 403, body = crate::openapi::ErrorBody, description = "Guard rails (egress, policy, record, time_limits, limits) wider than the caller's role may choose: agents get the server's defaults or the named template's, or narrower; the message names the field and what to do"), crate::openapi::TooLarge, (status = 502, body = crate::openapi::ErrorBody, description = "Could not start (`start_failed`); nothing is left behind"), (status = 503, body = crate::openapi::ErrorBody, description = "No room for another workspace (`capacity`)")))]
 pub async fn create(
     State(state): State<AppState>,
     ctx: OpContext,
     Body(body): Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let (request, limits) = CreateWorkspace::parse(&body)?;
-    let egress = crate::api::downloads::egress_in_create(&body)?;
-    let policy = CreateWorkspace::policy_in(&body);
-    let time_limits = TimeLimitsBody::in_create(&body)?;
-    let ws = ops::workspaces::create(&state, &ctx, request, limits, policy).await?;
-    if let Some(setting) = time_limits {
-        ops::expiry::set_at_create(&state, &ctx, &ws.id, setting).await?;
-    }
-    if CreateWorkspace::record_in(&body) == Some(false) {
-        ops::replay::opt_out(&state, &ctx, &ws.id).await?;
-    }
-    if let Some(egress) = egress {
-        ops::egress::set_at_create(&state, &ctx, &ws.id, egress).await?;
-    }
-    let mut view = WorkspaceView::from(&ws);
-    view.policy = Some(state.gates.policy_name(&state.store, &ws.id).await?);
-    view.time_limits = Some(ops::expiry::view_of(&state, &ws.id).await?);
-    Ok((
-        StatusCode::CREATED,
-        Json(serde_json::to_value(view).unwrap_or(Value::Null)),
-    ))
+    let ask = CreateWorkspace::parse(&body)?;
+    let created = ops::workspaces::create(&state, &ctx, ask).await?;
+    Ok((StatusCode::CREATED, Json(created_view(&state, &created))))
+}
+
+/// A workspace just made, with the guard rails it was given (both doors).
+pub fn created_view(
+    state: &AppState,
+    (ws, rails): &(WorkspaceRecord, ops::guard_rails::Chosen),
+) -> Value {
+    let mut view = WorkspaceView::from(ws);
+    view.policy = Some(rails.policy.clone());
+    view.egress = Some(crate::wire::egress::EgressBody::of(
+        &rails
+            .egress
+            .clone()
+            .unwrap_or_else(|| state.egress.default_policy()),
+    ));
+    let limits = rails.time_limits.over(state.manager.default_time_limits());
+    view.time_limits = Some(crate::wire::time_limits::TimeLimitsView::from(&limits));
+    view.record = Some(rails.record);
+    serde_json::to_value(view).unwrap_or(Value::Null)
 }
 
 #[utoipa::path(get, path = "/v1/pool", tag = "workspaces", responses((status = 200, description = "The warm pool (`cubicle serve --warm N`): `size`, `ready`, `filling`, `hits` (creates served from it), `misses` (creates that matched but found it empty), `failures`")))]

@@ -106,21 +106,11 @@ async fn list_workspaces(state: &AppState, caller: &OpContext, args: Args) -> Ou
 }
 
 async fn create_workspace(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
-    let (request, limits) = CreateWorkspace::parse(&bytes_of(&args))?;
-    let egress = crate::api::downloads::egress_in_create(&bytes_of(&args))?;
-    let policy = CreateWorkspace::policy_in(&bytes_of(&args));
-    let time_limits = crate::wire::time_limits::TimeLimitsBody::in_create(&bytes_of(&args))?;
-    let record = ops::workspaces::create(state, caller, request, limits, policy).await?;
-    if CreateWorkspace::record_in(&bytes_of(&args)) == Some(false) {
-        ops::replay::opt_out(state, caller, &record.id).await?;
-    }
-    if let Some(setting) = time_limits {
-        ops::expiry::set_at_create(state, caller, &record.id, setting).await?;
-    }
-    if let Some(egress) = egress {
-        ops::egress::set_at_create(state, caller, &record.id, egress).await?;
-    }
-    Ok(json_result(view(&record)))
+    let ask = CreateWorkspace::parse(&bytes_of(&args))?;
+    let created = ops::workspaces::create(state, caller, ask).await?;
+    Ok(json_result(crate::api::workspaces::created_view(
+        state, &created,
+    )))
 }
 
 /// One action (`{"workspace", "action", ...}`) or a batch

@@ -117,6 +117,22 @@ pub fn agent_held_off(state: &AppState, ctx: &OpContext, id: &str) -> Result<(),
     under_control(state, ctx, id)
 }
 
+/// Refuses a lifecycle change (start, stop, pause, resume, delete) of
+/// workspace `id` from the agent while an operator holds its controls (409
+/// `control_held`): an agent must not resume what the operator paused, or
+/// stop and start its way out of a take-over. Operators and admins still
+/// may. Unlike [`agent_held_off`], a paused workspace passes: resuming it
+/// is one of these changes.
+pub fn lifecycle_held_off(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+    if permission::granted(ctx.token.role, Permission::ControlHold) {
+        return Ok(());
+    }
+    state
+        .control
+        .check_holder(id, &ctx.token)
+        .map_err(ApiError::from)
+}
+
 /// The 502 for a workspace whose display cannot be reached.
 pub fn display_unavailable(err: impl std::fmt::Display) -> ApiError {
     ApiError::new(

@@ -67,6 +67,11 @@ pub async fn list(
     filter: &Filter,
 ) -> Result<Vec<Approval>, ApiError> {
     ctx.require(Permission::WorkspacesView)?;
+    if let Some(id) = &filter.workspace {
+        // A workspace outside the caller's scope is answered exactly as one
+        // that does not exist (deleted ones keep their history).
+        access::any_workspace(state, ctx, id, Permission::WorkspacesView).await?;
+    }
     sweep_due(state).await;
     let mut seen = HashMap::new();
     let mut out = Vec::new();
@@ -127,9 +132,9 @@ pub async fn decide(
     ctx.require(Permission::ApprovalsDecide)?;
     sweep_due(state).await;
     let reason = reason.unwrap_or_default();
-    if reason.len() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\n') {
+    if reason.chars().count() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\n') {
         return Err(ApiError::bad_request(format!(
-            "reason: at most {MAX_REASON} bytes of text without control characters"
+            "reason: at most {MAX_REASON} characters of text without control characters"
         )));
     }
     let approvals = &state.gates.approvals;

@@ -114,6 +114,11 @@ impl EgressHub {
         Self::new(store, None, EgressDefault::Deny, None)
     }
 
+    /// The policy of workspaces given none (`--egress-default`).
+    pub fn default_policy(&self) -> EgressPolicy {
+        self.default.policy()
+    }
+
     /// The interception CA's certificate (PEM), when there is one.
     pub fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()

@@ -21,6 +21,7 @@ pub mod exec;
 pub mod expiry;
 pub mod files;
 pub mod gates;
+pub mod guard_rails;
 pub mod host;
 pub mod permission;
 pub mod replay;

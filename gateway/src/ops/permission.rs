@@ -38,7 +38,8 @@ pub enum Permission {
     TokensManage,
     /// Approve or deny operations a policy held (never the asking token's own).
     ApprovalsDecide,
-    /// Switch the policy a workspace runs under.
+    /// Switch the policy a workspace runs under, or choose at create
+    /// another than the default (or its template's).
     PolicySwitch,
     /// Replay recordings and export a workspace's sealed audit record
     /// (deleted workspaces' too).
@@ -49,12 +50,19 @@ pub enum Permission {
     DownloadsContent,
     /// Release a held download into its workspace, or reject it.
     DownloadsDecide,
-    /// Change a workspace's egress policy.
+    /// Change a workspace's egress policy, or give it at create one wider
+    /// than the server's default (or its template's).
     EgressManage,
+    /// Turn a workspace's screen recording off (at create).
+    RecordingManage,
+    /// Give a workspace at create more resources (memory, CPUs, tasks,
+    /// disk) or more time (TTL, idle timeout, what expiry does) than the
+    /// server's defaults (or its template's).
+    LimitsManage,
 }
 
 impl Permission {
-    pub const ALL: [Self; 20] = [
+    pub const ALL: [Self; 22] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -75,6 +83,8 @@ impl Permission {
         Self::DownloadsContent,
         Self::DownloadsDecide,
         Self::EgressManage,
+        Self::RecordingManage,
+        Self::LimitsManage,
     ];
 
     /// What it lets a caller do, for refusals ("a token with role auditor
@@ -101,6 +111,8 @@ impl Permission {
             Self::DownloadsContent => "fetch a held download's content",
             Self::DownloadsDecide => "release or reject held downloads",
             Self::EgressManage => "change a workspace's egress policy",
+            Self::RecordingManage => "turn a workspace's recording off",
+            Self::LimitsManage => "give a workspace more resources or time than the defaults",
         }
     }
 }
@@ -172,8 +184,20 @@ mod tests {
             P::DownloadsContent,
             P::DownloadsDecide,
             P::EgressManage,
+            P::PolicySwitch,
+            P::RecordingManage,
+            P::LimitsManage,
         ] {
             assert!(!granted(Role::Agent, p), "agent must not {}", p.action());
+        }
+        // Who may choose wider guard rails at create: operators and admins.
+        for p in [
+            P::EgressManage,
+            P::PolicySwitch,
+            P::RecordingManage,
+            P::LimitsManage,
+        ] {
+            assert!(granted(Role::Operator, p) && granted(Role::Admin, p));
         }
         for p in [
             P::Input,

@@ -1,41 +1,72 @@
 //! Workspace lifecycle operations: create, list, get, start, stop, delete.
 
-use cubicle_runtime::limits::{LimitsRequest, Usage};
-use cubicle_runtime::manager::{CreateRequest, ManagerError};
+use cubicle_runtime::limits::Usage;
+use cubicle_runtime::manager::ManagerError;
 use cubicle_runtime::state::WorkspaceRecord;
 use serde_json::json;
 
 use super::audit::EventKind;
+use super::guard_rails::{self, Chosen};
 use super::{OpContext, Permission, access};
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::wire::workspace::LimitsBody;
+use crate::wire::workspace::CreateAsk;
 
-/// Creates a workspace owned by the caller; returns it once ready.
+/// Creates a workspace owned by the caller; returns it once ready, with
+/// the guard rails it was given. Which rails the caller may have is
+/// decided here, for every door ([`guard_rails::choose`]: the server's
+/// defaults or the named template's, narrower ones, or wider ones for
+/// those who may manage them); they are in place before any process of it
+/// starts (its policy, egress, recording and time limits are what its
+/// start reads), never patched in while it already runs.
 pub async fn create(
     state: &AppState,
     ctx: &OpContext,
-    mut request: CreateRequest,
-    limits: Option<LimitsRequest>,
-    policy: Option<String>,
-) -> Result<WorkspaceRecord, ApiError> {
+    ask: CreateAsk,
+) -> Result<(WorkspaceRecord, Chosen), ApiError> {
     ctx.require(Permission::WorkspacesCreate)?;
-    let policy = state.gates.resolve(policy.as_deref())?;
+    let CreateAsk {
+        mut request,
+        rails,
+        template,
+    } = ask;
     request.owner_token = Some(ctx.token.id.clone());
-    let limits = state
-        .manager
-        .resolve_limits(&limits.unwrap_or_default())
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    request.limits = Some(limits);
+    let chosen = guard_rails::choose(state, ctx, &rails, template.as_deref());
+    let defaults = state.manager.default_time_limits();
     let detail = json!({
         "name": request.name,
         "geometry": request.geometry,
-        "limits": LimitsBody::from(&limits),
-        "policy": policy,
+        "template": template,
+        "asked": rails.describe(),
+        "rails": chosen.as_ref().ok().map(|c| c.describe(defaults)),
     });
     let kind = EventKind::WorkspaceCreate;
     let started = state.audit.begin(ctx, kind, None, detail).await?;
-    let created = state.manager.create_or_take(request).await;
+    let chosen = match chosen {
+        Ok(chosen) => chosen,
+        Err(err) => {
+            let detail = json!({ "reason": err.message });
+            let refused = Err(err);
+            started.finish_on(None, &refused, detail).await;
+            return refused;
+        }
+    };
+    request.limits = Some(chosen.limits);
+    // The pool's workspaces run with the server's defaults: only a create
+    // that gets exactly those may take one.
+    request.from_pool = chosen.egress.is_none()
+        && chosen.policy == state.gates.default_policy
+        && chosen.time_limits.is_empty()
+        && chosen.record;
+    let prepare = |ws: WorkspaceRecord| {
+        let chosen = &chosen;
+        async move {
+            apply(state, ctx, &ws.id, chosen)
+                .await
+                .map_err(|e| format!("cannot set its guard rails: {}", e.message))
+        }
+    };
+    let created = state.manager.create_or_take(request, prepare).await;
     // The outcome row is the workspace's: made and running (or taken ready
     // from the warm pool), or made and removed again with the reason.
     let (workspace, detail) = match &created {
@@ -54,18 +85,35 @@ pub async fn create(
         }
         Err(err) => (None, json!({ "reason": err.to_string() })),
     };
-    let created = match created.map(|(ws, _)| ws).map_err(ApiError::from) {
-        Ok(ws) => state
-            .gates
-            .assign(&state.store, &ws.id, &policy, Some(&ctx.token.id))
-            .await
-            .map(|()| ws),
-        Err(err) => Err(err),
-    };
+    let created = created.map(|(ws, _)| (ws, chosen)).map_err(ApiError::from);
     started
         .finish_on(workspace.as_deref(), &created, detail)
         .await;
     created
+}
+
+/// Puts workspace `id`'s guard rails where its start reads them (each
+/// setting its own event in its chain), before it runs.
+async fn apply(
+    state: &AppState,
+    ctx: &OpContext,
+    id: &str,
+    chosen: &Chosen,
+) -> Result<(), ApiError> {
+    state
+        .gates
+        .assign(&state.store, id, &chosen.policy, Some(&ctx.token.id))
+        .await?;
+    if let Some(egress) = &chosen.egress {
+        super::egress::set_at_create(state, ctx, id, egress.clone()).await?;
+    }
+    if !chosen.time_limits.is_empty() {
+        super::expiry::set_at_create(state, ctx, id, chosen.time_limits).await?;
+    }
+    if !chosen.record {
+        super::replay::opt_out(state, ctx, id).await?;
+    }
+    Ok(())
 }
 
 /// The warm pool's counters (size, ready, filling, hits, misses, failures).
@@ -100,6 +148,7 @@ pub async fn start(
     id: &str,
 ) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    access::lifecycle_held_off(state, ctx, id)?;
     let manager = state.manager.clone();
     let run = async move { manager.start(id).await.map_err(ApiError::from) };
     let kind = EventKind::WorkspaceStart;
@@ -115,6 +164,7 @@ pub async fn stop(
     id: &str,
 ) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    access::lifecycle_held_off(state, ctx, id)?;
     let run = async {
         state.screens.close(id);
         state.manager.stop(id).await.map_err(ApiError::from)
@@ -134,6 +184,7 @@ pub async fn pause(
     id: &str,
 ) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    access::lifecycle_held_off(state, ctx, id)?;
     let run = async { state.manager.pause(id).await.map_err(ApiError::from) };
     let kind = EventKind::WorkspacePause;
     state
@@ -149,6 +200,7 @@ pub async fn resume(
     id: &str,
 ) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    access::lifecycle_held_off(state, ctx, id)?;
     let run = async { state.manager.resume(id).await.map_err(ApiError::from) };
     let kind = EventKind::WorkspaceResume;
     state
@@ -159,6 +211,7 @@ pub async fn resume(
 
 pub async fn delete(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
+    access::lifecycle_held_off(state, ctx, id)?;
     let run = async {
         state.screens.close(id);
         state.manager.delete(id).await.map_err(ApiError::from)

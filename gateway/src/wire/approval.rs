@@ -7,8 +7,12 @@ use utoipa::ToSchema;
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Decide {
-    /// Why: shown to the agent (on a deny) and kept in the event log.
-    #[schema(max_length = 1000)]
+    /// Why: shown to the agent (on a deny) and kept in the event log; at
+    /// most 1000 characters, no control characters but line breaks.
+    #[schema(
+        max_length = 1000,
+        pattern = r"^[^\u0000-\u0009\u000B-\u001F\u007F-\u009F]*$"
+    )]
     pub reason: Option<String>,
     /// Approve only: `once` (the default), or `workspace` for an egress
     /// approval — the destination joins the workspace's allowlist for the
@@ -25,10 +29,23 @@ impl Decide {
     }
 }
 
+/// Which approvals `GET /v1/approvals?state=` lists.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum StateFilter {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+    All,
+}
+
 /// Body of `PUT /v1/workspaces/{id}/policy`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetPolicy {
     /// A policy name the server loaded (see `GET .../policy`).
+    #[schema(min_length = 1, max_length = 64)]
     pub policy: String,
 }

@@ -76,6 +76,16 @@ impl From<&DownloadRecord> for DownloadView {
     }
 }
 
+/// Which downloads `GET /v1/downloads?state=` lists.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum StateFilter {
+    Held,
+    Released,
+    Rejected,
+}
+
 /// `{"downloads": [...]}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DownloadList {
@@ -86,7 +96,9 @@ pub struct DownloadList {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Decision {
-    /// Why (kept in the record and the event), at most 1000 bytes.
+    /// Why (kept in the record and the event): at most 1000 characters, no
+    /// control characters.
+    #[schema(max_length = 1000, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub reason: Option<String>,
 }
 
@@ -97,9 +109,11 @@ impl Decision {
         }
         let decision = super::parse::<Self>(body)?;
         match decision.reason {
-            Some(reason) if reason.len() > MAX_REASON || reason.chars().any(char::is_control) => {
+            Some(reason)
+                if reason.chars().count() > MAX_REASON || reason.chars().any(char::is_control) =>
+            {
                 Err(ApiError::bad_request(format!(
-                    "reason: at most {MAX_REASON} bytes, no control characters"
+                    "reason: at most {MAX_REASON} characters, no control characters"
                 )))
             }
             reason => Ok(reason),

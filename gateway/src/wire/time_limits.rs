@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use cubicle_runtime::time_limits::{OnExpiry, TimeLimits, TimeLimitsSetting};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
@@ -60,20 +59,6 @@ pub struct TimeLimitsBody {
 }
 
 impl TimeLimitsBody {
-    /// The `time_limits` of a create body, if any (after
-    /// `CreateWorkspace::parse` accepted the body); an error names the field.
-    pub fn in_create(body: &[u8]) -> Result<Option<TimeLimitsSetting>, ApiError> {
-        let Ok(value) = serde_json::from_slice::<Value>(body) else {
-            return Ok(None);
-        };
-        let Some(limits) = value.get("time_limits").filter(|v| !v.is_null()) else {
-            return Ok(None);
-        };
-        let body: Self = serde_json::from_value(limits.clone())
-            .map_err(|e| ApiError::bad_request(format!("time_limits: {e}")))?;
-        body.setting().map(Some)
-    }
-
     /// The runtime's setting; refuses values past [`MAX_SECONDS`].
     pub fn setting(&self) -> Result<TimeLimitsSetting, ApiError> {
         let seconds = |field: &str, value: Option<u64>| match value {
@@ -114,25 +99,19 @@ mod tests {
 
     #[test]
     fn create_bodies() {
-        assert!(TimeLimitsBody::in_create(b"{}").unwrap().is_none());
-        assert!(TimeLimitsBody::in_create(b"").unwrap().is_none());
-        let setting = TimeLimitsBody::in_create(
-            br#"{"time_limits":{"ttl_seconds":60,"idle_seconds":0,"on_expiry":"delete"}}"#,
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(setting.ttl, Some(Duration::from_secs(60)));
-        assert_eq!(setting.idle, Some(Duration::ZERO));
-        assert_eq!(setting.on_expiry, Some(OnExpiry::Delete));
-        let err = TimeLimitsBody::in_create(br#"{"time_limits":{"ttl_seconds":99999999999}}"#)
-            .unwrap_err();
+        let setting = |text: &str| crate::wire::parse::<TimeLimitsBody>(text.as_bytes())?.setting();
+        let setting_ok =
+            setting(r#"{"ttl_seconds":60,"idle_seconds":0,"on_expiry":"delete"}"#).unwrap();
+        assert_eq!(setting_ok.ttl, Some(Duration::from_secs(60)));
+        assert_eq!(setting_ok.idle, Some(Duration::ZERO));
+        assert_eq!(setting_ok.on_expiry, Some(OnExpiry::Delete));
+        let err = setting(r#"{"ttl_seconds":99999999999}"#).unwrap_err();
         assert!(
             err.message.starts_with("time_limits.ttl_seconds"),
             "{}",
             err.message
         );
-        let err =
-            TimeLimitsBody::in_create(br#"{"time_limits":{"on_expiry":"explode"}}"#).unwrap_err();
-        assert!(err.message.contains("time_limits"), "{}", err.message);
+        let err = setting(r#"{"on_expiry":"explode"}"#).unwrap_err();
+        assert!(err.message.contains("on_expiry"), "{}", err.message);
     }
 }

@@ -13,14 +13,31 @@ pub const MAX_NAME: usize = 128;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
-    /// 1..=128 bytes without control characters.
+    /// 1..=128 characters, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub name: String,
     /// `admin`, `agent`, `operator` or `auditor`.
+    #[schema(value_type = RoleName)]
     pub role: String,
     /// Workspaces it reaches besides the ones it creates: `"all"` or a list
     /// of ids. Default: agents their own only; other roles every workspace.
     #[schema(inline)]
     pub scope: Option<ScopeBody>,
+}
+
+/// A token's role.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum RoleName {
+    Admin,
+    Agent,
+    Operator,
+    Auditor,
 }
 
 /// `"all"` or `["ws-...", ...]`.
@@ -43,11 +60,11 @@ impl NewToken {
     pub fn parse(body: &[u8]) -> Result<TokenRequest, ApiError> {
         let new = super::parse::<Self>(body)?;
         if new.name.is_empty()
-            || new.name.len() > MAX_NAME
+            || new.name.chars().count() > MAX_NAME
             || new.name.chars().any(char::is_control)
         {
             return Err(ApiError::bad_request(format!(
-                "name: must be a string of 1..={MAX_NAME} bytes without control characters"
+                "name: must be a string of 1..={MAX_NAME} characters without control characters"
             )));
         }
         let role = Role::parse(&new.role).ok_or_else(|| {

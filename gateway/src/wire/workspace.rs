@@ -9,37 +9,105 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::ops::guard_rails::GuardRails;
 
 /// Longest workspace name accepted.
 pub const MAX_NAME: usize = 128;
 
 /// Body of `POST /v1/workspaces` (may be empty: all defaults).
+///
+/// `egress`, `policy`, `time_limits`, `record` and `limits` are the
+/// workspace's guard rails. An agent gets the server's defaults (or those of
+/// the `template` it names) and may ask only for narrower ones: an egress
+/// each of whose rules a default rule covers, less memory, a shorter TTL,
+/// the default policy, recording on. Anything wider is a 403 naming the
+/// field; operators and admins may choose them.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorkspace {
     /// 1..=128 bytes without control characters; the id by default.
-    #[schema(max_length = 128)]
+    #[schema(min_length = 1, max_length = 128)]
     pub name: Option<String>,
     /// Screen size; 1280x800 by default. Read as a [`GeometryBody`] by
     /// hand so that an error names `geometry.width` or `geometry.height`.
     #[schema(inline, value_type = Option<GeometryBody>)]
     pub geometry: Option<Value>,
-    /// What it may use; each missing field takes the server's default.
+    /// A template the server's admin configured (`cubicle serve --template
+    /// NAME=FILE`): its guard rails instead of the server's defaults.
+    #[schema(min_length = 1, max_length = 64)]
+    pub template: Option<String>,
+    /// What it may use; each missing field takes the server's default (or
+    /// the template's). Agents: no more than that.
     #[schema(inline)]
     pub limits: Option<LimitsBody>,
     /// What it may reach through the egress proxy; the server's
-    /// `--egress-default` (deny) when left out.
+    /// `--egress-default` (deny) or the template's when left out. Agents:
+    /// every rule must be covered by one of those.
     pub egress: Option<super::egress::EgressBody>,
     /// The policy it runs under (a name the server loaded, such as
-    /// `default`, `strict`, `open`); the server's default when left out.
+    /// `default`, `strict`, `open`); the server's default (or the
+    /// template's) when left out. Agents: only that one.
+    #[schema(min_length = 1, max_length = 64)]
     pub policy: Option<String>,
     /// When it ends by itself: a TTL and an idle timeout, and whether
-    /// expiry stops or deletes it; the server's defaults (none) when left out.
+    /// expiry stops or deletes it; the server's defaults (none) or the
+    /// template's when left out. Agents: no longer than those.
     pub time_limits: Option<super::time_limits::TimeLimitsBody>,
     /// Whether its screen is recorded: true by default (unless the server
     /// runs with `--no-record`). With `false` no video is kept; its events
-    /// are sealed in its audit chain all the same.
+    /// are sealed in its audit chain all the same. Agents may not turn it
+    /// off.
     pub record: Option<bool>,
+}
+
+/// A template file (`cubicle serve --template NAME=FILE`): the guard rails
+/// of the create body, as JSON; what it leaves out is the server's default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateBody {
+    pub limits: Option<LimitsBody>,
+    pub egress: Option<super::egress::EgressBody>,
+    pub policy: Option<String>,
+    pub time_limits: Option<super::time_limits::TimeLimitsBody>,
+    pub record: Option<bool>,
+}
+
+impl TemplateBody {
+    /// Parses a template file; errors name the field.
+    pub fn parse(text: &[u8]) -> Result<GuardRails, ApiError> {
+        let body: Self = super::parse(text)?;
+        guard_rails(
+            body.egress,
+            body.policy,
+            body.time_limits,
+            body.record,
+            body.limits,
+        )
+    }
+}
+
+/// Checks the guard-rail fields of a create body or template.
+fn guard_rails(
+    egress: Option<super::egress::EgressBody>,
+    policy: Option<String>,
+    time_limits: Option<super::time_limits::TimeLimitsBody>,
+    record: Option<bool>,
+    limits: Option<LimitsBody>,
+) -> Result<GuardRails, ApiError> {
+    if let Some(name) = &policy
+        && (name.is_empty() || name.len() > 64)
+    {
+        return Err(ApiError::bad_request(
+            "policy: must be the name of a policy the server loaded (1..=64 bytes)",
+        ));
+    }
+    Ok(GuardRails {
+        egress: egress.map(|e| e.validated()).transpose()?,
+        policy,
+        time_limits: time_limits.map(|t| t.setting()).transpose()?,
+        record,
+        limits: limits.map(LimitsRequest::from),
+    })
 }
 
 /// A workspace's limits on the wire (create and view).
@@ -123,29 +191,15 @@ impl GeometryBody {
 
 impl CreateWorkspace {
     /// Parses a create body (empty means all defaults) and checks its
-    /// values; the limits are resolved against the server's policy later.
-    pub fn parse(body: &[u8]) -> Result<(CreateRequest, Option<LimitsRequest>), ApiError> {
+    /// values; who may have its guard rails is the operations core's call.
+    pub fn parse(body: &[u8]) -> Result<CreateAsk, ApiError> {
         if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok((CreateRequest::default(), None));
+            return Ok(CreateAsk::default());
         }
-        super::parse::<Self>(body)?.into_request()
+        super::parse::<Self>(body)?.into_ask()
     }
 
-    /// The `policy` a create body names, if any (after [`Self::parse`]
-    /// accepted the body).
-    pub fn policy_in(body: &[u8]) -> Option<String> {
-        let value: Value = serde_json::from_slice(body).ok()?;
-        value.get("policy")?.as_str().map(str::to_owned)
-    }
-
-    /// The `record` a create body names, if any (after [`Self::parse`]
-    /// accepted the body).
-    pub fn record_in(body: &[u8]) -> Option<bool> {
-        let value: Value = serde_json::from_slice(body).ok()?;
-        value.get("record")?.as_bool()
-    }
-
-    pub fn into_request(self) -> Result<(CreateRequest, Option<LimitsRequest>), ApiError> {
+    pub fn into_ask(self) -> Result<CreateAsk, ApiError> {
         let mut request = CreateRequest::default();
         if let Some(name) = self.name {
             if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
@@ -158,8 +212,37 @@ impl CreateWorkspace {
         if let Some(geometry) = &self.geometry {
             request.geometry = GeometryBody::validated(geometry)?;
         }
-        Ok((request, self.limits.map(LimitsRequest::from)))
+        if let Some(template) = &self.template
+            && (template.is_empty() || template.len() > 64)
+        {
+            return Err(ApiError::bad_request(
+                "template: must be the name of a template the server was started with (1..=64 bytes)",
+            ));
+        }
+        let rails = guard_rails(
+            self.egress,
+            self.policy,
+            self.time_limits,
+            self.record,
+            self.limits,
+        )?;
+        Ok(CreateAsk {
+            request,
+            rails,
+            template: self.template,
+        })
     }
+}
+
+/// A create body, parsed and checked.
+#[derive(Debug, Default)]
+pub struct CreateAsk {
+    /// Its name and geometry.
+    pub request: CreateRequest,
+    /// The guard rails it asks for (each `None`: not asked).
+    pub rails: GuardRails,
+    /// The template it names.
+    pub template: Option<String>,
 }
 
 /// A workspace as the API shows it.
@@ -199,6 +282,9 @@ pub struct WorkspaceView {
     /// The time limits it runs under (`GET /v1/workspaces/{id}` and create).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limits: Option<super::time_limits::TimeLimitsView>,
+    /// Whether its screen is recorded (create only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<bool>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     /// `self`, `vnc`.
@@ -225,6 +311,7 @@ impl From<&WorkspaceRecord> for WorkspaceView {
             policy: None,
             egress: None,
             time_limits: None,
+            record: None,
             created_at_ms: record.created_at,
             updated_at_ms: record.updated_at,
             links: json!({
@@ -272,18 +359,43 @@ mod tests {
 
     #[test]
     fn empty_body_gives_defaults() {
-        let (request, limits) = CreateWorkspace::parse(b"").unwrap();
-        assert_eq!(request.geometry, Geometry::default());
-        assert!(limits.is_none());
-        let (request, limits) = CreateWorkspace::parse(
+        let ask = CreateWorkspace::parse(b"").unwrap();
+        assert_eq!(ask.request.geometry, Geometry::default());
+        assert!(ask.rails.is_empty());
+        let ask = CreateWorkspace::parse(
             br#"{"geometry":"1024x768","name":"a","limits":{"memory_mb":512}}"#,
         )
         .unwrap();
-        assert_eq!(limits.unwrap().memory_mb, Some(512));
-        assert_eq!(request.geometry.width, 1024);
-        assert_eq!(request.name.as_deref(), Some("a"));
-        let (request, _) =
-            CreateWorkspace::parse(br#"{"geometry":{"width":800,"height":600}}"#).unwrap();
-        assert_eq!(request.geometry.height, 600);
+        assert_eq!(ask.rails.limits.unwrap().memory_mb, Some(512));
+        assert_eq!(ask.request.geometry.width, 1024);
+        assert_eq!(ask.request.name.as_deref(), Some("a"));
+        let ask = CreateWorkspace::parse(br#"{"geometry":{"width":800,"height":600}}"#).unwrap();
+        assert_eq!(ask.request.geometry.height, 600);
+    }
+
+    #[test]
+    fn guard_rails_are_read_once_and_checked() {
+        let ask = CreateWorkspace::parse(
+            br#"{"template":"t","policy":"strict","record":false,
+                "egress":{"allow":["example.org"]},"time_limits":{"ttl_seconds":60}}"#,
+        )
+        .unwrap();
+        assert_eq!(ask.template.as_deref(), Some("t"));
+        assert_eq!(ask.rails.policy.as_deref(), Some("strict"));
+        assert_eq!(ask.rails.record, Some(false));
+        assert_eq!(ask.rails.egress.unwrap().allow.len(), 1);
+        assert!(ask.rails.time_limits.unwrap().ttl.is_some());
+        assert!(message(r#"{"egress":{"allow":["bad host"]}}"#).starts_with("egress.allow[0]"));
+        assert!(
+            message(r#"{"time_limits":{"ttl_seconds":99999999999}}"#)
+                .starts_with("time_limits.ttl_seconds")
+        );
+        assert!(message(r#"{"policy":""}"#).starts_with("policy:"));
+        assert!(message(r#"{"template":""}"#).starts_with("template:"));
+        let rails =
+            TemplateBody::parse(br#"{"egress":{"allow":["a.test"]},"record":false}"#).unwrap();
+        assert_eq!(rails.record, Some(false));
+        let err = TemplateBody::parse(br#"{"name":"x"}"#).unwrap_err();
+        assert!(err.message.contains("name"), "{}", err.message);
     }
 }

@@ -22,6 +22,7 @@ pub mod events;
 pub mod framing;
 pub mod gate;
 pub mod listener;
+pub mod narrow;
 pub mod peek;
 pub mod policy;
 pub mod proxy;
