@@ -117,6 +117,10 @@ fn all_public_covers(base: &EgressPolicy, asked: &AllowRule) -> bool {
 /// Whether host pattern `base` holds every name `asked` does.
 fn pattern_covers(base: &HostPattern, asked: &HostPattern) -> bool {
     match (base, asked) {
+        // `*` (any name: `--egress-default allow`) holds every name; an
+        // address a name resolves to is still checked when it connects.
+        (HostPattern::Any, _) => true,
+        (_, HostPattern::Any) => false,
         (HostPattern::Exact(b), HostPattern::Exact(a)) => a == b,
         (HostPattern::Below(_), HostPattern::Exact(a)) => base.matches(a),
         (HostPattern::Below(b), HostPattern::Below(a)) => a == b || base.matches(a),
