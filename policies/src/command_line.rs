@@ -126,9 +126,12 @@ pub fn parse(line: &str, depth: usize) -> Vec<Command> {
         return vec![Command::unknown()];
     }
     match Lexer::new(line).run() {
-        Some(lists) => lists
+        Some((lists, substituted)) => lists
             .into_iter()
             .flat_map(|(words, stdin)| simple(words, stdin, depth))
+            // What `$(...)` runs is a command of the line too; its output
+            // is an unknown part of the word it stands in.
+            .chain(substituted.iter().flat_map(|inner| parse(inner, depth + 1)))
             .collect(),
         None => vec![Command::unknown()],
     }
@@ -334,6 +337,8 @@ struct Lexer<'a> {
     stdin: bool,
     /// Here-document delimiters waiting for the end of the line.
     heredocs: Vec<String>,
+    /// The lines of `$(...)` substitutions, judged as commands of their own.
+    substituted: Vec<String>,
 }
 
 impl<'a> Lexer<'a> {
@@ -345,6 +350,7 @@ impl<'a> Lexer<'a> {
             word: None,
             stdin: false,
             heredocs: Vec::new(),
+            substituted: Vec::new(),
         }
     }
 
@@ -367,7 +373,8 @@ impl<'a> Lexer<'a> {
         self.stdin = piped;
     }
 
-    fn run(mut self) -> Option<Vec<(Vec<Vec<Piece>>, bool)>> {
+    #[allow(clippy::type_complexity)]
+    fn run(mut self) -> Option<(Vec<(Vec<Vec<Piece>>, bool)>, Vec<String>)> {
         while let Some(c) = self.chars.next() {
             match c {
                 ' ' | '\t' => self.end_word(),
@@ -420,6 +427,12 @@ impl<'a> Lexer<'a> {
                     None => self.push(Piece::Char('\\')),
                 },
                 '$' => self.dollar()?,
+                // `[ -e x ]`: the test command, a word of its own.
+                '[' if self.word.is_none()
+                    && matches!(self.chars.peek(), Some(' ' | '\t' | '[')) =>
+                {
+                    self.push(Piece::Char('['))
+                }
                 '*' | '?' | '[' => self.push(Piece::Unknown),
                 c => self.push(Piece::Char(c)),
             }
@@ -428,7 +441,7 @@ impl<'a> Lexer<'a> {
             return None;
         }
         self.end_command(false);
-        Some(self.commands)
+        Some((self.commands, self.substituted))
     }
 
     /// An empty quoted word (`''`) is still a word.
@@ -459,7 +472,19 @@ impl<'a> Lexer<'a> {
     /// After `$`: a parameter (unknown), `$'...'` (unknown), or a lone `$`.
     fn dollar(&mut self) -> Option<()> {
         match self.chars.peek().copied() {
-            Some('(') => None,
+            Some('(') => {
+                self.chars.next();
+                let inner = self.balanced()?;
+                match inner.strip_prefix('(').and_then(|i| i.strip_suffix(')')) {
+                    // `$((...))`: arithmetic, a number, unless it hides a
+                    // command of its own.
+                    Some(arithmetic) if !arithmetic.contains(['$', '`']) => {}
+                    Some(_) => return None,
+                    None => self.substituted.push(inner),
+                }
+                self.push(Piece::Unknown);
+                Some(())
+            }
             Some('{') => {
                 while self.chars.next()? != '}' {}
                 self.push(Piece::Unknown);
@@ -497,6 +522,43 @@ impl<'a> Lexer<'a> {
                 self.push(Piece::Char('$'));
                 Some(())
             }
+        }
+    }
+
+    /// The text up to the `)` that closes an already read `(`, quotes
+    /// respected (without the closing `)`); `None` if it never closes.
+    fn balanced(&mut self) -> Option<String> {
+        let mut text = String::new();
+        let mut depth = 1usize;
+        loop {
+            let c = self.chars.next()?;
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(text);
+                    }
+                }
+                '\\' => {
+                    text.push(c);
+                    text.push(self.chars.next()?);
+                    continue;
+                }
+                '\'' | '"' => {
+                    text.push(c);
+                    loop {
+                        let q = self.chars.next()?;
+                        text.push(q);
+                        if q == c {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            text.push(c);
         }
     }
 
@@ -648,7 +710,17 @@ mod tests {
             ("echo \"$HOME/x\"", &["echo <?>/x"]),
             ("rm -rf /*", &["rm -rf /<?>"]),
             ("/usr/bin/su?o id", &["<?>"]),
-            ("echo $(sudo id)", &["<?>"]),
+            // What a substitution runs is judged as a command of its own;
+            // its output is an unknown part of the word.
+            ("echo $(sudo id)", &["echo <?>", "sudo id"]),
+            (
+                "for i in $(seq 3); do echo $i; done",
+                &["for i in <?>", "echo <?>", "seq 3"],
+            ),
+            ("i=$((i+1)); echo $$", &["echo <?>"]),
+            ("[ -e /tmp/x ] && echo y", &["[ -e /tmp/x ]", "echo y"]),
+            ("echo $(( $(sudo id) ))", &["<?>"]),
+            ("echo $($X)", &["echo <?>", "<?>"]),
             ("echo `sudo id`", &["<?>"]),
             ("(sudo id)", &["<?>"]),
             ("BASH_ENV=/tmp/x bash -c true", &["<?>"]),

@@ -838,7 +838,32 @@ async fn an_executable_is_held_whatever_its_headers_say_and_the_browser_saves_no
         .sh("rm -rf /home/user/Downloads; mkdir -p /tmp/elsewhere; ln -s /tmp/elsewhere /home/user/Downloads")
         .await;
     assert!(got.contains("rc=0"), "{got}");
-    let (status, refused) = w.decide(&w.operator, &held[0], "release").await;
+    // Releasing an executable asks a second person first (the default
+    // policy's `release-executables`): the admin approves, then the
+    // operator's release meets the symlink.
+    let (status, asked) = w.decide(&w.operator, &held[0], "release").await;
+    assert_eq!(status, 202, "{asked}");
+    let approval = asked["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, body) = w
+        .daemon
+        .call(
+            Method::POST,
+            &format!("/v1/approvals/{approval}/approve"),
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, refused) = w
+        .daemon
+        .call_as(
+            Some(&w.operator.secret),
+            Method::POST,
+            &format!("/v1/downloads/{}/release?approval={approval}", held[0]),
+            Some(r#"{"reason":"e2e"}"#),
+        )
+        .await
+        .unwrap();
     assert_eq!(status, 409, "{refused}");
     assert_eq!(
         refused["error"]["code"], "downloads_not_a_folder",
