@@ -815,6 +815,15 @@ async fn openai_actions_and_every_button_do_what_they_say() {
         json!({"type": "click", "x": ox + 850, "y": oy + 115}),
     )
     .await;
+    // Type once the click has focused the field (under load the first key
+    // reached the page before the focus did, and was lost).
+    let focused = wait_for(
+        &mut page,
+        "String(document.activeElement && document.activeElement.id)",
+        |v| v == "field",
+    )
+    .await;
+    assert_eq!(focused, "field", "the click did not focus the field");
     ok(&daemon, &id, json!({"type": "type", "text": "cubicle"})).await;
     let field = "document.getElementById('field')";
     let typed = wait_for(&mut page, &format!("{field}.value"), |v| v == "cubicle").await;

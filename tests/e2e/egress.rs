@@ -841,29 +841,7 @@ async fn an_executable_is_held_whatever_its_headers_say_and_the_browser_saves_no
     // Releasing an executable asks a second person first (the default
     // policy's `release-executables`): the admin approves, then the
     // operator's release meets the symlink.
-    let (status, asked) = w.decide(&w.operator, &held[0], "release").await;
-    assert_eq!(status, 202, "{asked}");
-    let approval = asked["approval"]["id"].as_str().unwrap().to_owned();
-    let (status, body) = w
-        .daemon
-        .call(
-            Method::POST,
-            &format!("/v1/approvals/{approval}/approve"),
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{body}");
-    let (status, refused) = w
-        .daemon
-        .call_as(
-            Some(&w.operator.secret),
-            Method::POST,
-            &format!("/v1/downloads/{}/release?approval={approval}", held[0]),
-            Some(r#"{"reason":"e2e"}"#),
-        )
-        .await
-        .unwrap();
+    let (status, refused) = release_approved(&w, &held[0]).await;
     assert_eq!(status, 409, "{refused}");
     assert_eq!(
         refused["error"]["code"], "downloads_not_a_folder",
@@ -875,7 +853,7 @@ async fn an_executable_is_held_whatever_its_headers_say_and_the_browser_saves_no
         "nothing written through the link: {got}"
     );
     w.sh("rm /home/user/Downloads").await;
-    let (status, released) = w.decide(&w.operator, &held[0], "release").await;
+    let (status, released) = release_approved(&w, &held[0]).await;
     assert_eq!(status, 200, "{released}");
     let path = released["released_path"].as_str().unwrap().to_owned();
     assert!(path.starts_with("/home/user/Downloads/"), "{path}");
@@ -959,4 +937,32 @@ async fn the_proxy_sends_only_what_it_decided() {
         .await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     assert_eq!(origin::seen("/framed").len(), 1);
+}
+
+/// The operator releases download `id` of an executable type: held for a
+/// second person by the default policy, approved by the admin, then sent
+/// again with the approval. The last answer.
+async fn release_approved(w: &World, id: &str) -> (u16, Value) {
+    let (status, asked) = w.decide(&w.operator, id, "release").await;
+    assert_eq!(status, 202, "{asked}");
+    let approval = asked["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, body) = w
+        .daemon
+        .call(
+            Method::POST,
+            &format!("/v1/approvals/{approval}/approve"),
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    w.daemon
+        .call_as(
+            Some(&w.operator.secret),
+            Method::POST,
+            &format!("/v1/downloads/{id}/release?approval={approval}"),
+            Some(r#"{"reason":"e2e"}"#),
+        )
+        .await
+        .unwrap()
 }

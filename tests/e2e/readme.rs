@@ -39,7 +39,12 @@ fn try_it_commands() -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_example_does_what_it_says() {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    // Under the default policy a key or typed text is judged in its
+    // browser context, and a browser that does not answer in 2 s (a loaded
+    // host) counts as a password field: the typing is held for a person,
+    // which the example does not show. The `open` policy keeps this test
+    // about what the example itself does.
+    let daemon = Daemon::start(data.path(), None, &["--default-policy", "open"]).unwrap();
     let commands = try_it_commands();
     assert!(commands.len() >= 6, "{commands:?}");
     let base = daemon.url("");
@@ -58,6 +63,7 @@ async fn the_readme_example_does_what_it_says() {
             .unwrap();
         assert!(out.status.success(), "{line}: {out:?}");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!stdout.contains("\"error\":{"), "{line}: {stdout}");
         if id.is_empty() {
             let made: Value = serde_json::from_str(&stdout)
                 .unwrap_or_else(|e| panic!("the create printed {stdout:?}: {e}"));
@@ -97,13 +103,16 @@ async fn the_readme_example_does_what_it_says() {
 /// The URL of the browser's page tab, once it is no longer the start page
 /// (a bounded wait for the navigation the typed Enter started).
 async fn active_tab_url(daemon: &Daemon, id: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = String::new();
     while Instant::now() < deadline {
         let list = guest::http_get(&daemon.channel_socket(id), 9222, "/json/list")
             .await
             .unwrap_or_default();
         let targets: Value = serde_json::from_str(&list).unwrap_or_default();
+        if last.is_empty() {
+            last = format!("(no page yet; /json/list said {list:?})");
+        }
         if let Some(url) = targets
             .as_array()
             .into_iter()
