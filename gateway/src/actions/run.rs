@@ -19,6 +19,8 @@ const TYPE_CHUNK: usize = 32;
 const TYPE_PAUSE: Duration = Duration::from_millis(15);
 /// Steps of the pointer between two points of a drag.
 const DRAG_STEPS: u32 = 8;
+/// How long a drag rests on each point of its path.
+const VERTEX_DWELL: Duration = Duration::from_millis(60);
 
 /// What can go wrong running an action.
 #[derive(Debug, thiserror::Error)]
@@ -218,6 +220,10 @@ async fn drag(session: &ScreenSession, path: &[Point]) -> Result<(), RunError> {
                 .await?;
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // Rest on each point the path names: a program that reads its
+        // pointer events in batches (Chromium folds queued motion into the
+        // last one) then sees the corner itself, not only the next segment.
+        tokio::time::sleep(VERTEX_DWELL).await;
         from = to;
     }
     Ok(session.pointer_event(from.0, from.1, 0).await?)
