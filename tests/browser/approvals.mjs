@@ -93,6 +93,9 @@ try {
   await live.$eval('button.approve', (b) => b.click());
   const typed = await typing;
   out.approvedStatus = typed.status;
+  // The keys go through Xvnc to the page after the action answers: wait
+  // for them (bounded) before reading the field.
+  await page.waitForFunction(() => document.querySelector('#pw').value === 's3cret-pw', null, { timeout: 10000 }).catch(() => {});
   out.valueAfterApprove = await page.evaluate(() => document.querySelector('#pw').value);
   await operator.waitForFunction(() => document.querySelectorAll('#approvals-list .approval').length === 0, null, { timeout: 10000 });
   out.titleAfter = await operator.title();
