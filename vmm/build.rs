@@ -31,6 +31,7 @@ fn main() {
     link(&out.join("smp"), &smp, dir);
     link(&out.join("pvh"), &[dir.join("pvh.S")], dir);
     bzimage(&out, dir);
+    initramfs(&out, dir);
     println!("cargo:rustc-env=CUBICLE_TEST_GUESTS={}", out.display());
 }
 
@@ -60,6 +61,71 @@ fn bzimage(out: &Path, dir: &Path) {
     image[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes()); // code32_start
     image.extend(payload);
     std::fs::write(out.join("bzimage"), image).expect("write bzImage test guest");
+}
+
+/// `linux-init.c` as a static Linux program, packed as `/init` into a
+/// newc cpio archive (the initramfs format) with `/dev/console`, for the
+/// Linux boot tests.
+fn initramfs(out: &Path, dir: &Path) {
+    let init = out.join("linux-init");
+    let status = Command::new("gcc")
+        .args(["-m64", "-O2", "-static", "-nostdlib", "-fno-pie", "-no-pie"])
+        .args([
+            "-fno-stack-protector",
+            "-mgeneral-regs-only",
+            "-Wall",
+            "-Werror",
+        ])
+        .arg("-o")
+        .arg(&init)
+        .arg(dir.join("linux-init.c"))
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "building the test init failed: install gcc"
+    );
+    let program = std::fs::read(&init).expect("read the built test init");
+    let mut archive = Vec::new();
+    cpio_entry(&mut archive, "dev", 0o040_755, (0, 0), &[]);
+    cpio_entry(&mut archive, "dev/console", 0o020_600, (5, 1), &[]);
+    cpio_entry(&mut archive, "init", 0o100_755, (0, 0), &program);
+    cpio_entry(&mut archive, "TRAILER!!!", 0, (0, 0), &[]);
+    std::fs::write(out.join("initramfs.cpio"), archive).expect("write the test initramfs");
+}
+
+/// One newc entry (header, name and data each padded to 4 bytes). Written
+/// here: the format is a few lines, and the `cpio` tool is not on every
+/// build machine.
+fn cpio_entry(archive: &mut Vec<u8>, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {
+    let ino = archive.len() as u32 + 1;
+    let fields = [
+        ino,
+        mode,
+        0, // uid
+        0, // gid
+        1, // nlink
+        0, // mtime
+        data.len() as u32,
+        0, // dev major
+        0, // dev minor
+        rdev.0,
+        rdev.1,
+        name.len() as u32 + 1,
+        0, // check
+    ];
+    archive.extend(b"070701");
+    for field in fields {
+        archive.extend(format!("{field:08x}").as_bytes());
+    }
+    archive.extend(name.as_bytes());
+    archive.push(0);
+    pad4(archive);
+    archive.extend(data);
+    pad4(archive);
+}
+
+fn pad4(archive: &mut Vec<u8>) {
+    archive.resize(archive.len().next_multiple_of(4), 0);
 }
 
 fn link(output: &Path, sources: &[PathBuf], dir: &Path) {

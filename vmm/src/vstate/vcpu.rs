@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kvm_bindings::{CpuId, kvm_msr_entry};
+use kvm_bindings::{CpuId, kvm_msr_entry, kvm_xcrs};
 use kvm_ioctls::{VcpuExit, VcpuFd, VmFd};
 use vm_memory::GuestMemoryMmap;
 
@@ -29,6 +29,15 @@ pub enum VcpuError {
     /// KVM refused the CPUID.
     #[error("KVM refused the CPUID of vCPU {index}")]
     Cpuid {
+        /// vCPU index.
+        index: u8,
+        /// The ioctl error.
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    /// KVM refused the initial XCR0.
+    #[error("KVM refused the initial XCR0 of vCPU {index}")]
+    Xcr0 {
         /// vCPU index.
         index: u8,
         /// The ioctl error.
@@ -111,6 +120,8 @@ impl Vcpu {
         self.fd
             .set_cpuid2(&cpuid)
             .map_err(|source| VcpuError::Cpuid { index, source })?;
+        self.set_xcr0(cpuid::initial_xcr0(&cpuid))
+            .map_err(|source| VcpuError::Xcr0 { index, source })?;
         msr::set(&self.fd, setup.msrs).map_err(|source| VcpuError::Msr { index, source })?;
         self.setup_lint()
             .map_err(|source| VcpuError::Lapic { index, source })?;
@@ -120,6 +131,20 @@ impl Vcpu {
             regs::setup_sregs(guest, &self.fd, setup.entry.protocol)?;
         }
         Ok(())
+    }
+
+    /// Sets XCR0 (see [`cpuid::initial_xcr0`]); 0 leaves it as KVM reset it.
+    fn set_xcr0(&self, xcr0: u64) -> Result<(), kvm_ioctls::Error> {
+        if xcr0 == 0 {
+            return Ok(());
+        }
+        let mut xcrs = kvm_xcrs {
+            nr_xcrs: 1,
+            ..Default::default()
+        };
+        xcrs.xcrs[0].xcr = 0;
+        xcrs.xcrs[0].value = xcr0;
+        self.fd.set_xcrs(&xcrs)
     }
 
     /// LINT0 as ExtINT (the PIC) and LINT1 as NMI, as Linux expects.

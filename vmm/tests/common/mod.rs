@@ -69,9 +69,17 @@ macro_rules! require_kvm {
     };
 }
 
+/// A hang guard of `secs` seconds, ten times longer inside the nested test
+/// host (`scripts/nested`), where QEMU emulates the CPU: a guard, never a
+/// timing assertion.
+pub fn guard(secs: u64) -> Duration {
+    let nested = std::env::var_os("CUBICLE_NESTED").is_some();
+    Duration::from_secs(if nested { secs * 10 } else { secs })
+}
+
 /// Waits for `child`, killing it if it hangs (a guard, not a timing assertion).
 pub fn wait_output(mut child: Child) -> Output {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + guard(60);
     while child.try_wait().expect("wait on VMM").is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -127,7 +135,7 @@ impl Drop for KillOnDrop {
 
 /// Polls until `path` holds `text` (hang-guarded).
 pub fn wait_for_text(path: &Path, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + guard(30);
     while !std::fs::read_to_string(path)
         .unwrap_or_default()
         .contains(text)
@@ -143,7 +151,7 @@ pub fn wait_for_text(path: &Path, text: &str) {
 
 /// Polls until `path` exists (hang-guarded).
 pub fn wait_for_path(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + guard(30);
     while !path.exists() {
         assert!(
             Instant::now() < deadline,

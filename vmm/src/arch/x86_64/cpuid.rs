@@ -21,6 +21,7 @@ const ECX_HYPERVISOR: u32 = 1 << 31;
 const EDX_HTT: u32 = 1 << 28;
 const ECX_VMX: u32 = 1 << 5;
 const ECX_SVM: u32 = 1 << 2;
+const ECX_XSAVE: u32 = 1 << 26;
 /// "KVMKVMKVM\0\0\0" as three little-endian registers.
 const KVM_SIGNATURE: [u32; 3] = [0x4b4d_564b, 0x564b_4d56, 0x0000_004d];
 
@@ -71,6 +72,26 @@ pub fn filter_for_vcpu(cpuid: &mut CpuId, index: u8, count: u8) {
             _ => {}
         }
     }
+}
+
+/// The XCR0 a vCPU starts with: every state component leaf 0xD.0 offers
+/// (0 where the CPU has no XSAVE).
+///
+/// Leaf 0xD.0 EBX is the XSAVE area size for what XCR0 enables. KVM fills
+/// it in from the vCPU's XCR0 when CPUID is set and again when the guest's
+/// XSETBV exits; where that exit never comes (nested SVM under QEMU's TCG)
+/// Linux read 576 bytes (x87 and SSE) for its AVX/MPX/PKRU state and
+/// warned "XSAVE consistency problem". Linux enables every component the
+/// leaf offers, so starting there gives it the size it will use.
+pub fn initial_xcr0(cpuid: &CpuId) -> u64 {
+    let slice = cpuid.as_slice();
+    let has_xsave = slice
+        .iter()
+        .any(|e| e.function == 1 && e.ecx & ECX_XSAVE != 0);
+    slice
+        .iter()
+        .find(|e| e.function == 0xd && e.index == 0 && has_xsave)
+        .map_or(0, |e| u64::from(e.eax) | u64::from(e.edx) << 32)
 }
 
 fn leaf_1(entry: &mut kvm_cpuid_entry2, index: u8, count: u8) {
@@ -129,5 +150,23 @@ mod tests {
         assert_eq!(leaf1.ecx & ECX_VMX, 0, "no nested VMX");
         let hv = cpuid.as_slice()[1];
         assert_eq!((hv.function, hv.ebx), (LEAF_HYPERVISOR, KVM_SIGNATURE[0]));
+    }
+
+    #[test]
+    fn vcpus_start_with_every_offered_xsave_component() {
+        let entry = |function, index, eax, ecx| kvm_cpuid_entry2 {
+            function,
+            index,
+            eax,
+            ecx,
+            ..Default::default()
+        };
+        // x87|SSE|AVX|MPX|PKRU, as KVM offered them in the nested host.
+        let xsave = CpuId::from_entries(&[entry(1, 0, 0, ECX_XSAVE), entry(0xd, 0, 0x21f, 2696)])
+            .expect("fits");
+        assert_eq!(initial_xcr0(&xsave), 0x21f);
+        let none =
+            CpuId::from_entries(&[entry(1, 0, 0, 0), entry(0xd, 0, 0x21f, 2696)]).expect("fits");
+        assert_eq!(initial_xcr0(&none), 0, "no XSAVE, no XCR0");
     }
 }

@@ -59,9 +59,11 @@ fn config_table(cpus: u8) -> Vec<u8> {
     entries.extend([1, 0, b'I', b'S', b'A', b' ', b' ', b' ']); // bus 0: ISA
     entries.extend([2, ioapic_id, 0x11, 1]);
     entries.extend((IOAPIC_START as u32).to_le_bytes());
+    // Every ISA IRQ n is a plain INT on IOAPIC pin n, IRQ 0 included:
+    // KVM's PIT raises GSI 0, and Linux's `setup_IO_APIC` needs IRQ 0 on a
+    // pin (as ExtINT it found no timer pin and dereferenced a NULL).
     for pin in 0..IOAPIC_PINS {
-        let kind = if pin == 0 { 3 } else { 0 }; // ExtINT, then INT
-        entries.extend([3, kind, 0, 0, 0, pin, ioapic_id, pin]);
+        entries.extend([3, 0, 0, 0, 0, pin, ioapic_id, pin]);
     }
     entries.extend([4, 3, 0, 0, 0, 0, 0, 0]); // LINT0: ExtINT
     entries.extend([4, 1, 0, 0, 0, 0, 0xff, 1]); // LINT1: NMI
@@ -149,6 +151,7 @@ mod tests {
             // Walk the entries: processors (20 bytes), the rest 8 bytes each.
             let count = u16::from_le_bytes([table[34], table[35]]);
             let (mut at, mut processors, mut bsp, mut ioapic) = (44, Vec::new(), 0, None);
+            let mut routes = Vec::new();
             for _ in 0..count {
                 match table[at] {
                     0 => {
@@ -163,7 +166,12 @@ mod tests {
                         ));
                         at += 8;
                     }
-                    1 | 3 | 4 => at += 8,
+                    3 => {
+                        // (interrupt type, source bus IRQ, destination pin)
+                        routes.push((table[at + 1], table[at + 5], table[at + 7]));
+                        at += 8;
+                    }
+                    1 | 4 => at += 8,
                     other => panic!("unknown MP entry type {other}"),
                 }
             }
@@ -171,6 +179,11 @@ mod tests {
             assert_eq!(processors, (0..cpus).collect::<Vec<_>>());
             assert_eq!(bsp, 1, "exactly one bootstrap processor");
             assert_eq!(ioapic, Some(IOAPIC_START as u32));
+            let expected: Vec<_> = (0..IOAPIC_PINS).map(|pin| (0, pin, pin)).collect();
+            assert_eq!(
+                routes, expected,
+                "each ISA IRQ, 0 included, an INT on its own pin"
+            );
         }
         assert!(setup(&guest, MAX_VCPUS + 1).is_err());
         assert!(setup(&guest, 0).is_err());
