@@ -375,7 +375,8 @@ fn choose_backend(
             .map_err(|e| unavailable(&e))?;
         let vmm = install_binary(data_dir, "cubicle-vmm").map_err(|e| unavailable(&e))?;
         ensure_kernel().map_err(|e| unavailable(&e))?;
-        MicrovmConfig::locate(vmm, shim.to_owned(), ext4, data_dir)
+        let config = MicrovmConfig::locate(vmm, shim.to_owned(), ext4, data_dir)?;
+        Ok(config.with_egress_trust(egress_trust.clone()))
     };
     Ok(AnyBackend::select(requested, host, jail, microvm)?)
 }

@@ -73,6 +73,18 @@ impl Daemon {
         if !extra.contains(&"--uid-base") {
             command.args(["--uid-base", &fresh_uid_base()]);
         }
+        // The backend matrix: `CUBICLE_TEST_BACKEND` (scripts/test-nested
+        // sets `microvm`) runs a test's daemon on that backend.
+        if let Ok(backend) = std::env::var("CUBICLE_TEST_BACKEND")
+            && !extra.contains(&"--backend")
+        {
+            command.args(["--backend", &backend]);
+        }
+        // Inside the nested test host QEMU emulates the CPU: a desktop
+        // takes minutes to come up there (a guard, not a timing claim).
+        if crate::nested() && !extra.contains(&"--ready-timeout") {
+            command.args(["--ready-timeout", "1200"]);
+        }
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -108,7 +120,7 @@ impl Daemon {
             token: admin.context("no admin token printed and none given")?,
             data_dir: data_dir.to_owned(),
             http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(180))
+                .timeout(crate::guard(Duration::from_secs(180)))
                 .build()?,
         })
     }
@@ -171,9 +183,35 @@ impl Daemon {
             .call(reqwest::Method::POST, "/v1/workspaces", Some(body))
             .await
             .expect("POST /v1/workspaces answers");
-        assert_eq!(status, 201, "create failed: {ws}");
+        assert_eq!(
+            status,
+            201,
+            "create failed: {ws}{}",
+            self.microvm_consoles()
+        );
         assert_eq!(ws["state"], "running", "{ws}");
         ws
+    }
+
+    /// The tail of every microVM's guest console in this data dir (what a
+    /// failed boot printed), for failure messages; empty for jails.
+    pub fn microvm_consoles(&self) -> String {
+        let Ok(dirs) = std::fs::read_dir(self.data_dir.join("workspaces")) else {
+            return String::new();
+        };
+        let mut out = String::new();
+        for dir in dirs.flatten() {
+            let log = dir.path().join("vm/serial.log");
+            if let Ok(bytes) = std::fs::read(&log) {
+                let tail = &bytes[bytes.len().saturating_sub(6000)..];
+                out.push_str(&format!(
+                    "\n--- {} (tail) ---\n{}",
+                    log.display(),
+                    String::from_utf8_lossy(tail)
+                ));
+            }
+        }
+        out
     }
 
     /// The guest channel socket of workspace `id`: the microVM's vsock

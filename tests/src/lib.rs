@@ -19,3 +19,15 @@ pub mod stats;
 
 pub use daemon::Daemon;
 pub use skip::skip;
+
+/// Whether the tests run inside the nested test host (`scripts/nested`),
+/// where QEMU emulates the CPU and everything is tens of times slower.
+pub fn nested() -> bool {
+    std::env::var_os("CUBICLE_NESTED").is_some()
+}
+
+/// A hang guard: `base`, or twenty times it inside the nested test host. A
+/// bound on waiting, never a timing assertion.
+pub fn guard(base: std::time::Duration) -> std::time::Duration {
+    if nested() { base * 20 } else { base }
+}

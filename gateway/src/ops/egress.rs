@@ -15,6 +15,7 @@ use cubicle_runtime::egress::{
     Egress, EgressEvent, EgressEvents, EgressPolicy, EgressPolicyDoc, PolicyCell, Walls,
     WorkspaceProxy,
 };
+use cubicle_runtime::microvm::layer::Layer;
 use cubicle_runtime::state::{Store, WorkspaceRecord};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -209,16 +210,20 @@ impl EgressHub {
         state: &AppState,
         record: &WorkspaceRecord,
     ) -> Result<(), String> {
-        if record.backend != "jail" {
-            return Err(format!(
-                "the {} backend has no egress channel yet",
-                record.backend
-            ));
-        }
         let spec = state.manager.spec(record);
         let top_pid = spec.top_pid.ok_or("it has no top process")?;
         let policy = self.policy_of(&record.id).await.map_err(|e| e.message)?;
-        let listener = listener::bind(&spec.dir).map_err(|e| e.to_string())?;
+        // A jail's relay connects to a socket shown to it; a microVM's
+        // guest connects to vsock host port 3128, which its VMM (the top
+        // process, the workspace's uid) hands to this socket.
+        let listener = match record.backend.as_str() {
+            "jail" => listener::bind(&spec.dir),
+            "microvm" => listener::bind_at(
+                &Layer::of(&spec).vsock_port_socket(cubicle_runtime::microvm::EGRESS_VSOCK_PORT),
+            ),
+            other => return Err(format!("the {other} backend has no egress channel")),
+        }
+        .map_err(|e| e.to_string())?;
         let proxy = WorkspaceProxy::new(egress, &record.id, PolicyCell::new(policy.policy));
         // The user's uid and the services' (leased in pairs); the tree
         // check is what ties a connection to this workspace.

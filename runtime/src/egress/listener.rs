@@ -77,13 +77,20 @@ impl EgressPeer {
 /// Binds a fresh listening socket in `<ws dir>/egress/`.
 pub fn bind(workspace_dir: &Path) -> std::io::Result<UnixListener> {
     let dir = prepare_dir(workspace_dir)?;
-    let path = dir.join(SOCKET_NAME);
-    match std::fs::remove_file(&path) {
+    bind_at(&dir.join(SOCKET_NAME))
+}
+
+/// Binds a fresh listening socket at `path` (a microVM's: where its VMM
+/// connects for the guest's vsock port 3128), replacing what is there.
+/// `remove_file` and `bind` never follow a symlink in the last component;
+/// the caller owns the directory's identity (the workspace dir is root's).
+pub fn bind_at(path: &Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
         Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
         _ => {}
     }
-    let listener = UnixListener::bind(&path)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
     Ok(listener)
 }
 

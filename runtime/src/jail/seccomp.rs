@@ -81,6 +81,23 @@ const DENIED: &[i64] = &[
 
 /// The filter as the bytes bubblewrap reads from `--seccomp FD`.
 pub fn jail_filter_bytes() -> Result<Vec<u8>, SeccompError> {
+    filter_bytes(Vsock::Denied)
+}
+
+/// The same filter for a microVM's supervisor, which `cubicle-guest`'s
+/// init installs from the host disk: there the guest channel and the way
+/// out are vsock, so `socket(AF_VSOCK)` stays allowed.
+pub fn vm_filter_bytes() -> Result<Vec<u8>, SeccompError> {
+    filter_bytes(Vsock::Allowed)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Vsock {
+    Denied,
+    Allowed,
+}
+
+fn filter_bytes(vsock_rule: Vsock) -> Result<Vec<u8>, SeccompError> {
     let arch = match std::env::consts::ARCH {
         "x86_64" => TargetArch::x86_64,
         _ => return Err(SeccompError::Arch),
@@ -100,7 +117,9 @@ pub fn jail_filter_bytes() -> Result<Vec<u8>, SeccompError> {
         SeccompCmpOp::Eq,
         libc::AF_VSOCK as u64,
     )?;
-    rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![vsock])?]);
+    if vsock_rule == Vsock::Denied {
+        rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![vsock])?]);
+    }
     let not_only_net = SeccompCondition::new(
         0,
         SeccompCmpArgLen::Qword,

@@ -74,6 +74,8 @@ pub fn argv(
         vm.config.vcpus.to_string(),
         "--disk".into(),
         disk,
+        "--disk".into(),
+        format!("id=host,path={},ro", vmm_path(&layer.host_disk())?),
         "--vsock".into(),
         vsock,
         "--serial-log".into(),

@@ -8,7 +8,9 @@
 //! | `vm/overlay.img` | ws uid | copy-on-write overlay (sparse, base-sized): the workspace's writes |
 //! | `vm/serial.log` | ws uid | the guest console (COM1) |
 //! | `vm/vmm.sock` | ws uid | the VMM's API socket |
+//! | `vm/host.ext4` | ws uid, 0400 | the host disk (`super::host_disk`), made at every start |
 //! | `chan/guest.sock` | ws uid | the VMM's hybrid vsock socket = the guest channel |
+//! | `chan/guest.sock_3128` | root, 0666 | the daemon's egress listener, reached by the VMM for guest-initiated vsock port 3128 |
 //!
 //! The VMM (the workspace uid) makes the guest channel socket itself, so
 //! unlike the jail's it sits in a directory of that uid: the host connects
@@ -62,6 +64,17 @@ impl Layer {
     /// The VMM's hybrid vsock socket: the guest channel.
     pub fn vsock_socket(&self) -> PathBuf {
         self.dir.join("chan").join("guest.sock")
+    }
+    /// Where the VMM connects when the guest connects to host port `port`
+    /// (`<vsock socket>_<port>`): the daemon listens there (egress).
+    pub fn vsock_port_socket(&self, port: u32) -> PathBuf {
+        let mut path = self.vsock_socket().into_os_string();
+        path.push(format!("_{port}"));
+        PathBuf::from(path)
+    }
+    /// The read-only host disk (`super::host_disk`), made at every start.
+    pub fn host_disk(&self) -> PathBuf {
+        self.vm_dir().join("host.ext4")
     }
     pub fn vmm_log(&self) -> PathBuf {
         self.dir.join("vmm.log")

@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod command;
+pub mod host_disk;
 pub mod kernel;
 pub mod layer;
 
@@ -37,6 +38,9 @@ use layer::{Layer, io_err};
 const STOP_GRACE: Duration = Duration::from_millis(1500);
 /// The most of the VMM's output kept in `vmm.log` per start.
 const VMM_LOG_MAX: u64 = 8 * 1024 * 1024;
+/// The vsock port on the host (CID 2) the guest's egress relay connects
+/// to; the VMM hands it to [`Layer::vsock_port_socket`] of it.
+pub const EGRESS_VSOCK_PORT: u32 = 3128;
 /// The VMM's process name, checked before re-attaching to a pid.
 const VMM_NAME: &str = "cubicle-vmm";
 
@@ -57,6 +61,9 @@ pub struct MicrovmConfig {
     pub xvnc: String,
     pub memory_mib: u32,
     pub vcpus: u8,
+    /// The installation's egress trust files (`crate::egress::trust`),
+    /// carried into every VM on its host disk.
+    pub egress_trust: Option<PathBuf>,
 }
 
 impl MicrovmConfig {
@@ -85,7 +92,14 @@ impl MicrovmConfig {
             xvnc: "/usr/bin/Xvnc".into(),
             memory_mib: 2048,
             vcpus: 2,
+            egress_trust: None,
         }
+    }
+
+    /// VMs trust the egress CA through the files in `dir`.
+    pub fn with_egress_trust(mut self, dir: Option<PathBuf>) -> Self {
+        self.egress_trust = dir;
+        self
     }
 }
 
@@ -209,6 +223,14 @@ impl Backend for MicrovmBackend {
         layer.create_dir()?;
         let base = layer.ensure_overlay(spec.host_uid, &self.config.base_ext4)?;
         layer.prepare_run(spec)?;
+        let seccomp = crate::jail::seccomp::vm_filter_bytes()
+            .map_err(|e| BackendError::Spawn(e.to_string()))?;
+        host_disk::build(
+            &layer.host_disk(),
+            self.config.egress_trust.as_deref(),
+            &seccomp,
+            spec.host_uid,
+        )?;
         let argv =
             command::argv(self, spec, &base).map_err(|e| BackendError::Spawn(e.to_string()))?;
         // Under a shim of its own, so the workspace outlives the daemon.

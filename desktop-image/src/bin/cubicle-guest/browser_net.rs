@@ -59,9 +59,9 @@ impl BrowserNet {
         Self::start(true)
     }
 
-    /// A thread in the supervisor's own namespace, where there is nothing
-    /// to keep apart from: tests, and a microVM (whose guest still runs
-    /// everything as the user).
+    /// A thread in the test's own namespace (making one needs privileges
+    /// a unit test does not have).
+    #[cfg(test)]
     pub fn shared() -> Self {
         Self::start(false).expect("a thread without setup cannot fail to start")
     }

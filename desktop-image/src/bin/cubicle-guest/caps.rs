@@ -121,6 +121,15 @@ pub fn keep_only_for_self() -> std::io::Result<()> {
     set(effective & kept, permitted & kept, 0)
 }
 
+/// Sets exactly `caps` as effective and permitted (none inheritable, no
+/// ambient): a microVM's init gives the supervisor what bubblewrap gives it
+/// in a jail, after changing to the services' id with keep-caps on.
+pub fn start_with(caps: &[u32]) -> std::io::Result<()> {
+    clear_ambient()?;
+    let wanted = caps.iter().fold(0, |set, &cap| set | bit(cap));
+    set(wanted, wanted, 0)
+}
+
 /// Drops every capability of the calling thread: for a child between fork
 /// and exec (async-signal-safe), and for the browser's network thread
 /// once it is set up.

@@ -1,10 +1,13 @@
 //! The workspace's way out: `127.0.0.1:3128`, an HTTP(S) proxy address for
 //! the shell (`http_proxy`, `https_proxy`) and Chromium (`--proxy-server`).
 //! Each connection is relayed byte for byte to the host's egress proxy over
-//! the reverse channel: a Unix socket the host made and shows the jail
-//! read-only (`/run/cubicle-egress/proxy.sock`), which checks who connects.
-//! Nothing here decides anything; the host proxy does. There is no other
-//! route: the workspace has only a loopback interface.
+//! the reverse channel ([`Upstream`]): in a jail a Unix socket the host made
+//! and shows the jail read-only (`/run/cubicle-egress/proxy.sock`); in a
+//! microVM a vsock stream to the host (CID 2) on port [`PORT`], which the
+//! VMM hands to a socket the daemon made beside the guest channel's. The
+//! host checks who connects either way. Nothing here decides anything; the
+//! host proxy does. There is no other route: the workspace has only a
+//! loopback interface (a microVM has no network device at all).
 //!
 //! Also here: trusting the host's interception CA in the browser, by
 //! copying the NSS database the host prepared into the browser's home.
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::copy_bidirectional;
-use tokio::net::{TcpListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::Semaphore;
 
 /// The proxy port inside the workspace.
@@ -46,9 +49,41 @@ pub fn chromium_flag() -> String {
     format!("--proxy-server=http://127.0.0.1:{PORT}")
 }
 
-/// Listens on `127.0.0.1:3128` and relays each connection to `socket`
+/// Where the host's egress proxy is.
+#[derive(Debug, Clone)]
+pub enum Upstream {
+    /// A Unix socket the host shows the jail.
+    Unix(PathBuf),
+    /// The host side of a microVM's vsock device, on [`PORT`].
+    Vsock,
+}
+
+impl Upstream {
+    /// Relays `client` to the host until either side closes.
+    async fn relay(&self, client: &mut TcpStream) {
+        let outcome = match self {
+            Upstream::Unix(socket) => match UnixStream::connect(socket).await {
+                Ok(mut host) => copy_bidirectional(client, &mut host).await.map(drop),
+                Err(err) => Err(err),
+            },
+            Upstream::Vsock => {
+                let host =
+                    tokio_vsock::VsockAddr::new(tokio_vsock::VMADDR_CID_HOST, u32::from(PORT));
+                match tokio_vsock::VsockStream::connect(host).await {
+                    Ok(mut host) => copy_bidirectional(client, &mut host).await.map(drop),
+                    Err(err) => Err(err),
+                }
+            }
+        };
+        if let Err(err) = outcome {
+            tracing::warn!(%err, upstream = ?self, "egress relay ended with an error (is the host's proxy up?)");
+        }
+    }
+}
+
+/// Listens on `127.0.0.1:3128` and relays each connection to `upstream`
 /// until the task is dropped.
-pub async fn serve(socket: PathBuf) {
+pub async fn serve(upstream: Upstream) {
     let listener = match TcpListener::bind((Ipv4Addr::LOCALHOST, PORT)).await {
         Ok(listener) => listener,
         Err(err) => {
@@ -75,17 +110,10 @@ pub async fn serve(socket: PathBuf) {
         // write behind an unacknowledged one (a CONNECT's 200, then the TLS
         // hello) waits out the client's delayed ACK, ~40 ms per request.
         let _ = client.set_nodelay(true);
-        let socket = socket.clone();
+        let upstream = upstream.clone();
         connections.spawn(async move {
             let _slot = slot;
-            match UnixStream::connect(&socket).await {
-                Ok(mut host) => {
-                    let _ = copy_bidirectional(&mut client, &mut host).await;
-                }
-                Err(err) => {
-                    tracing::warn!(%err, socket = %socket.display(), "the host's egress proxy is not reachable");
-                }
-            }
+            upstream.relay(&mut client).await;
         });
         while connections.try_join_next().is_some() {}
     }

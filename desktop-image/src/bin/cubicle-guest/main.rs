@@ -91,7 +91,7 @@ fn main() -> std::process::ExitCode {
     }
     // Before any other thread: the browser's network thread needs the
     // start-up capabilities, every later thread must not have them.
-    let endpoints = match separate_services(args.vm) {
+    let endpoints = match separate_services() {
         Ok(endpoints) => endpoints,
         Err(err) => {
             eprintln!("cubicle-guest: {err}");
@@ -120,32 +120,20 @@ fn main() -> std::process::ExitCode {
 
 /// Sets the services apart from the user: the browser's network
 /// namespace, then only `SETUID`, `SETGID` and `KILL` left to this process
-/// and nothing for its children. In the jail, fails the start if the
-/// browser cannot have a namespace of its own (its loopback would be
-/// the user's). A microVM's guest still runs everything as the user (see
-/// [`vm_init`]), so there it goes on without, and says so.
-fn separate_services(vm: bool) -> Result<endpoints::Endpoints, String> {
+/// and nothing for its children. Fails the start if the browser cannot
+/// have a namespace of its own (its loopback would be the user's). In a
+/// microVM [`vm_init`] has made this process the services' id with the
+/// same capabilities bubblewrap gives it in a jail, so the same holds.
+fn separate_services() -> Result<endpoints::Endpoints, String> {
     if user::init() {
         // The services may read what the user shares with its group (the
         // browser uploads the user's files); the user gets nothing of the
         // services'.
         user::join_users_group().map_err(|err| format!("cannot join the user's group: {err}"))?;
     }
-    let browser_net = match browser_net::BrowserNet::create() {
-        Ok(net) => net,
-        Err(err) if vm => {
-            tracing::warn!(%err, "microVM: the browser shares the guest's network namespace; the user's processes and the browser share a loopback (DevTools is on a pipe either way)");
-            browser_net::BrowserNet::shared()
-        }
-        Err(err) => return Err(err.to_string()),
-    };
-    // SAFETY: getuid has no preconditions and cannot fail.
-    if unsafe { libc::getuid() } != 0 {
-        // As root (a microVM's init) the children drop to the user or run
-        // as root anyway; elsewhere keep only what the supervisor needs.
-        caps::keep_only_for_self()
-            .map_err(|err| format!("cannot drop the start-up capabilities: {err}"))?;
-    }
+    let browser_net = browser_net::BrowserNet::create().map_err(|err| err.to_string())?;
+    caps::keep_only_for_self()
+        .map_err(|err| format!("cannot drop the start-up capabilities: {err}"))?;
     Ok(endpoints::Endpoints::new(browser_net))
 }
 
@@ -168,7 +156,11 @@ async fn run(args: Args, endpoints: endpoints::Endpoints) -> Result<(), String> 
         let listener = channel_server::listen_on_fd(fd)?;
         tokio::spawn(channel_server::serve(listener, supervisor.clone()))
     };
-    let egress = tokio::spawn(egress_relay::serve(args.egress_socket.clone()));
+    let upstream = match args.vm {
+        true => egress_relay::Upstream::Vsock,
+        false => egress_relay::Upstream::Unix(args.egress_socket.clone()),
+    };
+    let egress = tokio::spawn(egress_relay::serve(upstream));
     let started = tokio::spawn(session::start(plan, supervisor.clone()));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -10,22 +10,40 @@
 //! - PID 1 stays behind, only reaps orphans, and when the supervisor child
 //!   exits syncs and reboots (`reboot=k` on the command line makes that an
 //!   i8042 reset, which the VMM treats as a clean exit).
-//! - The child drops to the workspace user (uid/gid 1000, no supplementary
-//!   groups, no-new-privileges), as the whole jail already runs, and returns
-//!   to `main` to run the supervisor. Dropping the whole supervisor (not
-//!   only its services) keeps exec and file operations as the workspace
-//!   user too, exactly as in the jail; the vsock ports it binds (1024, 5900,
-//!   9222) are all above the reserved range, so it needs no capability.
+//! - The child becomes the services' id (1001), as bubblewrap starts the
+//!   supervisor in a jail: `SETUID`, `SETGID`, `KILL`, and for its first
+//!   moment `SYS_ADMIN` and `NET_ADMIN` (the browser's network namespace),
+//!   no-new-privileges, and the seccomp filter the host built for the
+//!   jail's processes. It returns to `main`, which sets the services apart
+//!   from the user exactly as in a jail ([`crate::user`], [`crate::caps`],
+//!   [`crate::endpoints`], [`crate::browser_net`]): the user's processes run
+//!   as 1000 with nothing, RFB is a Unix socket in a 0700 folder of 1001,
+//!   DevTools is a pipe inside a network namespace of the browser's.
 //!
-//! Unverified here: these hosts' `/dev/kvm` is PVM and cannot boot a stock
-//! kernel, so this path has only been compiled and unit-tested, never run as
-//! a real init (vmm/tests/linux_boot.rs is where that boot belongs).
-
+//! The host's files come on a second disk (`/dev/vdb`, read-only ext4, see
+//! `cubicle-runtime`'s `microvm::host_disk`), mounted at [`HOST_DIR`]: the
+//! egress trust files (shown at `/run/cubicle-trust` and as the system CA
+//! bundle, as the jail binds them) and the seccomp filter. A microVM has no
+//! network device: egress leaves over vsock ([`crate::egress_relay`]).
+//!
 use std::ffi::CString;
 use std::path::Path;
 
-/// The workspace user inside the image (`useradd --uid 1000 user`).
-pub const USER_ID: u32 = 1000;
+/// The services' id inside the workspace (Xvnc, Chromium, the supervisor).
+pub const SERVICES_ID: u32 = 1001;
+/// Where the host's disk (`/dev/vdb`) is mounted.
+pub const HOST_DIR: &str = "/run/cubicle-host";
+/// The host disk's device.
+const HOST_DISK: &str = "/dev/vdb";
+/// The seccomp filter on the host disk: the jail's, as raw BPF.
+const SECCOMP_FILE: &str = "seccomp.bpf";
+/// The browser's profile lives on the root disk (kept across restarts, as
+/// the jail keeps it on the workspace's disk), shown where the jail shows it.
+const BROWSER_STORE: &str = "/var/lib/cubicle-browser";
+const BROWSER_HOME: &str = "/run/cubicle-browser";
+/// The capabilities the supervisor starts with (linux/capability.h): KILL,
+/// SETGID, SETUID, NET_ADMIN, SYS_ADMIN.
+const SUPERVISOR_CAPS: [u32; 5] = [5, 6, 7, 12, 21];
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// What can go wrong while becoming init.
@@ -52,7 +70,13 @@ pub enum VmInitError {
     Loopback(String),
     #[error("cannot fork the supervisor: {0}")]
     Fork(#[source] std::io::Error),
-    #[error("cannot become the workspace user (uid {USER_ID}): {step}: {source}")]
+    #[error("cannot set up {what}: {source}")]
+    Prepare {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot become the services' id ({SERVICES_ID}): {step}: {source}")]
     DropUser {
         step: &'static str,
         #[source]
@@ -113,6 +137,8 @@ pub fn boot(hostname: &str) -> Result<(), VmInitError> {
     for spec in &MOUNTS {
         mount(spec)?;
     }
+    mount_host_disk()?;
+    prepare_services_dirs()?;
     set_hostname(hostname)?;
     loopback_up()?;
     // SAFETY: fork is called while the process has exactly one thread (no
@@ -120,7 +146,7 @@ pub fn boot(hostname: &str) -> Result<(), VmInitError> {
     // run arbitrary code afterwards.
     match unsafe { libc::fork() } {
         -1 => Err(VmInitError::Fork(std::io::Error::last_os_error())),
-        0 => become_user(),
+        0 => become_services(),
         child => reap_until(child),
     }
 }
@@ -195,8 +221,108 @@ fn loopback_up() -> Result<(), VmInitError> {
     }
 }
 
-/// In the forked child: a session of its own, then uid/gid 1000 for good.
-fn become_user() -> Result<(), VmInitError> {
+fn prepare_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> VmInitError {
+    let what = what.into();
+    move |source| VmInitError::Prepare { what, source }
+}
+
+/// Mounts the host's disk read-only at [`HOST_DIR`] and shows its trust
+/// files where the jail shows them. A VM started without one (an older
+/// runtime) goes on: the browser then refuses intercepted sites.
+fn mount_host_disk() -> Result<(), VmInitError> {
+    if !Path::new(HOST_DISK).exists() {
+        eprintln!("cubicle-guest: no host disk ({HOST_DISK}): no egress trust, no seccomp filter");
+        return Ok(());
+    }
+    std::fs::create_dir_all(HOST_DIR).map_err(prepare_err(HOST_DIR))?;
+    let flags = SAFE | libc::MS_NOEXEC | libc::MS_RDONLY;
+    mount_raw(HOST_DISK, HOST_DIR, "ext4", flags).map_err(prepare_err(HOST_DISK))?;
+    let trust = Path::new(HOST_DIR).join("trust");
+    if trust.is_dir() {
+        let target = "/run/cubicle-trust";
+        std::fs::create_dir_all(target).map_err(prepare_err(target))?;
+        bind(&trust, Path::new(target), true)?;
+        let bundle = trust.join("ca-bundle.crt");
+        let system = Path::new("/etc/ssl/certs/ca-certificates.crt");
+        if bundle.is_file() && system.is_file() {
+            bind(&bundle, system, true)?;
+        }
+    }
+    Ok(())
+}
+
+/// The folders the services' id needs where only root may create:
+/// its private folder, the browser's home (bound from the root disk), and
+/// a fresh `/tmp/.X11-unix` of its own (as the jail's daemon makes it).
+fn prepare_services_dirs() -> Result<(), VmInitError> {
+    for (dir, mode) in [
+        ("/run/cubicle-services", 0o700),
+        (BROWSER_STORE, 0o700),
+        (BROWSER_HOME, 0o700),
+        ("/tmp/.X11-unix", 0o755),
+    ] {
+        own_dir(Path::new(dir), SERVICES_ID, mode)?;
+    }
+    bind(Path::new(BROWSER_STORE), Path::new(BROWSER_HOME), false)
+}
+
+/// `path` as a directory of `uid` with `mode`, whatever was there.
+fn own_dir(path: &Path, uid: u32, mode: u32) -> Result<(), VmInitError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = prepare_err(path.display().to_string());
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => std::fs::remove_file(path).map_err(prepare_err(path.display().to_string()))?,
+        Err(_) => std::fs::create_dir_all(path).map_err(prepare_err(path.display().to_string()))?,
+    }
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid))
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)))
+        .map_err(err)
+}
+
+fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), VmInitError> {
+    let what = format!("a bind of {} on {}", source.display(), target.display());
+    let (Some(from), Some(to)) = (source.to_str(), target.to_str()) else {
+        return Err(prepare_err(what)(std::io::Error::other("not UTF-8")));
+    };
+    mount_raw(from, to, "", libc::MS_BIND).map_err(prepare_err(what.clone()))?;
+    if read_only {
+        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | SAFE;
+        mount_raw("", to, "", flags).map_err(prepare_err(what))?;
+    }
+    Ok(())
+}
+
+fn mount_raw(
+    source: &str,
+    target: &str,
+    fstype: &str,
+    flags: libc::c_ulong,
+) -> std::io::Result<()> {
+    let cstr = |s: &str| CString::new(s).map_err(std::io::Error::other);
+    let (source, target, fstype) = (cstr(source)?, cstr(target)?, cstr(fstype)?);
+    // SAFETY: every pointer is a NUL-terminated string that outlives the
+    // call, or null for no data; mount does not keep them.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// In the forked child: a session of its own, then the services' id with
+/// the supervisor's capabilities, no new privileges, and the host's
+/// seccomp filter, for good.
+fn become_services() -> Result<(), VmInitError> {
     let step = |step: &'static str, rc: libc::c_int| {
         if rc == 0 {
             Ok(())
@@ -207,32 +333,100 @@ fn become_user() -> Result<(), VmInitError> {
             })
         }
     };
+    // Read before the id change: the host disk is root's.
+    let filter = match std::fs::read(Path::new(HOST_DIR).join(SECCOMP_FILE)) {
+        Ok(bytes) => Some(bytes),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => return Err(prepare_err("the seccomp filter")(err)),
+    };
     // SAFETY: setsid takes no arguments and only starts a new session.
     if unsafe { libc::setsid() } == -1 {
         step("setsid", -1)?;
     }
-    // SAFETY: setgroups (with an empty list), setresgid, setresuid and prctl
-    // only change this process's credentials; no pointer is dereferenced
-    // (setgroups gets a null list of length 0).
+    // SAFETY: prctl, setgroups (an empty list: a null pointer of length 0),
+    // setresgid and setresuid only change this process's credentials.
     unsafe {
+        step("keepcaps", libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0))?;
         step("setgroups", libc::setgroups(0, std::ptr::null()))?;
-        step("setresgid", libc::setresgid(USER_ID, USER_ID, USER_ID))?;
-        step("setresuid", libc::setresuid(USER_ID, USER_ID, USER_ID))?;
         step(
-            "no_new_privs",
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+            "setresgid",
+            libc::setresgid(SERVICES_ID, SERVICES_ID, SERVICES_ID),
         )?;
+        step(
+            "setresuid",
+            libc::setresuid(SERVICES_ID, SERVICES_ID, SERVICES_ID),
+        )?;
+        step("keepcaps", libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0))?;
     }
-    // SAFETY: set_var is sound while no other thread runs; the child of a
-    // single-threaded fork has exactly one thread and starts no runtime yet.
-    unsafe {
-        std::env::set_var("PATH", PATH);
-        std::env::set_var("HOME", "/home/user");
-        std::env::set_var("USER", "user");
-        std::env::set_var("LOGNAME", "user");
+    crate::caps::start_with(&SUPERVISOR_CAPS).map_err(|source| VmInitError::DropUser {
+        step: "capset",
+        source,
+    })?;
+    // SAFETY: prctl with integer arguments only.
+    step("no_new_privs", unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    })?;
+    match filter {
+        Some(filter) => install_filter(&filter).map_err(|source| VmInitError::DropUser {
+            step: "seccomp",
+            source,
+        })?,
+        None => eprintln!("cubicle-guest: no seccomp filter on the host disk; running without"),
     }
-    let _ = std::env::set_current_dir("/home/user");
+    // As bubblewrap leaves it in a jail: PATH only, in `/` (the user's
+    // home is closed to the services' id).
+    for (key, _) in std::env::vars_os() {
+        if key != "PATH" {
+            // SAFETY: set_var/remove_var are sound while no other thread
+            // runs; the child of a single-threaded fork has one thread.
+            unsafe { std::env::remove_var(key) };
+        }
+    }
+    // SAFETY: as above, one thread.
+    unsafe { std::env::set_var("PATH", PATH) };
+    let _ = std::env::set_current_dir("/");
     Ok(())
+}
+
+/// Installs a classic BPF seccomp filter given as raw `sock_filter`s (8
+/// bytes each, as bubblewrap's `--seccomp` reads them).
+fn install_filter(bytes: &[u8]) -> std::io::Result<()> {
+    const INSN: usize = std::mem::size_of::<libc::sock_filter>();
+    if bytes.is_empty() || bytes.len() % INSN != 0 || bytes.len() / INSN > usize::from(u16::MAX) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} bytes are not a seccomp program", bytes.len()),
+        ));
+    }
+    let program: Vec<libc::sock_filter> = bytes
+        .chunks_exact(INSN)
+        .map(|insn| libc::sock_filter {
+            code: u16::from_ne_bytes([insn[0], insn[1]]),
+            jt: insn[2],
+            jf: insn[3],
+            k: u32::from_ne_bytes([insn[4], insn[5], insn[6], insn[7]]),
+        })
+        .collect();
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `program`, which outlives the call; the
+    // kernel copies the program.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+            &raw const fprog,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// PID 1's whole life after the fork: reap every child that ends (orphans
