@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Build and run one VM until the guest exits.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve the HTTP API on a Unix socket: configure, start, pause, resume, stop, metrics.
     Api {
         /// Unix socket to listen on (must not exist).
@@ -113,7 +113,7 @@ fn main() -> ExitCode {
     hardening::close_inherited_fds();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Api { socket, no_seccomp } => {
             api::serve_until_stopped(&socket, !no_seccomp).map_err(|e| e.to_string())
         }
