@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const C_GUESTS: &[&str] = &["hello", "probe", "blk", "vsock"];
+const C_GUESTS: &[&str] = &["hello", "probe", "blk", "blkfill", "vsock"];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -25,17 +25,27 @@ pub fn prefix(uid: u32, limits: Limits, groups: Groups) -> Vec<String> {
         Groups::Clear => "--clear-groups".to_owned(),
         Groups::Only(gid) => format!("--groups={gid}"),
     };
+    let mut argv = prlimit(limits);
+    argv.extend([
+        "setpriv".into(),
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        groups,
+        "--no-new-privs".into(),
+    ]);
+    argv
+}
+
+/// `prlimit` alone, for a command that drops to its uid itself (the
+/// microVM's VMM, see `cubicle_vmm::jail`): the limits hold for whichever
+/// uid the process becomes.
+pub fn prlimit(limits: Limits) -> Vec<String> {
     vec![
         "prlimit".into(),
         format!("--nproc={0}:{0}", limits.processes),
         format!("--nofile={0}:{0}", limits.open_files),
         "--core=0:0".into(),
         "--".into(),
-        "setpriv".into(),
-        format!("--reuid={uid}"),
-        format!("--regid={uid}"),
-        groups,
-        "--no-new-privs".into(),
     ]
 }
 

@@ -19,6 +19,7 @@ pub mod config;
 pub mod devices;
 pub mod event_loop;
 pub mod hardening;
+pub mod jail;
 pub mod metrics;
 pub mod vmm;
 pub mod vstate;

@@ -1,5 +1,7 @@
 //! The `cubicle-vmm` binary: `run` a VM from flags or a JSON file, serve the
-//! API on a Unix socket, or `bench` against QEMU.
+//! API on a Unix socket, or `bench` against QEMU. `run --jail-root` first
+//! confines the process the way Firecracker's jailer does (see
+//! [`cubicle_vmm::jail`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use cubicle_vmm::builder::{self, BuildOptions};
 use cubicle_vmm::config::{DEFAULT_CMDLINE, DiskConfig, VmConfig, VsockConfig};
 use cubicle_vmm::hardening::{self, ThreadKind};
+use cubicle_vmm::jail::{self, JailSpec};
 use cubicle_vmm::vstate::exit::ExitReason;
 use cubicle_vmm::{api, bench};
 
@@ -24,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Build and run one VM until the guest exits.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve the HTTP API on a Unix socket: configure, start, pause, resume, stop, metrics.
     Api {
         /// Unix socket to listen on (must not exist).
@@ -76,13 +79,41 @@ struct RunArgs {
     /// Test hook: a vCPU makes a forbidden syscall after its filter is installed.
     #[arg(long, hide = true)]
     seccomp_self_test: bool,
+    /// Jail: an empty directory of root's to build the VMM's own root on
+    /// (started as root; the VM is built after the drop to --jail-uid).
+    #[arg(long, requires_all = ["jail_uid", "jail_gid"])]
+    jail_root: Option<PathBuf>,
+    /// Jail: the unprivileged uid the VMM runs as.
+    #[arg(long, requires = "jail_root")]
+    jail_uid: Option<u32>,
+    /// Jail: its gid.
+    #[arg(long, requires = "jail_root")]
+    jail_gid: Option<u32>,
+    /// Jail: its only supplementary groups (comma-separated; /dev/kvm's).
+    #[arg(long, requires = "jail_root", value_delimiter = ',')]
+    jail_groups: Vec<u32>,
+    /// Jail: the KVM device node bound at /dev/kvm inside.
+    #[arg(long, requires = "jail_root", default_value = "/dev/kvm")]
+    jail_kvm: PathBuf,
+}
+
+impl RunArgs {
+    fn jail(&self) -> Option<JailSpec> {
+        Some(JailSpec {
+            root: self.jail_root.clone()?,
+            uid: self.jail_uid?,
+            gid: self.jail_gid?,
+            groups: self.jail_groups.clone(),
+            kvm: self.jail_kvm.clone(),
+        })
+    }
 }
 
 fn main() -> ExitCode {
     hardening::close_inherited_fds();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Api { socket, no_seccomp } => {
             api::serve_until_stopped(&socket, !no_seccomp).map_err(|e| e.to_string())
         }
@@ -98,12 +129,21 @@ fn main() -> ExitCode {
 
 fn run(args: RunArgs) -> Result<ExitCode, String> {
     let config = config_from(&args)?;
+    let (config, api_socket) = match args.jail() {
+        Some(spec) => {
+            let (binds, inside, api) = jail::plan(&config, args.api_socket.as_deref(), &spec.kvm)
+                .map_err(|e| error_chain(&e))?;
+            jail::enter(&spec, &binds).map_err(|e| error_chain(&e))?;
+            (inside, api)
+        }
+        None => (config, args.api_socket.clone()),
+    };
     let options = BuildOptions {
         seccomp: !args.no_seccomp,
         forbidden_syscall_test: args.seccomp_self_test,
     };
     let mut vmm = builder::build(&config, options).map_err(|e| error_chain(&e))?;
-    if let Some(socket) = &args.api_socket {
+    if let Some(socket) = &api_socket {
         return api::serve_running(socket, vmm, options.seccomp).map_err(|e| e.to_string());
     }
     vmm.start().map_err(|e| error_chain(&e))?;

@@ -103,16 +103,7 @@ impl WorkspaceDisk {
         user_uid: u32,
         services_uid: u32,
     ) -> Result<(), DiskError> {
-        if !self.image.exists() {
-            self.make_image(bytes)?;
-        }
-        std::fs::create_dir_all(&self.mount).map_err(io_err(&self.mount))?;
-        if !self.is_mounted() {
-            self.mount_image(RELEASE_WAIT)?;
-        }
-        // Root-owned, traversable: each folder below is the uid's own.
-        std::fs::set_permissions(&self.mount, std::fs::Permissions::from_mode(0o711))
-            .map_err(io_err(&self.mount))?;
+        self.ensure_mounted_empty(bytes)?;
         for (dir, owner, mode) in [
             (self.home(), user_uid, 0o750),
             (self.browser(), services_uid, 0o700),
@@ -124,6 +115,22 @@ impl WorkspaceDisk {
                 .map_err(io_err(&dir))?;
         }
         self.migrate_legacy_home()
+    }
+
+    /// Makes the image if there is none (sparse, `bytes` long, ext4) and
+    /// mounts it, its root folder root's and 0711 (traversable: what is
+    /// below is each user's own). Nothing is laid out: the microVM keeps
+    /// only its overlay there.
+    pub fn ensure_mounted_empty(&self, bytes: u64) -> Result<(), DiskError> {
+        if !self.image.exists() {
+            self.make_image(bytes)?;
+        }
+        std::fs::create_dir_all(&self.mount).map_err(io_err(&self.mount))?;
+        if !self.is_mounted() {
+            self.mount_image(RELEASE_WAIT)?;
+        }
+        std::fs::set_permissions(&self.mount, std::fs::Permissions::from_mode(0o711))
+            .map_err(io_err(&self.mount))
     }
 
     /// Before a start (nothing of the workspace runs): `/tmp/.X11-unix`

@@ -5,7 +5,7 @@
 //! The kernel enforces them: a cgroup per workspace below the daemon's own
 //! ([`cgroup`]) for memory, CPU and processes, and an ext4 image on a loop
 //! device for the writable home and `/tmp` ([`disk`]). This module only
-//! holds the numbers; the jail backend applies them. Start with [`Limits`].
+//! holds the numbers; the jail and microvm backends apply them. Start with [`Limits`].
 
 pub mod cgroup;
 pub mod disk;
@@ -96,6 +96,16 @@ impl Limits {
     /// Size of the writable home and `/tmp` together, in bytes.
     pub fn disk_bytes(&self) -> u64 {
         self.disk_bytes
+    }
+
+    /// The same limits with `bytes` more memory: for a process that holds
+    /// the workspace's memory and some of its own (a microVM's VMM holds
+    /// the guest's RAM, sized by [`Limits::memory_bytes`], plus itself).
+    pub fn with_extra_memory(self, bytes: u64) -> Self {
+        Self {
+            memory_bytes: self.memory_bytes.saturating_add(bytes),
+            ..self
+        }
     }
 
     /// The stored form (JSON) for the state database.

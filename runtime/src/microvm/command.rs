@@ -1,10 +1,18 @@
-//! The command line that starts one microVM: `prlimit` (resource limits) →
-//! `setpriv` (the workspace's own unprivileged uid, plus the group of
-//! `/dev/kvm`, parent-death signal) → `cubicle-vmm run`. Each execs the
-//! next, so the whole chain is one process, the child of the workspace's
-//! shim (`crate::shim`). Its parent-death signal (set again by `setpriv`
-//! after the uid change, which clears the shim's) ties the VM to its shim
-//! as bubblewrap's `--die-with-parent` ties a jail, never to the daemon.
+//! The command line that starts one microVM: `prlimit` (resource limits)
+//! → `cubicle-vmm run --jail-root …`, which starts as root, inside the
+//! workspace's cgroup from its first instruction (the shim joins it before
+//! the exec), confines itself the way Firecracker's jailer does (its own
+//! mount namespace rooted on `vmm-root/` with only the kernel, the base, the
+//! overlay, `/dev/kvm` and its socket directories; the workspace's uid with
+//! only the group of `/dev/kvm`; no capabilities; no new privileges; see
+//! `cubicle_vmm::jail`) and only then builds the VM. `prlimit` execs the
+//! VMM, so the chain is one process, the child of the workspace's shim
+//! (`crate::shim`). The jail sets the parent-death signal after its uid
+//! change, which tied the VM to its shim as bubblewrap's
+//! `--die-with-parent` ties a jail, never to the daemon.
+//!
+//! The guest's RAM is the workspace's memory limit; its vCPUs are the
+//! configured number, at most the CPU limit rounded up.
 //!
 //! The guest kernel's command line makes `cubicle-guest` init; the kernel
 //! hands everything after ` -- ` to init as its arguments (the VMM keeps
@@ -13,7 +21,7 @@
 use std::path::Path;
 
 use crate::backend::WorkspaceSpec;
-use crate::unprivileged::{self, Groups, Limits};
+use crate::unprivileged::{self, Limits};
 
 use super::MicrovmBackend;
 use super::layer::Layer;
@@ -23,6 +31,7 @@ const MAX_PROCESSES: u32 = 64;
 const MAX_OPEN_FILES: u32 = 4096;
 /// The guest's vsock context id; each VM has its own device, so all can share it.
 const GUEST_CID: u32 = 3;
+const MIB: u64 = 1024 * 1024;
 /// Where the image holds `cubicle-guest` (`ImageStore::ensure_ext4` puts it there).
 pub const GUEST_INIT: &str = "/usr/local/sbin/cubicle-guest";
 
@@ -57,21 +66,28 @@ pub fn argv(
         processes: MAX_PROCESSES,
         open_files: MAX_OPEN_FILES,
     };
-    let mut argv = unprivileged::prefix(spec.host_uid, limits, Groups::Only(vm.kvm_gid));
+    let mut argv = unprivileged::prlimit(limits);
     argv.extend([
-        "--pdeathsig".into(),
-        "KILL".into(),
-        "--".into(),
         path(&vm.config.vmm_bin),
         "run".into(),
+        "--jail-root".into(),
+        path(&layer.vmm_root()),
+        "--jail-uid".into(),
+        spec.host_uid.to_string(),
+        "--jail-gid".into(),
+        spec.host_uid.to_string(),
+        "--jail-groups".into(),
+        vm.kvm_gid.to_string(),
+        "--jail-kvm".into(),
+        path(&vm.config.kvm_device),
         "--kernel".into(),
         path(&vm.config.kernel),
         "--cmdline".into(),
         kernel_cmdline(spec, &vm.config.xvnc)?,
         "--memory-mib".into(),
-        vm.config.memory_mib.to_string(),
+        guest_memory_mib(spec).to_string(),
         "--vcpus".into(),
-        vm.config.vcpus.to_string(),
+        vcpus(vm.config.vcpus, spec.limits.cpus()).to_string(),
         "--disk".into(),
         disk,
         "--disk".into(),
@@ -84,6 +100,18 @@ pub fn argv(
         path(&layer.api_socket()),
     ]);
     Ok(argv)
+}
+
+/// The guest's RAM: the workspace's memory limit.
+pub fn guest_memory_mib(spec: &WorkspaceSpec) -> u64 {
+    spec.limits.memory_bytes() / MIB
+}
+
+/// `configured` vCPUs, but no more than the CPU quota rounded up: a vCPU
+/// beyond it would only wait for quota (and stall the guest's locks).
+fn vcpus(configured: u8, cpus: f64) -> u8 {
+    let quota = cpus.ceil().clamp(1.0, f64::from(u8::MAX)) as u8;
+    configured.clamp(1, quota)
 }
 
 /// The guest kernel's command line: the overlay-backed disk as a
@@ -178,21 +206,22 @@ mod tests {
     }
 
     #[test]
-    fn vmm_runs_as_the_workspace_uid_with_only_the_kvm_group() {
+    fn vmm_jails_itself_as_the_workspace_uid_with_only_the_kvm_group() {
         let argv = argv(&vm(), &spec(), Path::new("/img/desktop.ext4")).unwrap();
         let joined = argv.join(" ");
-        for needle in [
-            "prlimit --nproc=64:64 --nofile=4096:4096 --core=0:0 -- setpriv",
-            "--reuid=1600007 --regid=1600007 --groups=107 --no-new-privs --pdeathsig KILL -- /opt/cubicle/cubicle-vmm run",
-        ] {
-            assert!(joined.contains(needle), "missing {needle:?} in {joined}");
-        }
+        assert!(
+            joined.starts_with(
+                "prlimit --nproc=64:64 --nofile=4096:4096 --core=0:0 -- /opt/cubicle/cubicle-vmm run --jail-root /data/workspaces/ws-1a2b/vmm-root --jail-uid 1600007 --jail-gid 1600007 --jail-groups 107 --jail-kvm /dev/kvm --kernel "
+            ),
+            "{joined}"
+        );
+        // The VMM drops privileges itself: no setpriv before it, and no
+        // supplementary group but /dev/kvm's.
+        assert!(!joined.contains("setpriv"), "{joined}");
         assert_eq!(after(&argv, "--kernel"), "/var/lib/cubicle/kernel/vmlinux");
-        assert_eq!(after(&argv, "--memory-mib"), "2048");
-        assert_eq!(after(&argv, "--vcpus"), "2");
         assert_eq!(
             after(&argv, "--disk"),
-            "id=root,path=/img/desktop.ext4,overlay=/data/workspaces/ws-1a2b/vm/overlay.img"
+            "id=root,path=/img/desktop.ext4,overlay=/data/workspaces/ws-1a2b/disk/overlay.img"
         );
         // The vsock socket is the guest channel socket the host connects to.
         assert_eq!(
@@ -207,6 +236,35 @@ mod tests {
             after(&argv, "--api-socket"),
             "/data/workspaces/ws-1a2b/vm/vmm.sock"
         );
+    }
+
+    #[test]
+    fn guest_ram_is_the_memory_limit_and_vcpus_follow_the_cpu_quota() {
+        let policy = crate::limits::LimitsPolicy::with_maxima(64 << 30, 8.0, 4096, 64 << 30);
+        let limits = |memory_mb, cpus| {
+            policy
+                .resolve(&crate::limits::LimitsRequest {
+                    memory_mb: Some(memory_mb),
+                    cpus: Some(cpus),
+                    ..Default::default()
+                })
+                .unwrap()
+        };
+        let mut small = spec();
+        small.limits = limits(512, 0.5);
+        let argv = argv(&vm(), &small, Path::new("/img/desktop.ext4")).unwrap();
+        assert_eq!(after(&argv, "--memory-mib"), "512");
+        assert_eq!(after(&argv, "--vcpus"), "1");
+        let argv = argv_default();
+        assert_eq!(after(&argv, "--memory-mib"), "2048");
+        assert_eq!(after(&argv, "--vcpus"), "2");
+        assert_eq!(vcpus(2, 1.5), 2);
+        assert_eq!(vcpus(4, 1.5), 2);
+        assert_eq!(vcpus(0, 8.0), 1);
+    }
+
+    fn argv_default() -> Vec<String> {
+        argv(&vm(), &spec(), Path::new("/img/desktop.ext4")).unwrap()
     }
 
     #[test]

@@ -5,29 +5,45 @@
 //! | --- | --- | --- |
 //! | `vm-base` | root | the desktop ext4 the overlay was made over |
 //! | `vmm.log` | root | the VMM's stdout and stderr |
-//! | `vm/overlay.img` | ws uid | copy-on-write overlay (sparse, base-sized): the workspace's writes |
+//! | `disk.img`, `disk/` | root | the workspace's size-capped ext4 ([`WorkspaceDisk`]), mounted while it runs |
+//! | `disk/overlay.img` | ws uid | copy-on-write overlay (sparse, base-sized): the workspace's writes |
 //! | `vm/serial.log` | ws uid | the guest console (COM1) |
 //! | `vm/vmm.sock` | ws uid | the VMM's API socket |
 //! | `vm/host.ext4` | ws uid, 0400 | the host disk (`super::host_disk`), made at every start |
+//! | `chan/` | root, group ws, 1770 | the sockets of the guest channel |
 //! | `chan/guest.sock` | ws uid | the VMM's hybrid vsock socket = the guest channel |
-//! | `chan/guest.sock_3128` | root, 0666 | the daemon's egress listener, reached by the VMM for guest-initiated vsock port 3128 |
+//! | `chan/guest.sock_<P>` | root | the daemon's listener for guest connections to host port P |
+//! | `vmm-root/` | root, empty | where the VMM mounts its own root ([`cubicle_vmm::jail`]) |
 //!
-//! The VMM (the workspace uid) makes the guest channel socket itself, so
-//! unlike the jail's it sits in a directory of that uid: the host connects
-//! to it without following a symlink and only if its listener is the VMM
-//! (see [`crate::channel`]).
+//! The overlay lives on the workspace's disk, an ext4 image of the disk
+//! limit: a guest that fills its root gets I/O errors from its virtio-blk
+//! device when that filesystem is full, and the host's filesystem gives up
+//! at most the image's size. The VMM sees the overlay, the base, the
+//! kernel, `chan/` and `vm/` in its own root, nothing else of the host.
+//!
+//! `chan/` is shared by the VMM, which makes `guest.sock` there, and the
+//! daemon, which makes `guest.sock_<P>` for the VMM to connect to. So it is
+//! root's with the sticky bit, writable by the workspace's group: the VMM
+//! can make and remove its own entries but can neither remove, rename nor
+//! replace the daemon's, and nothing of the workspace can replace `chan/`
+//! itself (its parent is root's). The host connects to `guest.sock`
+//! without following a symlink and only if its listener is the VMM (see
+//! [`crate::channel`]).
 //!
 //! An overlay only makes sense over the base it was made on, so a workspace
 //! keeps booting the base named in `vm-base` even after the image is
 //! rebuilt; new workspaces get the current one.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::{PermissionsExt, chown};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 
 use crate::backend::{BackendError, WorkspaceSpec};
+use crate::limits::disk::WorkspaceDisk;
 
 const LOG_TAIL_BYTES: u64 = 1024;
+/// `chan/`: sticky, group-writable (see the module docs).
+const CHAN_MODE: u32 = 0o1770;
 
 /// The files of one microVM workspace.
 #[derive(Debug, Clone)]
@@ -52,7 +68,15 @@ impl Layer {
     pub fn vm_dir(&self) -> PathBuf {
         self.dir.join("vm")
     }
+    /// The workspace's size-capped disk, which holds the overlay.
+    pub fn disk(&self) -> WorkspaceDisk {
+        WorkspaceDisk::of(&self.dir)
+    }
     pub fn overlay(&self) -> PathBuf {
+        self.disk().mount_point().join("overlay.img")
+    }
+    /// Where the overlay was before it moved onto the disk.
+    fn legacy_overlay(&self) -> PathBuf {
         self.vm_dir().join("overlay.img")
     }
     pub fn serial_log(&self) -> PathBuf {
@@ -65,16 +89,23 @@ impl Layer {
     pub fn vsock_socket(&self) -> PathBuf {
         self.dir.join("chan").join("guest.sock")
     }
-    /// Where the VMM connects when the guest connects to host port `port`
-    /// (`<vsock socket>_<port>`): the daemon listens there (egress).
-    pub fn vsock_port_socket(&self, port: u32) -> PathBuf {
-        let mut path = self.vsock_socket().into_os_string();
-        path.push(format!("_{port}"));
-        PathBuf::from(path)
-    }
     /// The read-only host disk (`super::host_disk`), made at every start.
     pub fn host_disk(&self) -> PathBuf {
         self.vm_dir().join("host.ext4")
+    }
+    /// The host path of the socket the VMM connects to when the guest
+    /// connects to host port `port`: `<vsock socket>_<port>`, as
+    /// Firecracker's hybrid vsock names it. The VMM sees `chan/` as its
+    /// `/vsock/`, so this is the same socket on both sides of its root.
+    /// The daemon binds it (it is root's, in the sticky `chan/`).
+    pub fn vsock_port_socket(&self, port: u32) -> PathBuf {
+        let mut name = self.vsock_socket().into_os_string();
+        name.push(format!("_{port}"));
+        PathBuf::from(name)
+    }
+    /// The empty directory the VMM mounts its own root on.
+    pub fn vmm_root(&self) -> PathBuf {
+        self.dir.join("vmm-root")
     }
     pub fn vmm_log(&self) -> PathBuf {
         self.dir.join("vmm.log")
@@ -91,9 +122,9 @@ impl Layer {
     }
 
     /// The base this workspace boots, making its overlay over `current` if
-    /// it has none yet.
+    /// it has none yet. The disk must be mounted: the overlay is on it.
     pub fn ensure_overlay(&self, uid: u32, current: &Path) -> Result<PathBuf, BackendError> {
-        owned_dir(&self.vm_dir(), uid)?;
+        let overlay = self.overlay();
         let record = self.base_record();
         if let Ok(text) = std::fs::read_to_string(&record) {
             let base = PathBuf::from(text.trim_end());
@@ -103,10 +134,11 @@ impl Layer {
                     base.display()
                 )));
             }
+            self.migrate_overlay()?;
+            check_owned_file(&overlay, uid)?;
             return Ok(base);
         }
         let size = std::fs::metadata(current).map_err(io_err(current))?.len();
-        let overlay = self.overlay();
         let file = std::fs::File::create(&overlay).map_err(io_err(&overlay))?;
         file.set_len(size).map_err(io_err(&overlay))?;
         chown(&overlay, Some(uid), Some(uid)).map_err(io_err(&overlay))?;
@@ -120,14 +152,48 @@ impl Layer {
         Ok(current.to_owned())
     }
 
-    /// Directories the VMM writes into, and no stale sockets (the VMM
-    /// refuses a vsock or API socket path that exists).
+    /// Moves an overlay from before the disk existed onto the disk (sparse),
+    /// once.
+    fn migrate_overlay(&self) -> Result<(), BackendError> {
+        let legacy = self.legacy_overlay();
+        let Ok(meta) = std::fs::symlink_metadata(&legacy) else {
+            return Ok(());
+        };
+        if !meta.is_file() {
+            return Err(BackendError::Spawn(format!(
+                "{} is not a regular file; remove it",
+                legacy.display()
+            )));
+        }
+        tracing::info!(overlay = %legacy.display(), "moving a microVM overlay onto its workspace disk");
+        let copied = std::process::Command::new("cp")
+            .args(["--sparse=always", "--preserve=mode,ownership", "--"])
+            .arg(&legacy)
+            .arg(self.overlay())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .map_err(io_err(&legacy))?;
+        if !copied.status.success() {
+            let _ = std::fs::remove_file(self.overlay());
+            return Err(BackendError::Spawn(format!(
+                "cannot move the overlay {} onto the workspace disk ({}): raise the workspace's disk limit: {}",
+                legacy.display(),
+                self.disk().mount_point().display(),
+                String::from_utf8_lossy(&copied.stderr).trim()
+            )));
+        }
+        std::fs::remove_file(&legacy).map_err(io_err(&legacy))
+    }
+
+    /// Directories the VMM writes into or is rooted on, and no stale
+    /// sockets (the VMM refuses a vsock or API socket path that exists).
     pub fn prepare_run(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         owned_dir(&self.vm_dir(), spec.host_uid)?;
         let chan = self.vsock_socket();
-        if let Some(dir) = chan.parent() {
-            owned_dir(dir, spec.host_uid)?;
-        }
+        let chan_dir = chan.parent().expect("vsock_socket() is a file in chan/");
+        root_dir(chan_dir, spec.host_uid, CHAN_MODE)?;
+        root_dir(&self.vmm_root(), 0, 0o755)?;
         for socket in [chan, self.api_socket()] {
             match std::fs::remove_file(&socket) {
                 Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
@@ -172,6 +238,50 @@ fn owned_dir(path: &Path, uid: u32) -> Result<(), BackendError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(io_err(path))
 }
 
+/// `dir` as a directory of root's (group `gid`, `mode`), refusing anything
+/// else found there: a symlink, or a directory of another owner that is
+/// not an earlier version's `chan/` of the workspace uid `gid`.
+fn root_dir(dir: &Path, gid: u32, mode: u32) -> Result<(), BackendError> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(io_err(dir)(err));
+        }
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(io_err(dir))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    // Versions before the jail made `chan/` the workspace uid's own.
+    let earlier = gid != 0 && meta.uid() == gid;
+    if !meta.is_dir() || !(meta.uid() == me || earlier) {
+        return Err(BackendError::Spawn(format!(
+            "{} must be a directory owned by uid {me} (the daemon); remove it and start the workspace again",
+            dir.display()
+        )));
+    }
+    // lchown: `dir` is a directory, never a link (checked above; its parent
+    // is root's, so it cannot have been swapped since).
+    std::os::unix::fs::lchown(dir, Some(me), Some(gid)).map_err(io_err(dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io_err(dir))
+}
+
+/// The overlay must be a regular file of the workspace uid (never a link).
+fn check_owned_file(path: &Path, uid: u32) -> Result<(), BackendError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|source| {
+        BackendError::Spawn(format!(
+            "the workspace's disk overlay {} is missing ({source}); its writes are lost: delete the workspace and create a new one",
+            path.display()
+        ))
+    })?;
+    if !meta.is_file() || meta.uid() != uid {
+        return Err(BackendError::Spawn(format!(
+            "{} must be a regular file of uid {uid}; remove it to start over from the image",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::MetadataExt;
@@ -190,8 +300,17 @@ mod tests {
         }
     }
 
+    /// The disk's mount point as a plain folder (the real one is a loop
+    /// mount, made at start; see `runtime/tests/microvm.rs`).
+    fn layer_with_disk(spec: &WorkspaceSpec) -> Layer {
+        let layer = Layer::of(spec);
+        layer.create_dir().unwrap();
+        std::fs::create_dir_all(layer.disk().mount_point()).unwrap();
+        layer
+    }
+
     #[test]
-    fn overlay_is_sparse_base_sized_and_pinned_to_its_base() {
+    fn overlay_is_sparse_base_sized_on_the_disk_and_pinned_to_its_base() {
         let root = tempfile::tempdir().unwrap();
         let spec = spec(root.path());
         let base = root.path().join("desktop.ext4");
@@ -199,9 +318,9 @@ mod tests {
             .unwrap()
             .set_len(64 << 20)
             .unwrap();
-        let layer = Layer::of(&spec);
-        layer.create_dir().unwrap();
+        let layer = layer_with_disk(&spec);
         assert_eq!(layer.ensure_overlay(spec.host_uid, &base).unwrap(), base);
+        assert_eq!(layer.overlay(), spec.dir.join("disk/overlay.img"));
         let meta = std::fs::metadata(layer.overlay()).unwrap();
         assert_eq!(meta.len(), 64 << 20);
         assert_eq!(meta.blocks(), 0, "overlay must start sparse");
@@ -218,19 +337,103 @@ mod tests {
     }
 
     #[test]
-    fn prepare_removes_stale_sockets_and_clean_keeps_the_disk() {
+    fn an_overlay_replaced_by_a_symlink_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let spec = spec(root.path());
+        let base = root.path().join("desktop.ext4");
+        std::fs::write(&base, "base").unwrap();
+        let layer = layer_with_disk(&spec);
+        layer.ensure_overlay(spec.host_uid, &base).unwrap();
+        let target = root.path().join("host-secret");
+        std::fs::write(&target, "secret").unwrap();
+        std::fs::remove_file(layer.overlay()).unwrap();
+        std::os::unix::fs::symlink(&target, layer.overlay()).unwrap();
+        let err = layer.ensure_overlay(spec.host_uid, &base).unwrap_err();
+        assert!(err.to_string().contains("regular file"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
+    }
+
+    #[test]
+    fn an_overlay_from_before_the_disk_moves_onto_it_sparse() {
+        let root = tempfile::tempdir().unwrap();
+        let spec = spec(root.path());
+        let base = root.path().join("desktop.ext4");
+        std::fs::write(&base, "base").unwrap();
+        let layer = layer_with_disk(&spec);
+        // An earlier version: the record, and the overlay in `vm/`.
+        std::fs::write(
+            spec.dir.join("vm-base"),
+            base.as_os_str().as_encoded_bytes(),
+        )
+        .unwrap();
+        std::fs::create_dir_all(layer.vm_dir()).unwrap();
+        let legacy = layer.vm_dir().join("overlay.img");
+        let file = std::fs::File::create(&legacy).unwrap();
+        file.set_len(8 << 20).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, b"guest wrote this", 4 << 20).unwrap();
+        assert_eq!(layer.ensure_overlay(spec.host_uid, &base).unwrap(), base);
+        assert!(!legacy.exists());
+        let moved = std::fs::read(layer.overlay()).unwrap();
+        assert_eq!(&moved[4 << 20..(4 << 20) + 16], b"guest wrote this");
+        let meta = std::fs::metadata(layer.overlay()).unwrap();
+        assert!(
+            meta.blocks() * 512 < 1 << 20,
+            "still sparse: {} blocks",
+            meta.blocks()
+        );
+    }
+
+    #[test]
+    fn port_sockets_sit_beside_the_vsock_socket() {
+        let root = tempfile::tempdir().unwrap();
+        let layer = Layer::of(&spec(root.path()));
+        assert_eq!(
+            layer.vsock_port_socket(3128),
+            root.path().join("ws-1/chan/guest.sock_3128")
+        );
+        // The VMM connects to `<its uds>_<port>`: the same name.
+        let mut expected = layer.vsock_socket().into_os_string();
+        expected.push("_3128");
+        assert_eq!(layer.vsock_port_socket(3128).as_os_str(), expected);
+    }
+
+    #[test]
+    fn prepare_makes_chan_sticky_and_roots_and_removes_stale_sockets() {
         let root = tempfile::tempdir().unwrap();
         let spec = spec(root.path());
         let layer = Layer::of(&spec);
         layer.create_dir().unwrap();
         layer.prepare_run(&spec).unwrap();
+        let chan = std::fs::metadata(spec.dir.join("chan")).unwrap();
+        assert_eq!(chan.mode() & 0o7777, 0o1770);
+        assert_eq!(chan.gid(), spec.host_uid);
+        let vmm_root = std::fs::symlink_metadata(layer.vmm_root()).unwrap();
+        assert!(vmm_root.is_dir());
+        assert_eq!(std::fs::read_dir(layer.vmm_root()).unwrap().count(), 0);
         std::fs::write(layer.vsock_socket(), "").unwrap();
         std::fs::write(layer.api_socket(), "").unwrap();
-        std::fs::write(layer.overlay(), "data").unwrap();
         layer.prepare_run(&spec).unwrap();
         assert!(!layer.vsock_socket().exists());
         assert!(!layer.api_socket().exists());
         layer.clean().unwrap();
-        assert!(layer.overlay().exists());
+        assert!(!spec.dir.join("chan").exists());
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_chan_or_the_vmm_root_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let spec = spec(root.path());
+        let layer = Layer::of(&spec);
+        layer.create_dir().unwrap();
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, spec.dir.join("chan")).unwrap();
+        assert!(layer.prepare_run(&spec).is_err());
+        std::fs::remove_file(spec.dir.join("chan")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, layer.vmm_root()).unwrap();
+        let err = layer.prepare_run(&spec).unwrap_err();
+        assert!(err.to_string().contains("vmm-root"), "{err}");
+        let mode = std::fs::metadata(&elsewhere).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o755, "the link's target was left alone");
     }
 }

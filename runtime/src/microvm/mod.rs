@@ -1,20 +1,33 @@
 //! The microvm backend: each workspace is one `cubicle-vmm` process (our own
-//! VMM on KVM), started as the workspace's own unprivileged host uid with
-//! only the extra group of `/dev/kvm`. The guest boots Cubicle's kernel on
-//! the desktop image's ext4 (read-only base + a per-workspace copy-on-write
-//! overlay, so its root is writable and survives stop/start) with
-//! `cubicle-guest --vm` as init. The guest channel socket
-//! (`<dir>/chan/guest.sock`) is the VMM's hybrid vsock socket, so the host
-//! side speaks the same `CONNECT <port>` handshake as with the jail, and
-//! checks the same way that the VMM (uid and pid) is the one listening.
+//! VMM on KVM). The guest boots Cubicle's kernel on the desktop image's ext4
+//! (read-only base + a per-workspace copy-on-write overlay, so its root is
+//! writable and survives stop/start) with `cubicle-guest --vm` as init. The
+//! guest channel socket (`<dir>/chan/guest.sock`) is the VMM's hybrid vsock
+//! socket, so the host side speaks the same `CONNECT <port>` handshake as
+//! with the jail, and checks the same way that the VMM (uid and pid) is the
+//! one listening.
+//!
+//! The VMM gets the walls the jail has, started the way Firecracker's
+//! jailer starts Firecracker ([`command`], `cubicle_vmm::jail`):
+//!
+//! - **cgroup**: the workspace's own ([`crate::limits::cgroup`]), joined by
+//!   the shim before the exec, so the VMM is inside from its first
+//!   instruction: memory = the guest's RAM (the workspace's memory limit)
+//!   plus [`VMM_OVERHEAD`], the CPU quota and weight and the task limit of
+//!   the workspace. Removed at stop, like the jail's. Pause and resume go
+//!   through the VMM's API, which parks the vCPUs.
+//! - **disk**: the overlay lives on the workspace's size-capped ext4
+//!   ([`crate::limits::disk`]), so a guest that fills its disk gets
+//!   virtio-blk I/O errors and the host gives up at most the disk limit.
+//! - **jail**: its own mount namespace whose root holds only the kernel,
+//!   the base, the overlay, `/dev/kvm` and its socket directories; the
+//!   workspace's unprivileged uid with only `/dev/kvm`'s group; no
+//!   capabilities; no new privileges; then its per-thread seccomp filters.
 //!
 //! Only hosts with hardware virtualization (vmx/svm) qualify: on PVM hosts
 //! [`MicrovmBackend::new`] refuses with one sentence and points at the jail.
-//!
-//! Unverified on the machines this was written on (their `/dev/kvm` is PVM,
-//! where a stock kernel cannot boot): the boot itself, the guest's init and
-//! vsock path, and the timing of readiness. What runs here is unit-tested:
-//! the command line, the disk layout, the kernel lookup and the host check.
+//! The VMM's confinement, cgroup and disk cap are tested with the VMM's
+//! own test guests inside `scripts/nested` (`runtime/tests/microvm.rs`).
 
 pub mod api;
 pub mod command;
@@ -32,6 +45,9 @@ use crate::channel::GuestChannel;
 use crate::host::HostKind;
 use crate::proc_scan;
 
+use crate::limits::Usage;
+use crate::limits::cgroup::{self, CgroupError, Hierarchy, WorkspaceCgroup};
+
 use layer::{Layer, io_err};
 
 /// Grace period between SIGTERM and SIGKILL when a workspace stops.
@@ -43,6 +59,16 @@ const VMM_LOG_MAX: u64 = 8 * 1024 * 1024;
 pub const EGRESS_VSOCK_PORT: u32 = 3128;
 /// The VMM's process name, checked before re-attaching to a pid.
 const VMM_NAME: &str = "cubicle-vmm";
+/// Memory the VMM's cgroup holds beyond the guest's RAM. The VMM's own
+/// resident memory is a few MiB (its code, one small stack per thread, the
+/// virtqueue and vsock buffers, each bounded); the rest is what the kernel
+/// charges to the cgroup for it: KVM's page tables for guest memory (about
+/// 2 MiB per GiB), its vCPU state, and the page cache of the base and the
+/// overlay, which is reclaimed under pressure rather than counted against
+/// the guest. Nothing the guest does grows the VMM past this bound: a guest
+/// that uses all of its RAM gets the guest kernel's OOM killer, not a
+/// killed VMM.
+pub const VMM_OVERHEAD: u64 = 128 * 1024 * 1024;
 
 /// What the microvm backend needs to start VMs.
 #[derive(Debug, Clone)]
@@ -59,7 +85,11 @@ pub struct MicrovmConfig {
     pub base_ext4: PathBuf,
     /// The Xvnc path inside the image.
     pub xvnc: String,
-    pub memory_mib: u32,
+    /// The KVM device node each VMM gets as its `/dev/kvm`; its group is
+    /// the VMM's only supplementary group.
+    pub kvm_device: PathBuf,
+    /// vCPUs per VM (at most each workspace's CPU limit, rounded up). The
+    /// guest's RAM is each workspace's memory limit.
     pub vcpus: u8,
     /// The installation's egress trust files (`crate::egress::trust`),
     /// carried into every VM on its host disk.
@@ -82,7 +112,7 @@ impl MicrovmConfig {
         Ok(Self::new(vmm_bin, shim_bin, kernel, base_ext4))
     }
 
-    /// 2 GiB and 2 vCPUs: the desktop idles at about 570 MiB (FACTS.md).
+    /// 2 vCPUs.
     pub fn new(vmm_bin: PathBuf, shim_bin: PathBuf, kernel: PathBuf, base_ext4: PathBuf) -> Self {
         Self {
             vmm_bin,
@@ -90,7 +120,7 @@ impl MicrovmConfig {
             kernel,
             base_ext4,
             xvnc: "/usr/bin/Xvnc".into(),
-            memory_mib: 2048,
+            kvm_device: "/dev/kvm".into(),
             vcpus: 2,
             egress_trust: None,
         }
@@ -109,6 +139,9 @@ pub struct MicrovmBackend {
     config: MicrovmConfig,
     /// The group owning `/dev/kvm`, given to each VMM as its only extra group.
     kvm_gid: u32,
+    /// Where workspace cgroups go here, or why they cannot (then no
+    /// workspace starts: limits are not optional).
+    cgroups: Result<Hierarchy, String>,
 }
 
 impl MicrovmBackend {
@@ -120,11 +153,24 @@ impl MicrovmBackend {
     /// The backend on a host of kind `host`.
     pub fn new_on(host: HostKind, config: MicrovmConfig) -> Result<Self, BackendError> {
         check_host(host)?;
-        let kvm_gid = std::fs::metadata("/dev/kvm")
+        let kvm = &config.kvm_device;
+        let kvm_gid = std::fs::metadata(kvm)
             .map_err(|err| {
-                BackendError::Unavailable("microvm", format!("cannot stat /dev/kvm: {err}"))
+                BackendError::Unavailable(
+                    "microvm",
+                    format!("cannot stat {}: {err}", kvm.display()),
+                )
             })?
             .gid();
+        if kvm_gid == 0 {
+            return Err(BackendError::Unavailable(
+                "microvm",
+                format!(
+                    "{} belongs to group root, which each VMM would then hold; give it a group of its own, mode 0660 (Debian: group kvm)",
+                    kvm.display()
+                ),
+            ));
+        }
         let needs = [
             (
                 "the guest kernel",
@@ -153,11 +199,89 @@ impl MicrovmBackend {
     }
 
     fn with_kvm_gid(config: MicrovmConfig, kvm_gid: u32) -> Self {
-        Self { config, kvm_gid }
+        let cgroups = Hierarchy::detect().map_err(|e| e.to_string());
+        Self {
+            config,
+            kvm_gid,
+            cgroups,
+        }
     }
 
     pub fn config(&self) -> &MicrovmConfig {
         &self.config
+    }
+
+    /// The workspace's cgroup on this host, or why there is none.
+    fn cgroup(&self, spec: &WorkspaceSpec) -> Result<WorkspaceCgroup, BackendError> {
+        match &self.cgroups {
+            Ok(hierarchy) => Ok(hierarchy.workspace(&spec.id)),
+            Err(reason) => Err(CgroupError::NoHierarchy(reason.clone()).into()),
+        }
+    }
+
+    /// Makes the workspace's cgroup (guest RAM plus the VMM's overhead) and
+    /// mounts its disk.
+    fn apply_limits(&self, spec: &WorkspaceSpec) -> Result<WorkspaceCgroup, BackendError> {
+        let cgroup = self.cgroup(spec)?;
+        if let Ok(hierarchy) = &self.cgroups {
+            hierarchy.prepare()?;
+        }
+        cgroup.create(&spec.limits.with_extra_memory(VMM_OVERHEAD))?;
+        Layer::of(spec)
+            .disk()
+            .ensure_mounted_empty(spec.limits.disk_bytes())?;
+        Ok(cgroup)
+    }
+
+    /// Kills what is left in the cgroup, removes it, and unmounts the disk.
+    fn release_limits(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        if let Ok(cgroup) = self.cgroup(spec) {
+            cgroup.remove()?;
+        }
+        Layer::of(spec).disk().unmount()?;
+        Ok(())
+    }
+
+    /// Everything of a start after the limits: the overlay, the VMM's
+    /// directories, and the VMM under its shim, in the cgroup.
+    fn launch(
+        &self,
+        spec: &WorkspaceSpec,
+        cgroup: &WorkspaceCgroup,
+    ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
+        let layer = Layer::of(spec);
+        let base = layer.ensure_overlay(spec.host_uid, &self.config.base_ext4)?;
+        layer.prepare_run(spec)?;
+        let seccomp = crate::jail::seccomp::vm_filter_bytes()
+            .map_err(|e| BackendError::Spawn(e.to_string()))?;
+        host_disk::build(
+            &layer.host_disk(),
+            self.config.egress_trust.as_deref(),
+            &seccomp,
+            spec.host_uid,
+        )?;
+        let argv =
+            command::argv(self, spec, &base).map_err(|e| BackendError::Spawn(e.to_string()))?;
+        // Opened now, written by the child between fork and exec.
+        let join = cgroup.open_join_files()?;
+        // Under a shim of its own, so the workspace outlives the daemon.
+        let (pid, exited) = crate::shim::launch(crate::shim::Launch {
+            shim: &self.config.shim_bin,
+            spec,
+            log: layer.vmm_log(),
+            log_max: VMM_LOG_MAX,
+            join_fds: cgroup::raw_fds(&join),
+            pass_fds: Vec::new(),
+            argv,
+        })?;
+        drop(join);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let how = exited.await.map(|e| e.description).unwrap_or_default();
+            let description = format!("cubicle-vmm {how}; {}", layer.vmm_log_tail());
+            let _ = tx.send(Exit { description });
+        });
+        Ok((pid, rx))
     }
 }
 
@@ -208,48 +332,28 @@ impl Backend for MicrovmBackend {
         "microvm"
     }
 
+    /// The directory only: the disk and the overlay on it are made at the
+    /// first start, when the disk is mounted.
     fn create(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
-        let layer = Layer::of(spec);
-        layer.create_dir()?;
-        layer.ensure_overlay(spec.host_uid, &self.config.base_ext4)?;
-        Ok(())
+        Layer::of(spec).create_dir()
     }
 
+    /// Limits first (cgroup, disk), then the VMM; a start that fails takes
+    /// its limits back down, so nothing stays mounted or made.
     fn start(
         &self,
         spec: &WorkspaceSpec,
     ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
-        let layer = Layer::of(spec);
-        layer.create_dir()?;
-        let base = layer.ensure_overlay(spec.host_uid, &self.config.base_ext4)?;
-        layer.prepare_run(spec)?;
-        let seccomp = crate::jail::seccomp::vm_filter_bytes()
-            .map_err(|e| BackendError::Spawn(e.to_string()))?;
-        host_disk::build(
-            &layer.host_disk(),
-            self.config.egress_trust.as_deref(),
-            &seccomp,
-            spec.host_uid,
-        )?;
-        let argv =
-            command::argv(self, spec, &base).map_err(|e| BackendError::Spawn(e.to_string()))?;
-        // Under a shim of its own, so the workspace outlives the daemon.
-        let (pid, exited) = crate::shim::launch(crate::shim::Launch {
-            shim: &self.config.shim_bin,
-            spec,
-            log: layer.vmm_log(),
-            log_max: VMM_LOG_MAX,
-            join_fds: Vec::new(),
-            pass_fds: Vec::new(),
-            argv,
-        })?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let how = exited.await.map(|e| e.description).unwrap_or_default();
-            let description = format!("cubicle-vmm {how}; {}", layer.vmm_log_tail());
-            let _ = tx.send(Exit { description });
-        });
-        Ok((pid, rx))
+        Layer::of(spec).create_dir()?;
+        let started = self
+            .apply_limits(spec)
+            .and_then(|cgroup| self.launch(spec, &cgroup));
+        if started.is_err()
+            && let Err(err) = self.release_limits(spec)
+        {
+            tracing::warn!(workspace = %spec.id, %err, "cannot undo the limits of a failed start");
+        }
+        started
     }
 
     fn is_running(&self, spec: &WorkspaceSpec, pid: i32) -> bool {
@@ -273,18 +377,36 @@ impl Backend for MicrovmBackend {
     }
 
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
-        Layer::of(spec).clean()
+        Layer::of(spec).clean()?;
+        self.release_limits(spec)
     }
 
     fn destroy(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
+        self.release_limits(spec)?;
         if spec.dir.exists() {
             std::fs::remove_dir_all(&spec.dir).map_err(io_err(&spec.dir))?;
         }
         Ok(())
     }
 
+    /// Memory and CPU from the workspace's cgroup (the VMM and the guest's
+    /// RAM; its limit is the cgroup's, RAM plus [`VMM_OVERHEAD`]), disk
+    /// from its disk (the overlay).
+    fn usage(&self, spec: &WorkspaceSpec) -> Usage {
+        let mut usage = Usage::of_limits(&spec.limits.with_extra_memory(VMM_OVERHEAD));
+        if let Ok(cgroup) = self.cgroup(spec) {
+            let measured = cgroup.usage();
+            usage.memory_bytes = measured.memory_bytes;
+            usage.cpu_usage_usec = measured.cpu_usage_usec;
+            usage.pids = measured.pids;
+            usage.oom_kills = measured.oom_kills.unwrap_or(0);
+        }
+        usage.disk_used_bytes = Layer::of(spec).disk().used_bytes();
+        usage
+    }
+
     /// The VMM's vsock socket; its listener is the VMM, which is the top
-    /// process itself (prlimit and setpriv exec into it).
+    /// process itself (prlimit execs into it).
     fn channel(&self, spec: &WorkspaceSpec) -> GuestChannel {
         GuestChannel::new(Layer::of(spec).vsock_socket(), spec.guest_peer())
     }
