@@ -46,6 +46,11 @@ impl ThreadKind {
 }
 
 const KVM_RUN: u64 = 0xae80;
+/// `_IOR(KVMIO, 0x81, struct kvm_regs)` and `_IOR(KVMIO, 0x83, struct
+/// kvm_sregs)`: a vCPU thread reads its own registers when the guest
+/// crashes, to say where.
+const KVM_GET_REGS: u64 = 0x8090_ae81;
+const KVM_GET_SREGS: u64 = 0x8138_ae83;
 const FIONBIO: u64 = 0x5421;
 
 /// Syscalls every thread needs: memory allocation, locks, signals, exit.
@@ -134,7 +139,11 @@ pub fn filter(kind: ThreadKind) -> Result<BpfProgram, HardeningError> {
         ThreadKind::Vmm => (VMM, FIONBIO),
     };
     rules.extend(extra.iter().map(|&s| (s, vec![])));
-    rules.insert(libc::SYS_ioctl, vec![ioctl_rule(ioctl)]);
+    let mut ioctls = vec![ioctl_rule(ioctl)];
+    if kind == ThreadKind::Vcpu {
+        ioctls.extend([ioctl_rule(KVM_GET_REGS), ioctl_rule(KVM_GET_SREGS)]);
+    }
+    rules.insert(libc::SYS_ioctl, ioctls);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::KillProcess,

@@ -11,7 +11,6 @@ use cubicle_vmm::builder::{self, BuildOptions};
 use cubicle_vmm::config::{DEFAULT_CMDLINE, DiskConfig, VmConfig, VsockConfig};
 use cubicle_vmm::hardening::{self, ThreadKind};
 use cubicle_vmm::jail::{self, JailSpec};
-use cubicle_vmm::vstate::exit::ExitReason;
 use cubicle_vmm::{api, bench};
 
 #[derive(Parser)]
@@ -150,24 +149,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     if options.seccomp {
         hardening::apply(ThreadKind::Vmm).map_err(|e| error_chain(&e))?;
     }
-    Ok(exit_code(&vmm.wait()))
-}
-
-/// The process exit code for a guest exit: 0 for a clean exit.
-pub fn exit_code(reason: &ExitReason) -> ExitCode {
-    match reason {
-        ExitReason::GuestReset | ExitReason::GuestShutdown | ExitReason::Stopped => {
-            ExitCode::SUCCESS
-        }
-        ExitReason::TripleFault => {
-            eprintln!("cubicle-vmm: the guest triple-faulted (crashed)");
-            ExitCode::from(2)
-        }
-        ExitReason::Failed(why) => {
-            eprintln!("cubicle-vmm: guest failed: {why}");
-            ExitCode::from(2)
-        }
-    }
+    Ok(vmm.wait().exit_code())
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -156,13 +156,7 @@ impl Server {
             }
         }
         let reason = self.done.take().unwrap_or(ExitReason::Stopped);
-        Ok(
-            if matches!(reason, ExitReason::Failed(_) | ExitReason::TripleFault) {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            },
-        )
+        Ok(reason.exit_code())
     }
 
     /// Waits for a connection or a guest exit.

@@ -17,7 +17,8 @@ pub enum ExitReason {
     /// The guest shut down (KVM shutdown event).
     GuestShutdown,
     /// The guest triple-faulted (it crashed).
-    TripleFault,
+    /// Where it was, when its registers could be read.
+    TripleFault(String),
     /// The API asked to stop.
     Stopped,
     /// KVM reported a failure.
@@ -81,5 +82,25 @@ impl Trigger for ResetTrigger {
     fn trigger(&self) -> Result<(), Self::E> {
         self.0.request(ExitReason::GuestReset);
         Ok(())
+    }
+}
+
+impl ExitReason {
+    /// The VMM process's exit code for this guest exit: 0 for a clean
+    /// exit; 2, with the reason on stderr, for a crash or a KVM failure.
+    pub fn exit_code(&self) -> std::process::ExitCode {
+        match self {
+            ExitReason::GuestReset | ExitReason::GuestShutdown | ExitReason::Stopped => {
+                std::process::ExitCode::SUCCESS
+            }
+            ExitReason::TripleFault(state) => {
+                eprintln!("cubicle-vmm: the guest triple-faulted (crashed){state}");
+                std::process::ExitCode::from(2)
+            }
+            ExitReason::Failed(why) => {
+                eprintln!("cubicle-vmm: guest failed: {why}");
+                std::process::ExitCode::from(2)
+            }
+        }
     }
 }

@@ -199,7 +199,33 @@ impl Vcpu {
                 )));
             }
         };
-        handle_exit(exit, ctx, self.index)
+        match handle_exit(exit, ctx, self.index) {
+            Some(ExitReason::TripleFault(_)) => Some(ExitReason::TripleFault(self.crash_state())),
+            other => other,
+        }
+    }
+
+    /// Where the guest was when it crashed (for the VMM's log): the
+    /// instruction, stack and paging registers tell a kernel bug from a
+    /// VMM one. KVM_GET_REGS and KVM_GET_SREGS are in the vCPU threads'
+    /// seccomp filter for this.
+    fn crash_state(&self) -> String {
+        let (Ok(regs), Ok(sregs)) = (self.fd.get_regs(), self.fd.get_sregs()) else {
+            return format!(" on vCPU {} (its registers cannot be read)", self.index);
+        };
+        format!(
+            " on vCPU {} at rip={:#x} rsp={:#x} rflags={:#x} cs={:#x} cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}",
+            self.index,
+            regs.rip,
+            regs.rsp,
+            regs.rflags,
+            sregs.cs.selector,
+            sregs.cr0,
+            sregs.cr2,
+            sregs.cr3,
+            sregs.cr4,
+            sregs.efer
+        )
     }
 }
 
@@ -226,7 +252,10 @@ fn handle_exit(exit: VcpuExit<'_>, ctx: &RunContext, index: u8) -> Option<ExitRe
             (ExitKind::MmioWrite, None)
         }
         VcpuExit::Hlt => (ExitKind::Hlt, None),
-        VcpuExit::Shutdown => (ExitKind::Shutdown, Some(ExitReason::TripleFault)),
+        VcpuExit::Shutdown => (
+            ExitKind::Shutdown,
+            Some(ExitReason::TripleFault(String::new())),
+        ),
         VcpuExit::SystemEvent(kind, _) => (ExitKind::SystemEvent, Some(system_event(kind))),
         VcpuExit::FailEntry(reason, cpu) => {
             let why = format!("KVM entry failed on vCPU {cpu}: hardware reason {reason:#x}");
