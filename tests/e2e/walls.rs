@@ -23,6 +23,16 @@ struct Ws {
     uid: u32,
     /// Its services' host uid (`cubicle-guest`, Xvnc, Chromium).
     services_uid: u32,
+    /// `jail` or `microvm`: what the host can see of it. A jail's services
+    /// are host processes (the test inspects them from outside, as root); a
+    /// microVM's are inside the guest, seen only through exec.
+    backend: String,
+}
+
+impl Ws {
+    fn jail(&self) -> bool {
+        self.backend == "jail"
+    }
 }
 
 async fn create(daemon: &Daemon) -> Ws {
@@ -32,6 +42,7 @@ async fn create(daemon: &Daemon) -> Ws {
         id: ws["id"].as_str().unwrap().to_owned(),
         uid,
         services_uid: cubicle_tests::procs::workspace_uids(uid)[1],
+        backend: ws["backend"].as_str().unwrap().to_owned(),
     }
 }
 
@@ -610,14 +621,17 @@ async fn rfb_is_closed_to_the_user(daemon: &Daemon, a: &Ws) {
     );
 
     // Control: the socket is live, and the same first read gets the RFB
-    // banner where the services are (from the host, as root).
-    let xvnc = service_pid(a, b"/usr/bin/Xvnc\0");
-    let path = format!("/proc/{xvnc}/root/run/cubicle-services/rfb.sock");
-    let mut raw = tokio::net::UnixStream::connect(&path).await.unwrap();
+    // banner where the services are (from the host, as root; a microVM's
+    // services are not host processes: the guest channel below is its
+    // control).
     let mut banner = [0u8; 12];
-    raw.read_exact(&mut banner).await.unwrap();
-    assert_eq!(&banner, b"RFB 003.008\n", "control: {path}");
-    drop(raw);
+    if a.jail() {
+        let xvnc = service_pid(a, b"/usr/bin/Xvnc\0");
+        let path = format!("/proc/{xvnc}/root/run/cubicle-services/rfb.sock");
+        let mut raw = tokio::net::UnixStream::connect(&path).await.unwrap();
+        raw.read_exact(&mut banner).await.unwrap();
+        assert_eq!(&banner, b"RFB 003.008\n", "control: {path}");
+    }
     // Control: the guest channel's RFB port, and the gateway's own RFB
     // client (a screenshot).
     let socket = daemon.channel_socket(&a.id);
@@ -688,9 +702,38 @@ async fn devtools_is_closed_to_the_user(daemon: &Daemon, a: &Ws) {
     .await;
     assert!(curl.contains("rc=7"), "curl reached DevTools: {curl}");
 
-    // Not even inside the browser's own network namespace (entered from the
-    // host as root) does anything answer on the CDP port: DevTools is on a
-    // pipe to the supervisor. Control: the egress relay there answers.
+    if a.jail() {
+        devtools_is_on_no_port_even_in_the_browsers_namespace(a);
+    }
+    // Control: the guest channel's CDP port (what the gateway uses) runs a
+    // real call, and the gateway's discovery answers.
+    let mut page = cubicle_tests::cdp::Page::first(&daemon.channel_socket(&a.id))
+        .await
+        .unwrap();
+    let two = page
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "1 + 1", "returnByValue": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(two["result"]["value"], 2, "{two}");
+    let (status, version) = daemon
+        .call(
+            Method::GET,
+            &format!("/v1/workspaces/{}/cdp/json/version", a.id),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{version}");
+    assert!(version["Browser"].as_str().is_some(), "{version}");
+}
+
+/// Not even inside the browser's own network namespace (entered from the
+/// host as root: a jail's) does anything answer on the CDP port: DevTools
+/// is on a pipe to the supervisor. Control: the egress relay there answers.
+fn devtools_is_on_no_port_even_in_the_browsers_namespace(a: &Ws) {
     let chromium = service_pid(a, b"/usr/lib/chromium/chromium\0");
     let inside = |url: &str| {
         let out = std::process::Command::new("nsenter")
@@ -722,29 +765,6 @@ async fn devtools_is_closed_to_the_user(daemon: &Daemon, a: &Ws) {
         relay, "000",
         "control: nothing answered in the browser's namespace"
     );
-    // Control: the guest channel's CDP port (what the gateway uses) runs a
-    // real call, and the gateway's discovery answers.
-    let mut page = cubicle_tests::cdp::Page::first(&daemon.channel_socket(&a.id))
-        .await
-        .unwrap();
-    let two = page
-        .call(
-            "Runtime.evaluate",
-            json!({"expression": "1 + 1", "returnByValue": true}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(two["result"]["value"], 2, "{two}");
-    let (status, version) = daemon
-        .call(
-            Method::GET,
-            &format!("/v1/workspaces/{}/cdp/json/version", a.id),
-            None,
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{version}");
-    assert!(version["Browser"].as_str().is_some(), "{version}");
 }
 
 /// A Python script run by exec: every service's /proc entries and a
@@ -820,10 +840,18 @@ async fn the_user_has_no_capabilities_but_keeps_the_display(daemon: &Daemon, a: 
         );
     }
     assert!(!out.contains("net=0") && !out.contains("user=0"), "{out}");
-    // Control: the supervisor is another uid, and it does hold capabilities.
-    let status = std::fs::read_to_string(format!("/proc/{}/status", guest_pid(a))).unwrap();
+    // Control: the supervisor is another uid, and it does hold capabilities
+    // (a jail's seen from the host; a microVM's from inside, where any
+    // process may read another's `status`).
+    let (status, services_uid) = if a.jail() {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", guest_pid(a))).unwrap();
+        (status, a.services_uid)
+    } else {
+        let supervisor = "for p in $(pgrep -f ^/usr/local/sbin/cubicle-guest); do grep -q '^Uid:\t1001' /proc/$p/status && cat /proc/$p/status; done";
+        (sh(daemon, &a.id, supervisor).await, 1001)
+    };
     let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
-    assert!(uid_line.contains(&a.services_uid.to_string()), "{uid_line}");
+    assert!(uid_line.contains(&services_uid.to_string()), "{uid_line}");
     let eff = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
     assert!(!eff.ends_with("0000000000000000"), "control: {eff}");
     // The user keeps the X display (the desktop's terminal is an X client):

@@ -91,6 +91,24 @@ pub fn vm_filter_bytes() -> Result<Vec<u8>, SeccompError> {
     filter_bytes(Vsock::Allowed)
 }
 
+/// What a microVM's user processes get on top of [`vm_filter_bytes`]:
+/// `socket(AF_VSOCK)` refused, as the jail's filter refuses it to all.
+pub fn vm_user_filter_bytes() -> Result<Vec<u8>, SeccompError> {
+    let vsock = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_VSOCK as u64,
+    )?;
+    let rules = BTreeMap::from([(libc::SYS_socket, vec![SeccompRule::new(vec![vsock])?])]);
+    to_bytes(SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::x86_64,
+    )?)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Vsock {
     Denied,
@@ -137,6 +155,11 @@ fn filter_bytes(vsock_rule: Vsock) -> Result<Vec<u8>, SeccompError> {
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
     )?;
+    to_bytes(filter)
+}
+
+/// A filter as the raw instructions bubblewrap (and a microVM's init) read.
+fn to_bytes(filter: SeccompFilter) -> Result<Vec<u8>, SeccompError> {
     let program: BpfProgram = filter.try_into()?;
     Ok(program
         .iter()

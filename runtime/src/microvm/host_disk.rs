@@ -6,7 +6,9 @@
 //!   `ca.pem`, `ca-bundle.crt`, `nssdb/`), shown at `/run/cubicle-trust` and
 //!   over the system CA bundle, as in the jail;
 //! - `seccomp.bpf`: the jail's seccomp filter for the supervisor and all
-//!   it starts (`crate::jail::seccomp::vm_filter_bytes`).
+//!   it starts (`crate::jail::seccomp::vm_filter_bytes`), and
+//!   `user-seccomp.bpf`, what the user's processes get on top of it (no
+//!   vsock: `vm_user_filter_bytes`).
 //!
 //! Made afresh at every start from the host's files, so a guest that wrote
 //! to it (it cannot: the VMM opens it read-only) gets the host's back.
@@ -27,10 +29,29 @@ const SIZE_BYTES: u64 = 8 << 20;
 
 /// Builds `image` (replacing it) from the trust folder, if any, and the
 /// seccomp filter; the VMM's uid `uid` may read it, nobody else.
-pub fn build(
+pub fn build(image: &Path, trust: Option<&Path>, uid: u32) -> Result<(), BackendError> {
+    let filter = |made: Result<Vec<u8>, crate::jail::seccomp::SeccompError>| {
+        made.map_err(|e| {
+            BackendError::Spawn(format!("cannot build the guest's seccomp filter: {e}"))
+        })
+    };
+    let filters = [
+        (
+            "seccomp.bpf",
+            filter(crate::jail::seccomp::vm_filter_bytes())?,
+        ),
+        (
+            "user-seccomp.bpf",
+            filter(crate::jail::seccomp::vm_user_filter_bytes())?,
+        ),
+    ];
+    build_with(image, trust, &filters, uid)
+}
+
+fn build_with(
     image: &Path,
     trust: Option<&Path>,
-    seccomp: &[u8],
+    filters: &[(&str, Vec<u8>)],
     uid: u32,
 ) -> Result<(), BackendError> {
     let stage = image.with_extension("stage");
@@ -38,14 +59,20 @@ pub fn build(
         std::fs::remove_dir_all(&stage).map_err(io_err(&stage))?;
     }
     std::fs::create_dir(&stage).map_err(io_err(&stage))?;
-    let built = fill(&stage, trust, seccomp).and_then(|()| make_ext4(&stage, image, uid));
+    let built = fill(&stage, trust, filters).and_then(|()| make_ext4(&stage, image, uid));
     let removed = std::fs::remove_dir_all(&stage).map_err(io_err(&stage));
     built.and(removed)
 }
 
-fn fill(stage: &Path, trust: Option<&Path>, seccomp: &[u8]) -> Result<(), BackendError> {
-    let filter = stage.join("seccomp.bpf");
-    std::fs::write(&filter, seccomp).map_err(io_err(&filter))?;
+fn fill(
+    stage: &Path,
+    trust: Option<&Path>,
+    filters: &[(&str, Vec<u8>)],
+) -> Result<(), BackendError> {
+    for (name, bytes) in filters {
+        let path = stage.join(name);
+        std::fs::write(&path, bytes).map_err(io_err(&path))?;
+    }
     if let Some(trust) = trust {
         copy_tree(trust, &stage.join("trust"))?;
     }
@@ -123,7 +150,8 @@ mod tests {
         let image = dir.path().join("host.ext4");
         // SAFETY: getuid has no preconditions.
         let me = unsafe { libc::getuid() };
-        build(&image, Some(&trust), b"12345678", me).unwrap();
+        let filters = [("seccomp.bpf", b"12345678".to_vec())];
+        build_with(&image, Some(&trust), &filters, me).unwrap();
         let listing = Command::new("debugfs")
             .args(["-R", "ls -p /trust"])
             .arg(&image)

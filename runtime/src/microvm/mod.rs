@@ -252,12 +252,9 @@ impl MicrovmBackend {
         let layer = Layer::of(spec);
         let base = layer.ensure_overlay(spec.host_uid, &self.config.base_ext4)?;
         layer.prepare_run(spec)?;
-        let seccomp = crate::jail::seccomp::vm_filter_bytes()
-            .map_err(|e| BackendError::Spawn(e.to_string()))?;
         host_disk::build(
             &layer.host_disk(),
             self.config.egress_trust.as_deref(),
-            &seccomp,
             spec.host_uid,
         )?;
         let argv =

@@ -24,6 +24,7 @@ mod exec;
 mod exec_stream;
 mod files;
 mod probes;
+mod seccomp_load;
 mod session;
 mod supervisor;
 mod user;

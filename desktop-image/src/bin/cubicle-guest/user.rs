@@ -20,6 +20,14 @@ pub const UID: u32 = 1000;
 pub const GID: u32 = 1000;
 
 static SWITCH: OnceLock<bool> = OnceLock::new();
+/// A seccomp filter the user's processes get on top of the supervisor's
+/// (a microVM's: no vsock), set once at start.
+static EXTRA_FILTER: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
+
+/// Every process started for the user from now on installs `filter`.
+pub fn add_filter(filter: Vec<libc::sock_filter>) {
+    let _ = EXTRA_FILTER.set(filter);
+}
 
 /// Decides, once at start, whether work for the user switches ids: yes
 /// unless the supervisor runs as the user already. Until this is called
@@ -57,10 +65,18 @@ pub fn run_as_user(command: &mut tokio::process::Command) {
         return;
     }
     command.uid(UID).gid(GID);
+    let filter = EXTRA_FILTER.get();
     // SAFETY: `caps::drop_all` makes only raw system calls on stack memory
-    // (prctl, capset): async-signal-safe.
+    // (prctl, capset), and `seccomp_load::install` one prctl on a program
+    // made before the fork: async-signal-safe.
     unsafe {
-        command.pre_exec(caps::drop_all);
+        command.pre_exec(move || {
+            caps::drop_all()?;
+            match filter {
+                Some(filter) => crate::seccomp_load::install(filter),
+                None => Ok(()),
+            }
+        });
     }
 }
 

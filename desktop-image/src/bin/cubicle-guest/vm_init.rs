@@ -37,6 +37,9 @@ pub const HOST_DIR: &str = "/run/cubicle-host";
 const HOST_DISK: &str = "/dev/vdb";
 /// The seccomp filter on the host disk: the jail's, as raw BPF.
 const SECCOMP_FILE: &str = "seccomp.bpf";
+/// What the user's processes get on top of it: no vsock (in a jail the
+/// jail's filter refuses it to everyone; here the supervisor needs it).
+const USER_SECCOMP_FILE: &str = "user-seccomp.bpf";
 /// The browser's profile lives on the root disk (kept across restarts, as
 /// the jail keeps it on the workspace's disk), shown where the jail shows it.
 const BROWSER_STORE: &str = "/var/lib/cubicle-browser";
@@ -334,11 +337,14 @@ fn become_services() -> Result<(), VmInitError> {
         }
     };
     // Read before the id change: the host disk is root's.
-    let filter = match std::fs::read(Path::new(HOST_DIR).join(SECCOMP_FILE)) {
-        Ok(bytes) => Some(bytes),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => return Err(prepare_err("the seccomp filter")(err)),
+    let read_filter = |name: &str| match std::fs::read(Path::new(HOST_DIR).join(name)) {
+        Ok(bytes) => crate::seccomp_load::parse(&bytes).map(Some),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
     };
+    let filter = read_filter(SECCOMP_FILE).map_err(prepare_err("the seccomp filter"))?;
+    let user_filter =
+        read_filter(USER_SECCOMP_FILE).map_err(prepare_err("the user's seccomp filter"))?;
     // SAFETY: setsid takes no arguments and only starts a new session.
     if unsafe { libc::setsid() } == -1 {
         step("setsid", -1)?;
@@ -367,11 +373,16 @@ fn become_services() -> Result<(), VmInitError> {
         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     })?;
     match filter {
-        Some(filter) => install_filter(&filter).map_err(|source| VmInitError::DropUser {
-            step: "seccomp",
-            source,
-        })?,
+        Some(filter) => {
+            crate::seccomp_load::install(&filter).map_err(|source| VmInitError::DropUser {
+                step: "seccomp",
+                source,
+            })?
+        }
         None => eprintln!("cubicle-guest: no seccomp filter on the host disk; running without"),
+    }
+    if let Some(filter) = user_filter {
+        crate::user::add_filter(filter);
     }
     // As bubblewrap leaves it in a jail: PATH only, in `/` (the user's
     // home is closed to the services' id).
@@ -386,47 +397,6 @@ fn become_services() -> Result<(), VmInitError> {
     unsafe { std::env::set_var("PATH", PATH) };
     let _ = std::env::set_current_dir("/");
     Ok(())
-}
-
-/// Installs a classic BPF seccomp filter given as raw `sock_filter`s (8
-/// bytes each, as bubblewrap's `--seccomp` reads them).
-fn install_filter(bytes: &[u8]) -> std::io::Result<()> {
-    const INSN: usize = std::mem::size_of::<libc::sock_filter>();
-    if bytes.is_empty() || bytes.len() % INSN != 0 || bytes.len() / INSN > usize::from(u16::MAX) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{} bytes are not a seccomp program", bytes.len()),
-        ));
-    }
-    let program: Vec<libc::sock_filter> = bytes
-        .chunks_exact(INSN)
-        .map(|insn| libc::sock_filter {
-            code: u16::from_ne_bytes([insn[0], insn[1]]),
-            jt: insn[2],
-            jf: insn[3],
-            k: u32::from_ne_bytes([insn[4], insn[5], insn[6], insn[7]]),
-        })
-        .collect();
-    let fprog = libc::sock_fprog {
-        len: program.len() as u16,
-        filter: program.as_ptr().cast_mut(),
-    };
-    // SAFETY: `fprog` points at `program`, which outlives the call; the
-    // kernel copies the program.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_SECCOMP,
-            libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-            &raw const fprog,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// PID 1's whole life after the fork: reap every child that ends (orphans
