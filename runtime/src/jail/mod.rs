@@ -60,8 +60,8 @@
 //! display of its own — nothing beyond the X access it has anyway (the
 //! daemon makes that folder afresh, the services', at every start).
 //! Chromium runs without its own sandbox as the services' uid, so a
-//! renderer exploit lands next to RFB and DevTools. The microVM guest does
-//! not separate the uids yet.
+//! renderer exploit lands next to RFB and DevTools. A microVM's guest
+//! separates the same two ids (`cubicle-guest`'s `vm_init`).
 
 pub mod command;
 pub mod guest_log;
