@@ -145,18 +145,23 @@ fn mknod_kvm(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).unwrap();
 }
 
-/// Polls until `path` holds `text` (a bounded guard, not a timing).
-fn wait_for_text(path: &Path, text: &str) -> String {
+/// Polls until the console holds `text` (a bounded guard, not a timing);
+/// fails at once, with the VMM's log, if the VMM (`pid`) is gone.
+fn wait_for_text(layer: &Layer, pid: i32, text: &str) -> String {
+    let path = layer.serial_log();
     let deadline = Instant::now() + guard(60);
     loop {
-        let now = std::fs::read_to_string(path).unwrap_or_default();
+        let now = std::fs::read_to_string(&path).unwrap_or_default();
         if now.contains(text) {
             return now;
         }
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
         assert!(
-            Instant::now() < deadline,
-            "{} never held {text:?}: {now}",
-            path.display()
+            alive && Instant::now() < deadline,
+            "{} never held {text:?} (VMM {}): {now}\nthe VMM's log: {}",
+            path.display(),
+            if alive { "still running" } else { "gone" },
+            layer.vmm_log_tail()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -221,7 +226,7 @@ async fn a_guest_that_fills_its_disk_gets_io_errors_the_host_stays_bounded_and_t
     let (pid, exited) = backend.start(&spec).expect("start");
     spec.top_pid = Some(pid);
 
-    let serial = wait_for_text(&layer.serial_log(), "blkfill: idle");
+    let serial = wait_for_text(&layer, pid, "blkfill: idle");
     println!("guest: {}", serial.trim().replace('\n', " | "));
     let line = serial
         .lines()

@@ -291,12 +291,81 @@ fn serial_output(
     if !path.exists() {
         created.0.push(path.clone());
     }
-    let file = File::create(path).map_err(|source| BuildError::File {
-        what: "serial_log",
-        path: path.clone(),
-        source,
-    })?;
-    Ok(Box::new(file))
+    // Emptied, then appended to: after `CappedLog` truncates it, writes
+    // land at its start with no seek.
+    let file = File::create(path)
+        .and_then(|_| std::fs::OpenOptions::new().append(true).open(path))
+        .map_err(|source| BuildError::File {
+            what: "serial_log",
+            path: path.clone(),
+            source,
+        })?;
+    Ok(Box::new(CappedLog::new(file, SERIAL_LOG_MAX)))
+}
+
+/// The most a guest's console log holds: a guest printing without end
+/// must not fill the host's disk.
+const SERIAL_LOG_MAX: u64 = 8 << 20;
+
+/// A log file (opened to append) that starts over, with a line saying so,
+/// each time it reaches `max` bytes, so it keeps what the guest said last.
+/// Written from vCPU threads: `ftruncate` is in their seccomp filter.
+struct CappedLog {
+    file: File,
+    written: u64,
+    max: u64,
+}
+
+impl CappedLog {
+    fn new(file: File, max: u64) -> Self {
+        Self {
+            file,
+            written: 0,
+            max,
+        }
+    }
+}
+
+impl Write for CappedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.written + buf.len() as u64 > self.max {
+            self.file.set_len(0)?;
+            let note = b"[cubicle-vmm: the console log reached its cap; earlier output dropped]\n";
+            self.file.write_all(note)?;
+            self.written = note.len() as u64;
+        }
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod capped_log_tests {
+    use super::*;
+
+    #[test]
+    fn a_console_that_never_stops_stays_under_its_cap_and_keeps_the_latest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("serial.log");
+        File::create(&path).expect("create");
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        let mut log = CappedLog::new(file, 1000);
+        for i in 0..500 {
+            write!(log, "line {i}\n").expect("write");
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.len() <= 1000, "{} bytes", text.len());
+        assert!(text.starts_with("[cubicle-vmm: the console log reached its cap"));
+        assert!(text.ends_with("line 499\n"), "{text}");
+    }
 }
 
 fn add_virtio_devices(

@@ -134,7 +134,8 @@ fn ioctl_rule(request: u64) -> SeccompRule {
 pub fn filter(kind: ThreadKind) -> Result<BpfProgram, HardeningError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = COMMON.iter().map(|&s| (s, vec![])).collect();
     let (extra, ioctl): (&[i64], u64) = match kind {
-        ThreadKind::Vcpu => (&[], KVM_RUN),
+        // The console log starts over at its cap (builder's CappedLog).
+        ThreadKind::Vcpu => (&[libc::SYS_ftruncate], KVM_RUN),
         ThreadKind::Devices => (DEVICES, FIONBIO),
         ThreadKind::Vmm => (VMM, FIONBIO),
     };

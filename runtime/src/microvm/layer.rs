@@ -217,6 +217,38 @@ impl Layer {
     }
 
     /// The last lines of the VMM's log, on one line, for an exit message.
+    /// What the guest's console last said (its last 6 lines, control
+    /// characters dropped), and how far the boot got by its last 256 KiB:
+    /// for the error of a start that ended before the desktop was ready.
+    /// The console is the VMM's file (the workspace's uid): opened without
+    /// following a symlink, and only if it is a regular file.
+    pub fn console_report(&self) -> String {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.serial_log();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path);
+        let mut bytes = Vec::new();
+        if let Ok(mut file) = file
+            && file.metadata().is_ok_and(|m| m.is_file())
+        {
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let _ = file.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)));
+            let _ = file.read_to_end(&mut bytes);
+        }
+        let text: String = String::from_utf8_lossy(&bytes)
+            .chars()
+            .filter(|c| *c == '\n' || !c.is_control())
+            .collect();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut tail = lines[lines.len().saturating_sub(6)..].join(" | ");
+        if let Some((cut, _)) = tail.char_indices().nth(1500) {
+            tail.truncate(cut);
+        }
+        format!("{}; the console ended: {tail}", boot_stage(&text))
+    }
+
     pub fn vmm_log_tail(&self) -> String {
         let Ok(mut file) = std::fs::File::open(self.vmm_log()) else {
             return "(no vmm.log)".into();
@@ -228,6 +260,21 @@ impl Layer {
         let text = String::from_utf8_lossy(&bytes);
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         lines[lines.len().saturating_sub(3)..].join(" | ")
+    }
+}
+
+/// How far a boot got, from what its console said (its tail is enough:
+/// the kernel's banner and init's line come early, but every later line
+/// means they came).
+fn boot_stage(console: &str) -> &'static str {
+    if console.trim().is_empty() {
+        "stage: VMM start (the guest printed nothing)"
+    } else if console.contains("cubicle-guest") || console.contains("as init process") {
+        "stage: readiness (init ran; the desktop did not come up)"
+    } else if console.contains("Kernel panic") {
+        "stage: kernel (it panicked before init)"
+    } else {
+        "stage: kernel (init never ran)"
     }
 }
 
@@ -334,6 +381,42 @@ mod tests {
         std::fs::remove_file(&base).unwrap();
         let err = layer.ensure_overlay(spec.host_uid, &newer).unwrap_err();
         assert!(err.to_string().contains("delete the workspace"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_boot_says_how_far_it_got_and_never_follows_a_planted_console() {
+        let dir = tempfile::tempdir().unwrap();
+        let layer = Layer::of(&spec(dir.path()));
+        std::fs::create_dir_all(layer.vm_dir()).unwrap();
+        assert!(layer.console_report().starts_with("stage: VMM start"));
+        std::fs::write(
+            layer.serial_log(),
+            "Linux version 6.1\nKernel panic - not syncing: VFS\n",
+        )
+        .unwrap();
+        let report = layer.console_report();
+        assert!(report.starts_with("stage: kernel (it panicked"), "{report}");
+        assert!(
+            report.ends_with("Kernel panic - not syncing: VFS"),
+            "{report}"
+        );
+        std::fs::write(
+            layer.serial_log(),
+            "Run /usr/local/sbin/cubicle-guest as init process\n\x1b[2mxfce4 died\n",
+        )
+        .unwrap();
+        let report = layer.console_report();
+        assert!(report.starts_with("stage: readiness"), "{report}");
+        assert!(
+            !report.contains('\x1b'),
+            "control characters pass: {report}"
+        );
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "host secret").unwrap();
+        std::fs::remove_file(layer.serial_log()).unwrap();
+        std::os::unix::fs::symlink(&secret, layer.serial_log()).unwrap();
+        let report = layer.console_report();
+        assert!(!report.contains("host secret"), "{report}");
     }
 
     #[test]

@@ -275,7 +275,11 @@ impl MicrovmBackend {
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let how = exited.await.map(|e| e.description).unwrap_or_default();
-            let description = format!("cubicle-vmm {how}; {}", layer.vmm_log_tail());
+            let description = format!(
+                "cubicle-vmm {how}; {}; {}",
+                layer.vmm_log_tail(),
+                layer.console_report()
+            );
             let _ = tx.send(Exit { description });
         });
         Ok((pid, rx))

@@ -128,8 +128,17 @@ impl Disk {
         };
         let base = &self.base;
         for_each_chunk(offset, buf.len(), |chunk, range, at| {
-            overlay.copy_up(base, chunk, range.len() as u64 == CHUNK)?;
-            overlay.file.write_all_at(&buf[range], at)
+            let fresh = !overlay.has(chunk);
+            if fresh && range.len() as u64 != CHUNK {
+                overlay.copy_up(base, chunk)?;
+            }
+            overlay.file.write_all_at(&buf[range], at)?;
+            // Only a chunk whose write landed is the overlay's: after a
+            // failed one (the disk full) reads still come from the base.
+            if fresh {
+                overlay.mark(chunk);
+            }
+            Ok(())
         })
     }
 
@@ -211,17 +220,10 @@ impl Overlay {
 
     /// Before a partial write to a chunk not yet in the overlay, copies the
     /// base's chunk up so the rest of it stays correct.
-    fn copy_up(&mut self, base: &File, chunk: u64, whole: bool) -> io::Result<()> {
-        if self.has(chunk) {
-            return Ok(());
-        }
-        if !whole {
-            let mut buf = vec![0u8; CHUNK as usize];
-            let n = read_upto(base, &mut buf, chunk * CHUNK)?;
-            self.file.write_all_at(&buf[..n], chunk * CHUNK)?;
-        }
-        self.mark(chunk);
-        Ok(())
+    fn copy_up(&self, base: &File, chunk: u64) -> io::Result<()> {
+        let mut buf = vec![0u8; CHUNK as usize];
+        let n = read_upto(base, &mut buf, chunk * CHUNK)?;
+        self.file.write_all_at(&buf[..n], chunk * CHUNK)
     }
 }
 
