@@ -344,30 +344,6 @@ impl Write for CappedLog {
     }
 }
 
-#[cfg(test)]
-mod capped_log_tests {
-    use super::*;
-
-    #[test]
-    fn a_console_that_never_stops_stays_under_its_cap_and_keeps_the_latest() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("serial.log");
-        File::create(&path).expect("create");
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .expect("open");
-        let mut log = CappedLog::new(file, 1000);
-        for i in 0..500 {
-            write!(log, "line {i}\n").expect("write");
-        }
-        let text = std::fs::read_to_string(&path).expect("read");
-        assert!(text.len() <= 1000, "{} bytes", text.len());
-        assert!(text.starts_with("[cubicle-vmm: the console log reached its cap"));
-        assert!(text.ends_with("line 499\n"), "{text}");
-    }
-}
-
 fn add_virtio_devices(
     config: &VmConfig,
     wiring: &mut DeviceWiring<'_>,
@@ -439,4 +415,28 @@ fn create_vcpus(
             Ok(vcpu)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod capped_log_tests {
+    use super::*;
+
+    #[test]
+    fn a_console_that_never_stops_stays_under_its_cap_and_keeps_the_latest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("serial.log");
+        File::create(&path).expect("create");
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        let mut log = CappedLog::new(file, 1000);
+        for i in 0..500 {
+            writeln!(log, "line {i}").expect("write");
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.len() <= 1000, "{} bytes", text.len());
+        assert!(text.starts_with("[cubicle-vmm: the console log reached its cap"));
+        assert!(text.ends_with("line 499\n"), "{text}");
+    }
 }

@@ -5,7 +5,10 @@
 /// The program in `bytes`, or why it is not one.
 pub fn parse(bytes: &[u8]) -> std::io::Result<Vec<libc::sock_filter>> {
     const INSN: usize = std::mem::size_of::<libc::sock_filter>();
-    if bytes.is_empty() || bytes.len() % INSN != 0 || bytes.len() / INSN > usize::from(u16::MAX) {
+    if bytes.is_empty()
+        || !bytes.len().is_multiple_of(INSN)
+        || bytes.len() / INSN > usize::from(u16::MAX)
+    {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("{} bytes are not a seccomp program", bytes.len()),
@@ -67,10 +70,8 @@ mod tests {
         // In a thread of its own: filters stay with the thread.
         std::thread::spawn(|| {
             // SAFETY: prctl with integer arguments only.
-            assert_eq!(
-                unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
-                0
-            );
+            let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+            assert_eq!(rc, 0);
             // A program refusing getppid (110) with EPERM, allowing the rest.
             let program = [
                 libc::sock_filter {
