@@ -77,7 +77,7 @@ use std::time::Duration;
 use crate::backend::{Backend, BackendError, Exit, WorkspaceSpec};
 use crate::channel::{GuestChannel, GuestPeer};
 use crate::limits::Usage;
-use crate::limits::cgroup::{self, CgroupError, Hierarchy, WorkspaceCgroup};
+use crate::limits::cgroup::{self, Hierarchy, WorkspaceCgroup};
 use crate::limits::disk::WorkspaceDisk;
 use crate::proc_scan;
 
@@ -152,10 +152,7 @@ impl JailBackend {
 
     /// The workspace's cgroup on this host, or why there is none.
     fn cgroup(&self, spec: &WorkspaceSpec) -> Result<WorkspaceCgroup, BackendError> {
-        match &self.cgroups {
-            Ok(hierarchy) => Ok(hierarchy.workspace(&spec.id)),
-            Err(reason) => Err(CgroupError::NoHierarchy(reason.clone()).into()),
-        }
+        Ok(Hierarchy::workspace_in(&self.cgroups, &spec.id)?)
     }
 
     /// Makes the workspace's cgroup with its limits and mounts its disk.

@@ -300,6 +300,19 @@ impl Hierarchy {
         }
     }
 
+    /// Workspace `id`'s cgroup in `detected` (what [`Hierarchy::detect`]
+    /// found at a backend's start), or why there is none: both backends
+    /// keep the detection and ask here.
+    pub fn workspace_in(
+        detected: &Result<Hierarchy, String>,
+        id: &str,
+    ) -> Result<WorkspaceCgroup, CgroupError> {
+        match detected {
+            Ok(hierarchy) => Ok(hierarchy.workspace(id)),
+            Err(reason) => Err(CgroupError::NoHierarchy(reason.clone())),
+        }
+    }
+
     /// The cgroup of workspace `id` (nothing is made yet).
     pub fn workspace(&self, id: &str) -> WorkspaceCgroup {
         let below = |own: &Path| own.join(PARENT).join(id);

@@ -46,7 +46,7 @@ use crate::host::HostKind;
 use crate::proc_scan;
 
 use crate::limits::Usage;
-use crate::limits::cgroup::{self, CgroupError, Hierarchy, WorkspaceCgroup};
+use crate::limits::cgroup::{self, Hierarchy, WorkspaceCgroup};
 
 use layer::{Layer, io_err};
 
@@ -213,10 +213,7 @@ impl MicrovmBackend {
 
     /// The workspace's cgroup on this host, or why there is none.
     fn cgroup(&self, spec: &WorkspaceSpec) -> Result<WorkspaceCgroup, BackendError> {
-        match &self.cgroups {
-            Ok(hierarchy) => Ok(hierarchy.workspace(&spec.id)),
-            Err(reason) => Err(CgroupError::NoHierarchy(reason.clone()).into()),
-        }
+        Ok(Hierarchy::workspace_in(&self.cgroups, &spec.id)?)
     }
 
     /// Makes the workspace's cgroup (guest RAM plus the VMM's overhead) and
