@@ -33,6 +33,10 @@ pub(super) const DATA_CONN: u32 = 4;
 const DATA_TIMER: u32 = 5;
 /// Host ports for host-initiated streams start here (as in Firecracker).
 pub(super) const FIRST_LOCAL_PORT: u32 = 1 << 30;
+/// Control replies (RST, RESPONSE, credit updates) waiting for RX buffers,
+/// at most. Past it the TX queue waits until the guest posts RX buffers: a
+/// guest that sends without reading cannot grow the VMM's memory.
+pub(super) const MAX_CONTROL: usize = 256;
 
 /// Counters for tests and metrics.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +68,8 @@ pub struct Vsock {
     pub(super) polled: HashMap<RawFd, EventSet>,
     pub(super) dead: Vec<Connection>,
     pub(super) control: VecDeque<Header>,
+    /// TX stopped at [`MAX_CONTROL`]; it resumes once RX buffers drain it.
+    pub(super) tx_waiting: bool,
     pub(super) next_local_port: u32,
     pub(super) stats: VsockStats,
 }
@@ -90,6 +96,7 @@ impl Vsock {
             polled: HashMap::new(),
             dead: Vec::new(),
             control: VecDeque::new(),
+            tx_waiting: false,
             next_local_port: FIRST_LOCAL_PORT,
             stats: VsockStats::default(),
         })
@@ -121,7 +128,10 @@ impl Vsock {
             return;
         };
         let mut used = false;
-        while let Some(chain) = active.queues[TXQ].pop_descriptor_chain(&active.mem) {
+        while self.control.len() < MAX_CONTROL {
+            let Some(chain) = active.queues[TXQ].pop_descriptor_chain(&active.mem) else {
+                break;
+            };
             let head = chain.head_index();
             let parsed = chain::validate(&chain, &active.mem)
                 .ok()
@@ -132,10 +142,20 @@ impl Vsock {
                 None => self.stats.bad_packets += 1,
             }
         }
+        self.tx_waiting = self.control.len() >= MAX_CONTROL;
         if used {
             let _ = active.interrupt.signal(INT_VRING);
         }
         self.active = Some(active);
+    }
+
+    /// Fills RX buffers, then takes up TX again if it waited for them.
+    pub fn service_rx(&mut self) {
+        self.deliver_rx();
+        if self.tx_waiting && self.control.len() < MAX_CONTROL {
+            self.process_tx();
+            self.deliver_rx();
+        }
     }
 
     /// Fills RX buffers with control packets, then stream data.
@@ -254,6 +274,7 @@ impl VirtioDevice for Vsock {
             self.close(fd);
         }
         self.control.clear();
+        self.tx_waiting = false;
     }
 }
 
@@ -271,7 +292,7 @@ impl MutEventSubscriber for Vsock {
             DATA_TIMER => self.expire_connects(),
             _ => self.on_host_event(events.fd(), events.event_set()),
         }
-        self.deliver_rx();
+        self.service_rx();
         self.reconcile(ops);
     }
 

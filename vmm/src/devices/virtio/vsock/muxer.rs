@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use event_manager::{EventOps, EventSet, Events};
@@ -15,6 +16,10 @@ use super::HOST_CID;
 use super::connection::{CONNECT_TIMEOUT, Connection, HOST_BUF_ALLOC, State};
 use super::device::{DATA_CONN, FIRST_LOCAL_PORT, Vsock};
 use super::packet::*;
+
+/// Streams open at once, at most: a guest asking for more gets an RST, so
+/// it cannot spend the VMM's file descriptors.
+pub(super) const MAX_STREAMS: usize = 256;
 
 impl Vsock {
     pub(super) fn push_control(&mut self, op: u16, local: u32, peer: u32, flags: u32) {
@@ -76,10 +81,12 @@ impl Vsock {
 
     /// A guest-initiated stream: connect to `<uds_path>_<port>`.
     fn guest_connect(&mut self, local: u32, peer: u32) {
+        if self.conns.len() >= MAX_STREAMS {
+            return self.push_control(OP_RST, local, peer, 0);
+        }
         let mut path = self.uds_path.clone().into_os_string();
         path.push(format!("_{local}"));
-        let stream = UnixStream::connect(&path).and_then(|s| s.set_nonblocking(true).map(|()| s));
-        match stream {
+        match connect_nonblocking(Path::new(&path)) {
             Ok(stream) => {
                 self.add_conn(Connection::new(stream, State::Established, local, peer));
                 self.push_control(OP_RESPONSE, local, peer, 0);
@@ -322,4 +329,17 @@ fn update_interest(
             polled.insert(fd, want);
         }
     }
+}
+
+/// Connects without blocking the event thread: a Unix socket whose backlog
+/// is full answers `EAGAIN` at once (the guest gets an RST) instead of
+/// stalling every device until the listener accepts.
+fn connect_nonblocking(path: &Path) -> io::Result<UnixStream> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::UNIX,
+        socket2::Type::STREAM.nonblocking(),
+        None,
+    )?;
+    socket.connect(&socket2::SockAddr::unix(path)?)?;
+    Ok(UnixStream::from(std::os::fd::OwnedFd::from(socket)))
 }

@@ -12,6 +12,7 @@ use virtio_queue::mock::MockSplitQueue;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 
+use super::super::muxer::MAX_STREAMS;
 use super::*;
 
 const NEXT: u16 = 1;
@@ -261,4 +262,99 @@ fn hostile_rx_buffers_are_returned_empty() {
         );
     }
     assert_eq!(dev.stats().bad_packets, 3);
+}
+
+#[test]
+fn a_guest_that_sends_without_reading_waits_instead_of_growing_the_vmm() {
+    let rig = Rig::new("flood");
+    let mocks = rig.queues();
+    let mut dev = rig.device(&mocks);
+    // Packets of a stream type the device does not speak each ask for an
+    // RST; the guest posts no RX buffer to take them.
+    let mut h = rig.header(OP_REQUEST, CID, 0);
+    h.type_ = 2;
+    for _ in 0..MAX_CONTROL + 10 {
+        if dev.control.len() < MAX_CONTROL {
+            dev.on_guest_packet(h, Vec::new());
+        }
+    }
+    assert_eq!(dev.control.len(), MAX_CONTROL);
+    // The next TX chain waits in its queue: nothing more is held.
+    rig.write_packet(h, &[]);
+    mocks[TXQ]
+        .add_desc_chains(&[desc(PKT, HDR_LEN as u32, 0, 0)], 0)
+        .expect("tx");
+    dev.process_tx();
+    dev.service_rx();
+    assert_eq!(mocks[TXQ].used().idx().load(), 0, "TX waited");
+    assert_eq!(dev.control.len(), MAX_CONTROL);
+    // RX buffers drain the replies and TX takes up where it waited.
+    let rx: Vec<RawDescriptor> = (0..8).map(|i| desc(RXBUF + i * 64, 64, WRITE, 0)).collect();
+    mocks[RXQ].add_desc_chains(&rx, 0).expect("rx");
+    dev.service_rx();
+    assert_eq!(mocks[RXQ].used().idx().load(), 8);
+    let first = rig.rx_header(RXBUF).op;
+    assert_eq!(first, OP_RST);
+    assert_eq!(mocks[TXQ].used().idx().load(), 1, "TX resumed");
+    assert_eq!(dev.control.len(), MAX_CONTROL - 8 + 1);
+}
+
+#[test]
+fn streams_past_the_limit_and_a_full_backlog_get_rst_without_blocking() {
+    let rig = Rig::new("streams");
+    // A listener that never accepts: its backlog fills.
+    let socket =
+        socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).expect("socket");
+    socket
+        .bind(&socket2::SockAddr::unix(rig.dir.join("v.sock_5000")).expect("path"))
+        .expect("bind");
+    socket.listen(1).expect("listen");
+    let mocks = rig.queues();
+    let mut dev = rig.device(&mocks);
+    let hdr = HDR_LEN as u32;
+    let mut answers = Vec::new();
+    for i in 0..8u16 {
+        let mut h = rig.header(OP_REQUEST, CID, 0);
+        h.src_port = 2000 + u32::from(i);
+        rig.write_packet(h, &[]);
+        mocks[TXQ]
+            .add_desc_chains(&[desc(PKT, hdr, 0, 0)], i)
+            .expect("tx");
+        mocks[RXQ]
+            .add_desc_chains(&[desc(RXBUF, 64, WRITE, 0)], i)
+            .expect("rx");
+        dev.process_tx();
+        dev.service_rx();
+        answers.push(rig.rx_header(RXBUF).op);
+    }
+    // The backlog holds a connection or two, then the rest are refused at
+    // once: the event thread never waited on the listener.
+    assert_eq!(answers[0], OP_RESPONSE, "{answers:?}");
+    assert_eq!(answers[7], OP_RST, "{answers:?}");
+    assert!(dev.conns.len() < 8);
+}
+
+#[test]
+fn no_more_than_max_streams_at_once() {
+    let rig = Rig::new("max");
+    let host = UnixListener::bind(rig.dir.join("v.sock_5000")).expect("host port");
+    host.set_nonblocking(true).expect("nonblocking");
+    let mocks = rig.queues();
+    let mut dev = rig.device(&mocks);
+    let mut held = Vec::new();
+    let mut last = 0;
+    for i in 0..=MAX_STREAMS as u32 {
+        let mut h = rig.header(OP_REQUEST, CID, 0);
+        h.src_port = 3000 + i;
+        dev.on_guest_packet(h, Vec::new());
+        if let Ok((stream, _)) = host.accept() {
+            held.push(stream);
+        }
+        last = dev.control.back().map_or(0, |h| h.op);
+        if i < MAX_STREAMS as u32 {
+            assert_eq!(last, OP_RESPONSE, "stream {i}");
+        }
+    }
+    assert_eq!(last, OP_RST, "stream {MAX_STREAMS} is one too many");
+    assert_eq!(dev.conns.len(), MAX_STREAMS);
 }
