@@ -9,6 +9,7 @@
 // prints one JSON line of what it saw; tests/e2e/gates.rs asserts on it.
 
 import { createRequire } from 'node:module';
+import { guard } from './guard.mjs';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -47,7 +48,7 @@ const cdp = `${cfg.base}/v1/workspaces/${cfg.workspace}/cdp`;
 const LOGIN = '<title>login</title><form><input id="user" value="bot"><input id="pw" type="password" autofocus></form>';
 
 // --- The page in the workspace: a password field with the focus. ---------
-const admin = await chromium.connectOverCDP(cdp, { headers: { Authorization: `Bearer ${cfg.admin}` }, timeout: 30_000 });
+const admin = await chromium.connectOverCDP(cdp, { headers: { Authorization: `Bearer ${cfg.admin}` }, timeout: guard(30_000) });
 const page = await admin.contexts()[0].newPage();
 await page.goto(`data:text/html,${encodeURIComponent(LOGIN)}`);
 await page.bringToFront();
@@ -67,12 +68,12 @@ const browser = await chromium.launch({
 try {
   const operator = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   await operator.goto(`${cfg.base}/?token=${cfg.operator}`);
-  await operator.waitForFunction(() => document.querySelector('#me')?.textContent !== '', null, { timeout: 10000 });
+  await operator.waitForFunction(() => document.querySelector('#me')?.textContent !== '', null, { timeout: guard(10000) });
   out.titleBefore = await operator.title();
 
   // 1. Typed into the password field: held until the operator approves.
   const typing = api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/actions?wait=90`, { action: 'type', text: 's3cret-pw' });
-  const card = await operator.waitForSelector('#approvals-list .approval', { timeout: 30000 }).catch(async (err) => {
+  const card = await operator.waitForSelector('#approvals-list .approval', { timeout: guard(30000) }).catch(async (err) => {
     const answered = await Promise.race([typing, sleep(1000).then(() => 'still waiting')]);
     throw new Error(`no card in the page (${err.message}); the agent's call: ${JSON.stringify(answered)}`);
   });
@@ -81,7 +82,7 @@ try {
   out.heldApproval = (await api(cfg.operator, 'GET', '/v1/approvals?state=pending')).body.approvals[0];
   out.badge = await operator.textContent('#approvals-badge');
   // The card is drawn again when its screenshot arrives: use the one with it.
-  const live = await operator.waitForSelector('#approvals-list .approval:has(img.shot)', { timeout: 15000 }).catch(() => card);
+  const live = await operator.waitForSelector('#approvals-list .approval:has(img.shot)', { timeout: guard(15000) }).catch(() => card);
   out.card = await live.innerText();
   out.cardFocus = await live.$eval('.context strong', (e) => e.dataset.focus).catch(() => null);
   out.shot = await live.$eval('img.shot', async (img) => {
@@ -95,9 +96,9 @@ try {
   out.approvedStatus = typed.status;
   // The keys go through Xvnc to the page after the action answers: wait
   // for them (bounded) before reading the field.
-  await page.waitForFunction(() => document.querySelector('#pw').value === 's3cret-pw', null, { timeout: 10000 }).catch(() => {});
+  await page.waitForFunction(() => document.querySelector('#pw').value === 's3cret-pw', null, { timeout: guard(10000) }).catch(() => {});
   out.valueAfterApprove = await page.evaluate(() => document.querySelector('#pw').value);
-  await operator.waitForFunction(() => document.querySelectorAll('#approvals-list .approval').length === 0, null, { timeout: 10000 });
+  await operator.waitForFunction(() => document.querySelectorAll('#approvals-list .approval').length === 0, null, { timeout: guard(10000) });
   out.titleAfter = await operator.title();
   step('approved in the page: the text arrived');
 
@@ -105,8 +106,8 @@ try {
   await page.fill('#pw', '');
   await page.focus('#pw');
   const denied = api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/actions?wait=90`, { action: 'type', text: 'leak-me' });
-  await operator.waitForSelector('#approvals-list .approval', { timeout: 30000 });
-  const second = await operator.waitForSelector('#approvals-list .approval:has(img.shot)', { timeout: 15000 });
+  await operator.waitForSelector('#approvals-list .approval', { timeout: guard(30000) });
+  const second = await operator.waitForSelector('#approvals-list .approval:has(img.shot)', { timeout: guard(15000) });
   await second.$eval('.reason', (input) => { input.value = 'not this password'; });
   await second.$eval('button.deny', (b) => b.click());
   const refused = await denied;
@@ -120,11 +121,11 @@ try {
 }
 
 // --- Playwright's page.goto to a confirm-listed URL, as the agent. ---------
-const agent = await chromium.connectOverCDP(cdp, { headers: { Authorization: `Bearer ${cfg.agent}` }, timeout: 30_000 });
+const agent = await chromium.connectOverCDP(cdp, { headers: { Authorization: `Bearer ${cfg.agent}` }, timeout: guard(30_000) });
 try {
   const tab = await agent.contexts()[0].newPage();
   const started = Date.now();
-  const going = tab.goto('data:text/html,held-page-one', { timeout: 60000 }).then(() => 'loaded', (e) => `error: ${e.message}`);
+  const going = tab.goto('data:text/html,held-page-one', { timeout: guard(60000) }).then(() => 'loaded', (e) => `error: ${e.message}`);
   const held = await pendingOf('cdp');
   out.navigationHeld = { url: held.params.params.url, rule: held.rule };
   await sleep(1000);
@@ -136,7 +137,7 @@ try {
   out.heldPageText = await tab.evaluate(() => document.body.textContent).catch((e) => `error: ${e.message}`);
   step('goto held, approved over the API, loaded');
 
-  const refusedGo = tab.goto('data:text/html,held-page-two', { timeout: 60000 }).then(() => 'loaded', (e) => `error: ${e.message}`);
+  const refusedGo = tab.goto('data:text/html,held-page-two', { timeout: guard(60000) }).then(() => 'loaded', (e) => `error: ${e.message}`);
   const held2 = await pendingOf('cdp');
   await api(cfg.operator, 'POST', `/v1/approvals/${held2.id}/deny`, { reason: 'no second page' });
   out.navigationDenied = await refusedGo;

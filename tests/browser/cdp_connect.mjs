@@ -8,6 +8,7 @@
 // connects, no browser is downloaded.
 
 import { createRequire } from 'node:module';
+import { guard } from './guard.mjs';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -19,9 +20,10 @@ if (!endpoint || !token) {
 }
 const headers = { Authorization: `Bearer ${token}` };
 
-const browser = await chromium.connectOverCDP(endpoint, { headers, timeout: 30_000 });
+const browser = await chromium.connectOverCDP(endpoint, { headers, timeout: guard(30_000) });
 try {
   const context = browser.contexts()[0];
+  context.setDefaultTimeout(guard(30_000));
   const page = await context.newPage();
   const html = '<title>Cubicle CDP test</title><h1 id="greeting">hello from the workspace</h1>';
   await page.goto(`data:text/html,${encodeURIComponent(html)}`);

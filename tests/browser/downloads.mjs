@@ -9,6 +9,7 @@
 // and checks ~/Downloads in the workspace.
 
 import { createRequire } from 'node:module';
+import { guard } from './guard.mjs';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -26,12 +27,12 @@ const browser = await chromium.launch({
 try {
   const auditor = await (await browser.newContext()).newPage();
   await auditor.goto(`${cfg.base}/?token=${cfg.auditor}`);
-  await auditor.waitForSelector(row, { timeout: 15000 });
+  await auditor.waitForSelector(row, { timeout: guard(15000) });
   out.auditorButtons = await auditor.locator(`${row} button`).count();
 
   const operator = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   await operator.goto(`${cfg.base}/?token=${cfg.operator}`);
-  await operator.waitForSelector(row, { timeout: 15000 });
+  await operator.waitForSelector(row, { timeout: guard(15000) });
   out.paneVisible = await operator.isVisible('#downloads-pane');
   out.count = await operator.textContent('#downloads-count');
   out.name = await operator.textContent(`${row} .name`);
@@ -42,7 +43,7 @@ try {
   await operator.screenshot({ path: cfg.screenshot ?? '/tmp/cubicle-downloads-panel.png' });
   await operator.fill(`${row} .reason`, 'checked by hand');
   await operator.click(`${row} button.release`);
-  await operator.waitForSelector(`${row}[data-state="released"]`, { timeout: 15000 });
+  await operator.waitForSelector(`${row}[data-state="released"]`, { timeout: guard(15000) });
   out.after = await operator.textContent(`${row} .state`);
   out.error = null;
 } catch (err) {

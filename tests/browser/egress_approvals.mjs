@@ -7,6 +7,7 @@
 // prints one JSON line of what it saw; tests/e2e/egress_policy.rs asserts on it.
 
 import { createRequire } from 'node:module';
+import { guard } from './guard.mjs';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -23,13 +24,13 @@ const browser = await chromium.launch({
 try {
   const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   await page.goto(`${cfg.base}/?token=${cfg.operator}`);
-  const card = await page.waitForSelector('#approvals-list .approval[data-operation="egress"]', { timeout: 60000 });
+  const card = await page.waitForSelector('#approvals-list .approval[data-operation="egress"]', { timeout: guard(60000) });
   out.headline = await card.$eval('.what strong', (e) => e.textContent);
   out.page = await card.$eval('.context.egress .page', (e) => e.textContent);
   out.buttons = await card.$$eval('.decide button', (all) => all.map((b) => b.textContent));
   await card.$eval('.reason', (input) => { input.value = 'docs site'; });
   await card.$eval('button.approve-workspace', (b) => b.click());
-  await page.waitForFunction(() => !document.querySelector('#approvals-list .approval[data-operation="egress"]'), null, { timeout: 15000 });
+  await page.waitForFunction(() => !document.querySelector('#approvals-list .approval[data-operation="egress"]'), null, { timeout: guard(15000) });
   out.gone = true;
 } catch (err) {
   out.error = String(err && err.stack || err);

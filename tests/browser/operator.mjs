@@ -9,6 +9,7 @@
 // asserts on it and checks the workspace's side through exec.
 
 import { createRequire } from 'node:module';
+import { guard } from './guard.mjs';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -64,8 +65,8 @@ async function canvasColours(page) {
 async function openView(page, token) {
   await page.goto(`${cfg.base}/?token=${token}`);
   await page.click(`tr[data-id="${cfg.workspace}"] button:text("View")`);
-  await page.waitForSelector('#view-state[data-state="live"]', { timeout: 30000 });
-  await page.waitForSelector('#holder:not([data-holder=""])', { timeout: 10000 });
+  await page.waitForSelector('#view-state[data-state="live"]', { timeout: guard(30000) });
+  await page.waitForSelector('#holder:not([data-holder=""])', { timeout: guard(10000) });
 }
 
 async function typeInto(page, text) {
@@ -118,10 +119,11 @@ const browser = await chromium.launch({
 });
 try {
   const operator = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
+  operator.setDefaultTimeout(guard(30_000));
   await operator.goto(`${cfg.base}/?token=${cfg.operator}`);
   out.landed = new URL(operator.url()).pathname + new URL(operator.url()).search;
   // The page asks the gateway who it is after loading: wait for the answer.
-  await operator.waitForFunction(() => document.querySelector('#me')?.textContent !== '', null, { timeout: 10000 });
+  await operator.waitForFunction(() => document.querySelector('#me')?.textContent !== '', null, { timeout: guard(10000) });
   out.me = await operator.textContent('#me');
   step('page loaded with a token');
   await openView(operator, cfg.operator);
@@ -130,15 +132,16 @@ try {
   step('operator sees the desktop');
 
   const auditor = await (await browser.newContext({ viewport: { width: 1000, height: 700 } })).newPage();
+  auditor.setDefaultTimeout(guard(30_000));
   await openView(auditor, cfg.auditor);
   out.auditorTakeDisabled = await auditor.isDisabled('#take');
   out.auditorCanvas = await canvasColours(auditor);
   step('auditor watches too');
 
   await operator.click('#take');
-  await operator.waitForSelector('#holder[data-mine="true"]', { timeout: 5000 });
+  await operator.waitForSelector('#holder[data-mine="true"]', { timeout: guard(5000) });
   const took = now();
-  await auditor.waitForSelector('#holder[data-holder="operator:alice"]', { timeout: 5000 });
+  await auditor.waitForSelector('#holder[data-holder="operator:alice"]', { timeout: guard(5000) });
   out.auditorSawTakeMs = now() - took;
   out.auditorHolderText = await auditor.textContent('#holder');
   out.agentWhileHeld = await api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/actions`, { action: 'key', text: 'a' });
@@ -149,9 +152,9 @@ try {
   step('operator typed');
 
   await operator.click('#release');
-  await operator.waitForSelector('#holder[data-holder="agent"]', { timeout: 5000 });
+  await operator.waitForSelector('#holder[data-holder="agent"]', { timeout: guard(5000) });
   const released = now();
-  await auditor.waitForSelector('#holder[data-holder="agent"]', { timeout: 5000 });
+  await auditor.waitForSelector('#holder[data-holder="agent"]', { timeout: guard(5000) });
   out.auditorSawReleaseMs = now() - released;
   step('handed back');
 

@@ -11,6 +11,7 @@
 // prints one JSON line of what it saw; tests/e2e/replay.rs asserts on it.
 
 import { createRequire } from 'node:module';
+import { guard } from './guard.mjs';
 import fs from 'node:fs';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
@@ -33,15 +34,15 @@ try {
   await page.goto(`${cfg.base}/replay`);
   step('open the session');
   const row = page.locator(`#sessions tbody tr[data-id="${cfg.workspace}"]`);
-  await row.waitFor({ timeout: 20000 });
+  await row.waitFor({ timeout: guard(20000) });
   out.listedState = await row.locator('td').nth(1).textContent();
   await row.click();
   await page.waitForFunction(() => {
     const v = document.querySelector('#player');
     return v.readyState >= 1 && Number.isFinite(v.duration) && v.duration > 0;
-  }, null, { timeout: 30000 });
+  }, null, { timeout: guard(30000) });
   out.duration = await page.$eval('#player', (v) => v.duration);
-  await page.waitForFunction(() => document.querySelector('#verify').dataset.state !== 'checking', null, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelector('#verify').dataset.state !== 'checking', null, { timeout: guard(30000) });
   out.badge = await page.$eval('#verify', (b) => ({ state: b.dataset.state, text: b.textContent }));
   out.events = await page.$$eval('#timeline li', (items) => items.length);
 
@@ -53,7 +54,7 @@ try {
   await item.click();
   await seeked;
   // Let the frame at the new position be decoded and shown.
-  await page.waitForFunction(() => document.querySelector('#player').readyState >= 2, null, { timeout: 10000 });
+  await page.waitForFunction(() => document.querySelector('#player').readyState >= 2, null, { timeout: guard(10000) });
   await page.waitForTimeout(300);
   out.currentTime = await page.$eval('#player', (v) => v.currentTime);
   out.highlighted = await page.$eval('#timeline li.current', (li) => li.dataset.id).catch(() => null);

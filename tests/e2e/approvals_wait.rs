@@ -38,7 +38,7 @@ impl Sse {
 
     /// The next `approval` event's data, within `limit`.
     async fn approval(&mut self, limit: Duration) -> Value {
-        let deadline = tokio::time::Instant::now() + limit;
+        let deadline = tokio::time::Instant::now() + cubicle_tests::guard(limit);
         loop {
             while let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();
@@ -163,7 +163,7 @@ async fn an_mcp_call_waits_with_progress_while_the_operator_follows_approvals_ov
         "{denied}"
     );
 
-    let result = tokio::time::timeout(Duration::from_secs(60), async {
+    let result = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(60)), async {
         let mut last = None;
         while let Some(line) = lines.next_line().await.unwrap() {
             last = Some(line);

@@ -84,7 +84,7 @@ async fn reply<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     };
-    tokio::time::timeout(REPLY, wait)
+    tokio::time::timeout(cubicle_tests::guard(REPLY), wait)
         .await
         .expect("CDP reply in time")
 }
@@ -308,7 +308,7 @@ async fn cdp_calls_are_inspected_and_bad_clients_are_closed() {
 
     // Garbage closes only that client, with the reason.
     first.send(Message::text("this is not CDP")).await.unwrap();
-    let close = tokio::time::timeout(REPLY, first.next()).await.unwrap();
+    let close = tokio::time::timeout(cubicle_tests::guard(REPLY), first.next()).await.unwrap();
     match close {
         Some(Ok(Message::Close(Some(frame)))) => {
             assert_eq!(u16::from(frame.code), 1008);
@@ -513,7 +513,7 @@ async fn cdp_refuses_wrong_callers_and_targets() {
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");
-    let ended = tokio::time::timeout(REPLY, async {
+    let ended = tokio::time::timeout(cubicle_tests::guard(REPLY), async {
         loop {
             match socket.next().await {
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,

@@ -38,7 +38,7 @@ async fn send(client: &mut Client, id: u64, method: &str, params: Value) {
 /// The next reply (a message with an id), or `None` if none comes within
 /// `limit`; events are skipped.
 async fn next_reply(client: &mut Client, limit: Duration) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + limit;
+    let deadline = tokio::time::Instant::now() + cubicle_tests::guard(limit);
     loop {
         let message = tokio::time::timeout_at(deadline, client.next())
             .await

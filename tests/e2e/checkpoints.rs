@@ -75,7 +75,7 @@ async fn a_stop_signs_the_chain_up_to_what_happened_before_it() {
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + cubicle_tests::guard(Duration::from_secs(10));
     loop {
         let (_, signed) = head_and_signed(&mut db, &id).await;
         if signed >= head {

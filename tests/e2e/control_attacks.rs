@@ -81,7 +81,7 @@ impl RawViewer {
 
     async fn read(&mut self, n: usize) -> anyhow::Result<Vec<u8>> {
         while self.inbox.len() < n {
-            match tokio::time::timeout(Duration::from_secs(20), self.ws.next()).await {
+            match tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(20)), self.ws.next()).await {
                 Ok(Some(Ok(Message::Binary(bytes)))) => self.inbox.extend_from_slice(&bytes),
                 Ok(Some(Ok(Message::Close(frame)))) => bail!("closed: {frame:?}"),
                 Ok(Some(Ok(_))) => {}
@@ -108,7 +108,7 @@ impl RawViewer {
     /// Waits up to `limit` for the server's close frame: (code, reason, when).
     async fn closed(&mut self, limit: Duration) -> Option<(u16, String, Duration)> {
         let started = Instant::now();
-        let deadline = tokio::time::Instant::now() + limit;
+        let deadline = tokio::time::Instant::now() + cubicle_tests::guard(limit);
         loop {
             match tokio::time::timeout_at(deadline, self.ws.next()).await {
                 Ok(Some(Ok(Message::Close(frame)))) => {
@@ -523,7 +523,7 @@ async fn malformed_rfb_closes_only_that_viewer() {
 /// Reads a Server-Sent Events response until it ends; true if it ended
 /// within `limit`.
 async fn sse_ends(mut response: reqwest::Response, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
+    let deadline = tokio::time::Instant::now() + cubicle_tests::guard(limit);
     loop {
         match tokio::time::timeout_at(deadline, response.chunk()).await {
             Ok(Ok(Some(_))) => {}
@@ -620,7 +620,7 @@ async fn a_viewer_that_stops_reading_is_dropped() {
     let mut actions = Vec::new();
     while started.elapsed() < Duration::from_secs(8) {
         // Keeps asking, never reads.
-        if tokio::time::timeout(Duration::from_millis(50), slow.send(&full))
+        if tokio::time::timeout(cubicle_tests::guard(Duration::from_millis(50)), slow.send(&full))
             .await
             .is_err()
         {
@@ -649,7 +649,7 @@ async fn a_viewer_that_stops_reading_is_dropped() {
             }
         }
     };
-    let reason = tokio::time::timeout(Duration::from_secs(60), ended)
+    let reason = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(60)), ended)
         .await
         .context("the slow viewer was never dropped")
         .unwrap()
@@ -746,7 +746,7 @@ async fn revoked_tokens_lose_their_cdp_and_exec_sockets() {
     let mut cdp = open_ws(&daemon, &format!("/v1/workspaces/{id}/cdp"), &agent.secret).await;
     let call = json!({"id": 1, "method": "Browser.getVersion"}).to_string();
     cdp.send(Message::Text(call.into())).await.unwrap();
-    let reply = tokio::time::timeout(Duration::from_secs(10), cdp.next())
+    let reply = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(10)), cdp.next())
         .await
         .unwrap()
         .unwrap()

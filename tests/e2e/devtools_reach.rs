@@ -301,7 +301,7 @@ async fn devtools_comes_back_on_a_new_pipe_when_chromium_restarts() {
     assert!(ended.is_ok(), "the CDP connection outlived its browser");
     // Wait (on the condition) until the workspace is ready again, then the
     // gateway's CDP reaches the new browser.
-    tokio::time::timeout(Duration::from_secs(120), async {
+    tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(120)), async {
         loop {
             let (status, health) = daemon
                 .call(reqwest::Method::GET, &format!("/v1/workspaces/{id}"), None)

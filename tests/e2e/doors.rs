@@ -127,9 +127,9 @@ async fn cdp_call(
         .send(Message::Text(call.to_string().into()))
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(20));
     while Instant::now() < deadline {
-        let next = tokio::time::timeout(Duration::from_secs(20), socket.next())
+        let next = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(20)), socket.next())
             .await
             .expect("a CDP reply in time")
             .expect("the socket stays open")
@@ -750,7 +750,7 @@ async fn slow_header_clients_are_dropped_and_the_gateway_keeps_answering() {
     let mut closed = 0;
     for stream in &mut slow {
         let mut buf = [0u8; 512];
-        let read = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buf)).await;
+        let read = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), stream.read(&mut buf)).await;
         match read {
             Ok(Ok(_)) | Ok(Err(_)) => closed += 1,
             Err(_) => {}

@@ -470,7 +470,7 @@ async fn downloads_wait_in_quarantine_until_an_operator_releases_them() {
         ))
         .await;
     let auto = header(&got, "x-cubicle-download").expect("held first");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(20));
     let mut record = Value::Null;
     while Instant::now() < deadline {
         let (_, one) = w
@@ -536,7 +536,7 @@ async fn chromium_loads_an_allowed_https_page_errors_on_a_denied_one_and_a_click
     assert_eq!(heading, "Allowed origin");
     // The screen shows it too: the page's blue fills the middle (once
     // Chromium has painted it; under load that can trail the load event).
-    let painted = Instant::now() + Duration::from_secs(15);
+    let painted = Instant::now() + cubicle_tests::guard(Duration::from_secs(15));
     let middle = loop {
         let shot = reqwest::Client::new()
             .get(w.daemon.url(&format!("/v1/workspaces/{}/screenshot", w.id)))
@@ -599,7 +599,7 @@ async fn chromium_loads_an_allowed_https_page_errors_on_a_denied_one_and_a_click
             json!({ "url": format!("https://origin.test:{closed}/page") }),
         )
         .await;
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(20));
     let mut url = Value::Null;
     while Instant::now() < deadline {
         url = page.eval("location.href").await.unwrap_or(Value::Null);
@@ -623,7 +623,7 @@ async fn chromium_loads_an_allowed_https_page_errors_on_a_denied_one_and_a_click
     page.eval("document.getElementById('eicar').click()")
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(30));
     let mut held = None;
     while Instant::now() < deadline && held.is_none() {
         held = w.downloads().await.into_iter().find(|d| {
@@ -662,7 +662,7 @@ async fn an_operator_releases_a_held_download_in_the_page() {
         .arg(script)
         .arg(config.to_string())
         .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
+    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(120)), run)
         .await
         .expect("downloads.mjs finished in time")
         .expect("node runs");
@@ -814,7 +814,7 @@ async fn an_executable_is_held_whatever_its_headers_say_and_the_browser_saves_no
     ))
     .await
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(30));
     let refused = loop {
         let refused =
             w.events().await.into_iter().find(|e| {

@@ -126,7 +126,7 @@ impl World {
 
     /// The pending egress approval of `host`, once there is one.
     async fn pending(&self, host: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(15));
         while Instant::now() < deadline {
             let (status, body) = self
                 .daemon
@@ -438,7 +438,7 @@ async fn the_operator_page_allows_a_held_destination_for_the_workspace() {
             .arg(script)
             .arg(config.to_string())
             .output();
-        tokio::time::timeout(Duration::from_secs(120), run)
+        tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(120)), run)
             .await
             .expect("egress_approvals.mjs finished in time")
             .expect("node runs")

@@ -51,7 +51,7 @@ async fn raw(
     body: Vec<u8>,
 ) -> (u16, Vec<u8>) {
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
+        .timeout(cubicle_tests::guard(Duration::from_secs(120)))
         .build()
         .unwrap();
     let mut request = client.request(method, daemon.url(path)).body(body);
@@ -412,7 +412,7 @@ async fn exec_websocket_streams_stdin_and_output() {
     let error = next_json(&mut ws).await;
     assert_eq!(error["error"]["code"], "bad_request", "{error}");
     drop(ws);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(5));
     while sh(&daemon, &id, "pgrep -c -x sleep || true").await.trim() != "0" {
         assert!(
             Instant::now() < deadline,
@@ -436,7 +436,7 @@ where
     S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
 {
     loop {
-        let message = tokio::time::timeout(Duration::from_secs(30), ws.next())
+        let message = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), ws.next())
             .await
             .expect("a frame within 30 s")
             .expect("the socket is open")

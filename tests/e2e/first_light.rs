@@ -18,7 +18,7 @@ fn host_uid(ws: &Value) -> u32 {
 /// Waits until no process of the workspace of `uid` (its user's and its
 /// services' uids) is left, up to `limit`.
 async fn no_processes_of(uid: u32, limit: Duration) -> Vec<i32> {
-    let deadline = Instant::now() + limit;
+    let deadline = Instant::now() + cubicle_tests::guard(limit);
     loop {
         let left = procs::of_workspace(uid);
         if left.is_empty() || Instant::now() > deadline {
@@ -60,7 +60,7 @@ async fn desktop_reaches_an_rfb_client_and_deletes_cleanly() {
     // differs from the desktop below; a blank or single-colour screen fails.
     // The panel paints a moment after the session starts: look again until
     // it is there.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(30));
     while frame.colours_in_rows(0, 28) < 20 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_secs(1)).await;
         frame = rfb::first_full_frame(&url, Duration::from_secs(30))

@@ -59,7 +59,7 @@ impl Started {
         };
         loop {
             let line = rx
-                .recv_timeout(Duration::from_secs(120))
+                .recv_timeout(cubicle_tests::guard(Duration::from_secs(120)))
                 .unwrap_or_else(|_| {
                     panic!(
                         "cubicle serve did not say it listens within 120 s; it said {:#?}",

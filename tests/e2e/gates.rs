@@ -145,7 +145,7 @@ async fn password_typing_and_navigation_wait_for_a_person() {
         .arg(script)
         .arg(config.to_string())
         .output();
-    let output = tokio::time::timeout(Duration::from_secs(300), run)
+    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(300)), run)
         .await
         .expect("approvals.mjs finished in time")
         .expect("node runs");
@@ -655,7 +655,7 @@ async fn paths_links_and_urls_are_judged_as_they_will_be_touched() {
             .await
             .unwrap();
         loop {
-            let next = tokio::time::timeout(Duration::from_secs(30), cdp.next())
+            let next = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), cdp.next())
                 .await
                 .expect("a CDP reply in time")
                 .expect("the CDP connection stays open")

@@ -25,7 +25,7 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// Reads binary frames until `n` bytes are buffered in `inbox`.
 async fn read(ws: &mut Socket, inbox: &mut Vec<u8>, n: usize) -> anyhow::Result<Vec<u8>> {
     while inbox.len() < n {
-        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
+        match tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(20)), ws.next()).await {
             Ok(Some(Ok(Message::Binary(bytes)))) => inbox.extend_from_slice(&bytes),
             Ok(Some(Ok(Message::Close(frame)))) => bail!("closed: {frame:?}"),
             Ok(Some(Ok(_))) => {}
@@ -118,7 +118,7 @@ async fn until_closed(
     who: &str,
     closes: usize,
 ) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + cubicle_tests::guard(Duration::from_secs(10));
     loop {
         let rows = live_view_events(daemon, auditor, id).await;
         let seen = rows

@@ -219,7 +219,7 @@ async fn stdio_once(base: &str, token: &str) -> Value {
             .unwrap();
         // Dropping stdin ends the input: the bridge answers and exits.
     }
-    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), child.wait_with_output())
         .await
         .expect("cubicle mcp exits when stdin ends")
         .unwrap();
@@ -241,7 +241,7 @@ async fn rpc(daemon: &Daemon, token: Option<&str>, message: Value) -> (u16, Valu
 
 async fn rpc_text(daemon: &Daemon, token: Option<&str>, message: &str) -> (u16, Value) {
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
+        .timeout(cubicle_tests::guard(Duration::from_secs(120)))
         .build()
         .unwrap();
     let mut request = client

@@ -45,7 +45,7 @@ async fn operator_takes_over_and_hands_back_in_the_browser() {
         .arg(script)
         .arg(config.to_string())
         .output();
-    let output = tokio::time::timeout(Duration::from_secs(240), run)
+    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(240)), run)
         .await
         .expect("operator.mjs finished in time")
         .expect("node runs");
@@ -320,7 +320,7 @@ async fn busy_viewer(url: String, stop: Arc<AtomicBool>) -> anyhow::Result<u64> 
     let mut events = 0u64;
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if let Ok(event) = tokio::time::timeout(Duration::from_millis(5), client.recv_event()).await
+        if let Ok(event) = tokio::time::timeout(cubicle_tests::guard(Duration::from_millis(5)), client.recv_event()).await
         {
             event?;
             events += 1;
@@ -402,7 +402,7 @@ async fn measure_viewers_per_workspace() {
     stop.store(true, Ordering::Relaxed);
     let mut failed = 0;
     let mut updates = 0;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + cubicle_tests::guard(Duration::from_secs(10));
     while let Ok(Some(done)) = tokio::time::timeout_at(deadline, viewers.join_next()).await {
         match done {
             Ok(Ok(events)) => updates += events,

@@ -30,7 +30,7 @@ fn a_bad_policy_file_stops_serve_naming_file_line_and_field() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + cubicle_tests::guard(Duration::from_secs(60));
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

@@ -103,7 +103,7 @@ async fn the_readme_example_does_what_it_says() {
 /// The URL of the browser's page tab, once it is no longer the start page
 /// (a bounded wait for the navigation the typed Enter started).
 async fn active_tab_url(daemon: &Daemon, id: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(60));
     let mut last = String::new();
     while Instant::now() < deadline {
         let list = guest::http_get(&daemon.channel_socket(id), 9222, "/json/list")

@@ -99,7 +99,7 @@ fn now_ms() -> f64 {
 
 /// The recording view once `recording.stop` is in it.
 async fn stopped_recording(daemon: &Daemon, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(60));
     loop {
         let (status, view) = daemon
             .call(
@@ -152,7 +152,7 @@ async fn frames_come_on_change_at_most_record_fps_with_a_keyframe_every_two_seco
           date +%s%3N > /tmp/busy.to; exec sleep 1000' >/dev/null 2>&1 </dev/null",
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(40);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(40));
     let busy_to = loop {
         let to = exec(&daemon, &id, "cat /tmp/busy.to 2>/dev/null").await;
         if let Ok(to) = to.trim().parse::<f64>() {

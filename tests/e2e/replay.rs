@@ -42,7 +42,7 @@ async fn recording(daemon: &Daemon, token: &str, id: &str) -> Value {
 
 /// Waits until a sealed segment reaches past wall time `at`.
 async fn sealed_past(daemon: &Daemon, token: &str, id: &str, at: i64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(60));
     loop {
         let view = recording(daemon, token, id).await;
         let covered = view["segments"]
@@ -250,7 +250,7 @@ async fn a_session_is_recorded_exported_verified_and_replayed_in_the_browser() {
         .arg(script)
         .arg(config.to_string())
         .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
+    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(120)), run)
         .await
         .expect("replay.mjs finished in time")
         .expect("node runs");

@@ -241,7 +241,7 @@ async fn a_killed_shim_ends_its_workspace_and_the_daemon_says_so() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(30));
     let mut crashed = None;
     while Instant::now() < deadline && crashed.is_none() {
         tokio::time::sleep(Duration::from_millis(250)).await;

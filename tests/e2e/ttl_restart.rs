@@ -141,7 +141,7 @@ async fn zero_lifts_the_servers_ttl_for_one_workspace() {
     assert!(view["time_limits"]["ttl_seconds"].is_null(), "{view}");
 
     // The control: the server's TTL ends the one that set nothing.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(60));
     while state(&daemon, &bound).await != "stopped" {
         assert!(Instant::now() < deadline, "the server's TTL never applied");
         tokio::time::sleep(Duration::from_millis(250)).await;

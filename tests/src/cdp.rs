@@ -61,7 +61,7 @@ impl Page {
             }
             bail!("CDP connection closed")
         };
-        tokio::time::timeout(Duration::from_secs(30), wait).await?
+        tokio::time::timeout(crate::guard(Duration::from_secs(30)), wait).await?
     }
 
     /// Evaluates `expression` in the page and returns its value.

@@ -67,9 +67,11 @@ pub async fn desk() -> Desk {
     }
 }
 
-/// Runs a shell line in the workspace (20 s at most); its status and body.
+/// Runs a shell line in the workspace (20 s at most, scaled by `guard`);
+/// its status and body.
 pub async fn exec_status(daemon: &Daemon, id: &str, command: &str) -> (u16, Value) {
-    let body = json!({"command": command, "timeout_ms": 20000}).to_string();
+    let timeout_ms = crate::guard(std::time::Duration::from_secs(20)).as_millis() as u64;
+    let body = json!({"command": command, "timeout_ms": timeout_ms}).to_string();
     daemon
         .call(
             Method::POST,
@@ -101,7 +103,7 @@ pub async fn exists(daemon: &Daemon, id: &str, name: &str) -> bool {
 
 /// Polls for `/home/user/<name>` up to `limit`.
 pub async fn appears(daemon: &Daemon, id: &str, name: &str, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
+    let deadline = Instant::now() + crate::guard(limit);
     while Instant::now() < deadline {
         if exists(daemon, id, name).await {
             return true;
@@ -121,7 +123,7 @@ pub async fn terminal(daemon: &Daemon, id: &str) -> Region {
          --working-directory=/home/user >/dev/null 2>&1 </dev/null",
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + crate::guard(Duration::from_secs(30));
     let window = loop {
         let found = exec(
             daemon,
@@ -206,7 +208,7 @@ pub async fn events(daemon: &Daemon, filter: &str) -> Vec<Value> {
 
 /// The first event of workspace `id` of `kind`, waiting up to `limit`.
 pub async fn event_of(daemon: &Daemon, id: &str, kind: &str, limit: Duration) -> Option<Value> {
-    let deadline = Instant::now() + limit;
+    let deadline = Instant::now() + crate::guard(limit);
     while Instant::now() < deadline {
         let found = events(daemon, &format!("workspace={id}"))
             .await

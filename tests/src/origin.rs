@@ -312,7 +312,7 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
                 });
                 let mut builder = hyper::server::conn::http1::Builder::new();
                 builder.timer(hyper_util::rt::TokioTimer::new());
-                builder.header_read_timeout(Duration::from_secs(30));
+                builder.header_read_timeout(crate::guard(Duration::from_secs(30)));
                 match tls {
                     Some(config) => {
                         let Ok(stream) =

@@ -58,7 +58,7 @@ pub fn pss_kib(pids: &[i32]) -> u64 {
 /// workspace's top process is reaped a moment after it dies), up to `limit`.
 /// Returns what is still there.
 pub async fn wait_gone(uid: u32, limit: std::time::Duration) -> Vec<i32> {
-    let deadline = std::time::Instant::now() + limit;
+    let deadline = std::time::Instant::now() + crate::guard(limit);
     loop {
         let left = of_uid(uid);
         if left.is_empty() || std::time::Instant::now() > deadline {
