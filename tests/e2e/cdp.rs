@@ -2,7 +2,6 @@
 //! proxy, with real clients (Playwright's `connectOverCDP`, a raw WebSocket
 //! client), and the proxy's inspection, refusals and errors.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -23,11 +22,7 @@ type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// How long one CDP reply may take in a test.
 const REPLY: Duration = Duration::from_secs(30);
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the repository")
-}
+use cubicle_tests::repo;
 
 /// Starts a daemon and one running workspace; returns both and its id.
 async fn workspace() -> (tempfile::TempDir, Daemon, String) {
@@ -308,7 +303,9 @@ async fn cdp_calls_are_inspected_and_bad_clients_are_closed() {
 
     // Garbage closes only that client, with the reason.
     first.send(Message::text("this is not CDP")).await.unwrap();
-    let close = tokio::time::timeout(cubicle_tests::guard(REPLY), first.next()).await.unwrap();
+    let close = tokio::time::timeout(cubicle_tests::guard(REPLY), first.next())
+        .await
+        .unwrap();
     match close {
         Some(Ok(Message::Close(Some(frame)))) => {
             assert_eq!(u16::from(frame.code), 1008);

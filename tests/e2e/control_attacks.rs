@@ -81,7 +81,12 @@ impl RawViewer {
 
     async fn read(&mut self, n: usize) -> anyhow::Result<Vec<u8>> {
         while self.inbox.len() < n {
-            match tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(20)), self.ws.next()).await {
+            match tokio::time::timeout(
+                cubicle_tests::guard(Duration::from_secs(20)),
+                self.ws.next(),
+            )
+            .await
+            {
                 Ok(Some(Ok(Message::Binary(bytes)))) => self.inbox.extend_from_slice(&bytes),
                 Ok(Some(Ok(Message::Close(frame)))) => bail!("closed: {frame:?}"),
                 Ok(Some(Ok(_))) => {}
@@ -620,9 +625,12 @@ async fn a_viewer_that_stops_reading_is_dropped() {
     let mut actions = Vec::new();
     while started.elapsed() < Duration::from_secs(8) {
         // Keeps asking, never reads.
-        if tokio::time::timeout(cubicle_tests::guard(Duration::from_millis(50)), slow.send(&full))
-            .await
-            .is_err()
+        if tokio::time::timeout(
+            cubicle_tests::guard(Duration::from_millis(50)),
+            slow.send(&full),
+        )
+        .await
+        .is_err()
         {
             break;
         }

@@ -4,7 +4,6 @@
 //! the event log with its request id, crashes recorded, slow clients
 //! dropped, and the official MCP Python SDK as a client.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,11 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the repository")
-}
+use cubicle_tests::repo;
 
 /// A daemon with an agent token that created one running workspace.
 struct Owned {
@@ -129,11 +124,12 @@ async fn cdp_call(
         .unwrap();
     let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(20));
     while Instant::now() < deadline {
-        let next = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(20)), socket.next())
-            .await
-            .expect("a CDP reply in time")
-            .expect("the socket stays open")
-            .unwrap();
+        let next =
+            tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(20)), socket.next())
+                .await
+                .expect("a CDP reply in time")
+                .expect("the socket stays open")
+                .unwrap();
         if let Message::Text(text) = next {
             let reply: Value = serde_json::from_str(&text).unwrap();
             if reply["id"] == id {
@@ -750,7 +746,11 @@ async fn slow_header_clients_are_dropped_and_the_gateway_keeps_answering() {
     let mut closed = 0;
     for stream in &mut slow {
         let mut buf = [0u8; 512];
-        let read = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), stream.read(&mut buf)).await;
+        let read = tokio::time::timeout(
+            cubicle_tests::guard(Duration::from_secs(30)),
+            stream.read(&mut buf),
+        )
+        .await;
         match read {
             Ok(Ok(_)) | Ok(Err(_)) => closed += 1,
             Err(_) => {}

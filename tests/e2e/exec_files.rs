@@ -436,11 +436,12 @@ where
     S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
 {
     loop {
-        let message = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), ws.next())
-            .await
-            .expect("a frame within 30 s")
-            .expect("the socket is open")
-            .expect("a good frame");
+        let message =
+            tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), ws.next())
+                .await
+                .expect("a frame within 30 s")
+                .expect("the socket is open")
+                .expect("a good frame");
         if let Message::Text(text) = message {
             return serde_json::from_str(&text).unwrap();
         }

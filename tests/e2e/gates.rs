@@ -655,11 +655,12 @@ async fn paths_links_and_urls_are_judged_as_they_will_be_touched() {
             .await
             .unwrap();
         loop {
-            let next = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), cdp.next())
-                .await
-                .expect("a CDP reply in time")
-                .expect("the CDP connection stays open")
-                .unwrap();
+            let next =
+                tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), cdp.next())
+                    .await
+                    .expect("a CDP reply in time")
+                    .expect("the CDP connection stays open")
+                    .unwrap();
             if let tokio_tungstenite::tungstenite::Message::Text(text) = next {
                 let reply: Value = serde_json::from_str(&text).unwrap();
                 if reply["id"] == n {

@@ -21,6 +21,7 @@ mod doors;
 mod egress;
 mod egress_no_intercept;
 mod egress_policy;
+mod every_door;
 mod exec_files;
 mod first_light;
 mod first_start;

@@ -23,11 +23,7 @@ const TOOLS: [&str; 7] = [
     "list_files",
 ];
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the repository")
-}
+use cubicle_tests::repo;
 
 /// Starts a daemon with its own uid range and one running workspace.
 async fn workspace(data: &Path) -> (Daemon, String) {
@@ -219,10 +215,13 @@ async fn stdio_once(base: &str, token: &str) -> Value {
             .unwrap();
         // Dropping stdin ends the input: the bridge answers and exits.
     }
-    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), child.wait_with_output())
-        .await
-        .expect("cubicle mcp exits when stdin ends")
-        .unwrap();
+    let output = tokio::time::timeout(
+        cubicle_tests::guard(Duration::from_secs(30)),
+        child.wait_with_output(),
+    )
+    .await
+    .expect("cubicle mcp exits when stdin ends")
+    .unwrap();
     assert!(output.status.success(), "{:?}", output.status);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().collect();

@@ -320,7 +320,11 @@ async fn busy_viewer(url: String, stop: Arc<AtomicBool>) -> anyhow::Result<u64> 
     let mut events = 0u64;
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if let Ok(event) = tokio::time::timeout(cubicle_tests::guard(Duration::from_millis(5)), client.recv_event()).await
+        if let Ok(event) = tokio::time::timeout(
+            cubicle_tests::guard(Duration::from_millis(5)),
+            client.recv_event(),
+        )
+        .await
         {
             event?;
             events += 1;

@@ -123,8 +123,11 @@ impl Tripwire {
                 let heard = heard.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 256];
-                    while let Ok(Ok(n @ 1..)) =
-                        tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(5)), stream.read(&mut buf)).await
+                    while let Ok(Ok(n @ 1..)) = tokio::time::timeout(
+                        cubicle_tests::guard(Duration::from_secs(5)),
+                        stream.read(&mut buf),
+                    )
+                    .await
                     {
                         heard.lock().unwrap().1 += n;
                     }

@@ -20,6 +20,13 @@ pub mod stats;
 pub use daemon::Daemon;
 pub use skip::skip;
 
+/// The repository's root (tests/ lives in it).
+pub fn repo() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository")
+}
+
 /// Whether the tests run inside the nested test host (`scripts/nested`),
 /// where QEMU emulates the CPU and everything is tens of times slower.
 pub fn nested() -> bool {

@@ -107,6 +107,7 @@ pub async fn connect(url: &str) -> anyhow::Result<vnc::VncClient> {
 /// Connects an RFB client to the live view at `url` and returns the first
 /// complete framebuffer (every pixel covered by an update).
 pub async fn first_full_frame(url: &str, timeout: Duration) -> anyhow::Result<Frame> {
+    let timeout = crate::guard(timeout);
     let client = connect(url).await?;
     let collect = async {
         let (mut width, mut height) = (0u32, 0u32);

@@ -1,0 +1,293 @@
+//! One workspace through every door, on the backend of the run: the jail in
+//! the host tier, the microVM in the nested tier (`CUBICLE_TEST_BACKEND`,
+//! set by scripts/test-nested). The doors' own tests go deep on the jail;
+//! this one proves each door reaches a workspace of the other backend too,
+//! with one desktop boot (minutes under emulation) instead of one per door.
+//!
+//! In order: the live view (RFB through the gateway's WebSocket), the
+//! screenshot, exec (REST and WebSocket), files, input actions typed into a
+//! terminal, CDP with Playwright unchanged, egress through the proxy, the
+//! operator's take-over, pause and resume, a daemon killed and restarted
+//! while the workspace runs on, stop and start keeping the home, the
+//! recording, delete.
+
+use std::time::Duration;
+
+use cubicle_tests::{Daemon, desk, guard, origin, rfb};
+use futures_util::{SinkExt, StreamExt};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+async fn ok(daemon: &Daemon, method: Method, path: &str, body: Option<Value>) -> Value {
+    let body = body.map(|b| b.to_string());
+    let (status, reply) = daemon.call(method, path, body.as_deref()).await.unwrap();
+    assert!((200..300).contains(&status), "{path}: {status} {reply}");
+    reply
+}
+
+async fn next_frame<S>(ws: &mut S) -> Value
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        let message = tokio::time::timeout(guard(Duration::from_secs(30)), ws.next())
+            .await
+            .expect("an exec frame in time")
+            .expect("the exec socket is open")
+            .expect("a good frame");
+        if let Message::Text(text) = message {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_workspace_through_every_door() {
+    let origin_port = origin::serve(None).await;
+    let data = tempfile::tempdir().unwrap();
+    // The origin is on this host's loopback, which the proxy walls off
+    // unless told otherwise (test-only flags), under a test name.
+    let hosts = data.path().join("hosts");
+    std::fs::write(&hosts, "origin.test=127.0.0.1\n").unwrap();
+    let state = data.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let flags = [
+        "--egress-allow-host-services",
+        "--egress-test-hosts",
+        hosts.to_str().unwrap(),
+    ];
+    let mut daemon = Daemon::start(&state, None, &flags).unwrap();
+    // A name's rule, and one naming the loopback range it resolves to.
+    let body = json!({"egress": {"allow": [
+        format!("origin.test:{origin_port}"),
+        format!("127.0.0.1/32:{origin_port}"),
+    ]}});
+    let ws = daemon.create_workspace(&body.to_string()).await;
+    assert_eq!(ws["state"], "running", "{ws}");
+    let backend = ws["backend"].as_str().unwrap().to_owned();
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let path = |tail: &str| format!("/v1/workspaces/{id}{tail}");
+    println!("every door: a {backend} workspace");
+
+    // The live view: a real RFB client through the gateway sees the
+    // desktop (the XFCE panel paints many colours).
+    let url = daemon.ws_url(&path("/vnc"));
+    let mut frame = rfb::first_full_frame(&url, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + guard(Duration::from_secs(30));
+    while frame.colours_in_rows(0, 28) < 20 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        frame = rfb::first_full_frame(&url, Duration::from_secs(30))
+            .await
+            .unwrap();
+    }
+    assert_eq!((frame.width, frame.height), (1280, 800));
+    assert!(
+        frame.colours_in_rows(0, 28) >= 20,
+        "no panel in the live view"
+    );
+
+    // The screenshot door: a PNG of the screen.
+    let shot = reqwest::Client::new()
+        .get(daemon.url(&path("/screenshot")))
+        .bearer_auth(&daemon.token)
+        .timeout(guard(Duration::from_secs(60)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shot.status(), 200);
+    let png = shot.bytes().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+
+    // Exec over REST runs as the desktop user.
+    let who = desk::exec(&daemon, &id, "id -un; id -u").await;
+    assert_eq!(who, "user\n1000\n");
+
+    // Exec over the WebSocket: stdin in, stdout back, the exit code last.
+    let url = format!("{}&arg=cat", daemon.ws_url(&path("/exec/ws")));
+    let (mut exec, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    exec.send(Message::Text(r#"{"stdin": "through the door\n"}"#.into()))
+        .await
+        .unwrap();
+    let mut echoed = String::new();
+    while echoed != "through the door\n" {
+        let frame = next_frame(&mut exec).await;
+        echoed.push_str(
+            frame["stdout"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{frame}")),
+        );
+    }
+    exec.send(Message::Text(r#"{"stdin_eof": true}"#.into()))
+        .await
+        .unwrap();
+    assert_eq!(next_frame(&mut exec).await["exit_code"], 0);
+
+    // Files: bytes in, the same bytes out.
+    let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 13 % 251) as u8).collect();
+    let client = reqwest::Client::builder()
+        .timeout(guard(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let put = client
+        .put(daemon.url(&path("/files?path=/home/user/door.bin")))
+        .bearer_auth(&daemon.token)
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    let got = client
+        .get(daemon.url(&path("/files?path=/home/user/door.bin")))
+        .bearer_auth(&daemon.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status(), 200);
+    assert!(
+        got.bytes().await.unwrap() == bytes,
+        "the file came back changed"
+    );
+
+    // Input actions: click into a terminal and type a command; the file it
+    // makes is the proof the keys arrived.
+    let term = desk::terminal(&daemon, &id).await;
+    let click = json!({"action": "left_click", "coordinate": [term.x + 40, term.y + 40]});
+    let (status, reply) = desk::act(&daemon, &daemon.token, &id, click).await;
+    assert_eq!(status, 200, "{reply}");
+    let typed = json!({"action": "type", "text": "touch typed_through_the_door\n"});
+    let (status, reply) = desk::act(&daemon, &daemon.token, &id, typed).await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(
+        desk::appears(
+            &daemon,
+            &id,
+            "typed_through_the_door",
+            Duration::from_secs(30)
+        )
+        .await,
+        "the typed command did not run"
+    );
+
+    // CDP: Playwright connects through the gateway, unchanged.
+    let script = cubicle_tests::repo().join("tests/browser/cdp_connect.mjs");
+    let endpoint = daemon.url(&path("/cdp"));
+    let token = daemon.token.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .arg(script)
+            .arg(&endpoint)
+            .arg(&token)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs (apt install nodejs)");
+    assert!(
+        output.status.success(),
+        "Playwright failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(seen["answer"], 42, "{seen}");
+
+    // Egress: the allowed origin answers through the proxy; anything else
+    // is the proxy's 403.
+    let allowed = desk::exec(
+        &daemon,
+        &id,
+        &format!("curl -sS -m 120 http://origin.test:{origin_port}/ 2>&1"),
+    )
+    .await;
+    assert!(allowed.contains("hello from origin"), "{allowed}");
+    let denied = desk::exec(
+        &daemon,
+        &id,
+        "curl -sS -m 120 -o /dev/null -w '%{http_code}' http://elsewhere.test/ 2>&1",
+    )
+    .await;
+    assert_eq!(denied.trim(), "403", "{denied}");
+
+    // An operator takes over: anyone else's input is refused while they
+    // hold it.
+    let operator = desk::token(&daemon, "alice", "operator").await;
+    let (status, reply) = daemon
+        .call_as(
+            Some(&operator.secret),
+            Method::POST,
+            &path("/control/take"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{reply}");
+    let key = json!({"action": "key", "text": "Escape"});
+    let (status, reply) = desk::act(&daemon, &daemon.token, &id, key).await;
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("control_held")),
+        "{reply}"
+    );
+    let (status, reply) = daemon
+        .call_as(
+            Some(&operator.secret),
+            Method::POST,
+            &path("/control/release"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{reply}");
+
+    // Pause and resume through the backend.
+    let paused = ok(&daemon, Method::POST, &path("/pause"), None).await;
+    assert_eq!(paused["state"], "paused");
+    let (status, reply) = desk::exec_status(&daemon, &id, "true").await;
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("paused"))
+    );
+    let resumed = ok(&daemon, Method::POST, &path("/resume"), None).await;
+    assert_eq!(resumed["state"], "running");
+    assert_eq!(desk::exec(&daemon, &id, "echo back").await, "back\n");
+
+    // The daemon dies; the workspace runs on (its shim holds it) and the
+    // next daemon picks it up.
+    let token = daemon.token.clone();
+    daemon.kill9();
+    drop(daemon);
+    let daemon = Daemon::start(&state, Some(&token), &flags).unwrap();
+    let again = ok(&daemon, Method::GET, &path(""), None).await;
+    assert_eq!(again["state"], "running", "{again}");
+    assert!(desk::exists(&daemon, &id, "typed_through_the_door").await);
+
+    // Stop and start: the home is kept.
+    let stopped = ok(&daemon, Method::POST, &path("/stop"), None).await;
+    assert_eq!(stopped["state"], "stopped");
+    let started = ok(&daemon, Method::POST, &path("/start"), None).await;
+    assert_eq!(started["state"], "running");
+    assert!(
+        desk::exists(&daemon, &id, "door.bin").await,
+        "the home was lost"
+    );
+
+    // The recording kept what was on the screen.
+    let deadline = std::time::Instant::now() + guard(Duration::from_secs(30));
+    loop {
+        let view = ok(&daemon, Method::GET, &path("/recordings"), None).await;
+        let segments = view["segments"].as_array().map_or(0, Vec::len);
+        if segments > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no recorded segment: {view}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    let (status, _) = daemon.call(Method::DELETE, &path(""), None).await.unwrap();
+    assert_eq!(status, 204);
+}
