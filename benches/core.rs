@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         for outcome in ["started", "ok"] {
             let event = NewEvent {
-                kind: "action",
+                kind: cubicle_runtime::events::EventKind::Action,
                 workspace_id: Some(&id),
                 detail: json!({"actions": [{"action": "cursor_position"}]}),
                 request_id: Some("bench"),

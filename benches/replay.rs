@@ -31,7 +31,7 @@ async fn sealing() -> anyhow::Result<()> {
     let (mut chained, mut plain) = (Vec::new(), Vec::new());
     for i in 0..3000 {
         let event = NewEvent {
-            kind: "action",
+            kind: cubicle_runtime::events::EventKind::Action,
             workspace_id: Some("ws-0123456789ab"),
             detail: detail.clone(),
             request_id: Some("req"),

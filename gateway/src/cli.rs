@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use cubicle_gateway::app::AppState;
 use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::backend::{Backend, BackendError};
+use cubicle_runtime::events::EventKind;
 use cubicle_runtime::host::HostKind;
 use cubicle_runtime::image::ImageStore;
 use cubicle_runtime::jail::JailBackend;
@@ -543,7 +544,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tokens::create(store, "admin", Role::Admin, tokens::Scope::Default).await?;
         say(&format!("admin token (shown once, store it now): {secret}"));
     }
-    say(&format!("listening on http://{}", listener.local_addr()?));
+    let address = listener.local_addr()?;
+    let detail = serde_json::json!({ "listen": address.to_string(), "pid": std::process::id() });
+    cubicle_runtime::events::record(store, EventKind::DaemonStart, None, None, &detail).await?;
+    say(&format!("listening on http://{address}"));
     let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
     cubicle_gateway::listener::serve(listener, cubicle_gateway::api::router(state), async move {
         let _ = exit_tx.send(shutdown_signal().await);
@@ -556,6 +560,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         "shutting down (terminated): sealing recordings; workspaces keep running and are re-attached at the next start"
     });
+    // The stop is on the record before anything stops; the daemon goes
+    // down either way, so a store that refuses it is only logged.
+    let detail = serde_json::json!({
+        "signal": if stop_workspaces { "SIGINT" } else { "SIGTERM" },
+        "workspaces": if stop_workspaces { "stopped" } else { "kept running" },
+    });
+    if let Err(err) =
+        cubicle_runtime::events::record(store, EventKind::DaemonStop, None, None, &detail).await
+    {
+        tracing::error!(%err, "the daemon's stop could not be written to the event log");
+    }
     stop_pool.cancel();
     if let Some(pool) = pool {
         let _ = pool.await;
@@ -843,7 +858,8 @@ async fn token_revoke(common: &CommonArgs, id: &str) -> anyhow::Result<()> {
     }
     if tokens::revoke(&store, id).await? {
         let detail = serde_json::json!({ "token": id, "via": "cli" });
-        cubicle_runtime::events::record(&store, "token.revoke", None, None, &detail).await?;
+        cubicle_runtime::events::record(&store, EventKind::TokenRevoke, None, None, &detail)
+            .await?;
         say(&format!("revoked {id}"));
     } else {
         say(&format!("{id} was already revoked"));

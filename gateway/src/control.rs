@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cubicle_runtime::events::{self, Actor};
+use cubicle_runtime::events::{self, Actor, EventKind};
 use cubicle_runtime::state::{StateError, Store, now_ms};
 use cubicle_runtime::tokens::{Role, Token};
 use serde::Serialize;
@@ -238,7 +238,15 @@ impl Controls {
             Holder::Agent => {}
         }
         let detail = json!({ "from": "agent" });
-        let (_, at) = record(store, "control.take", workspace, Some(ctx), None, detail).await?;
+        let (_, at) = record(
+            store,
+            EventKind::ControlTake,
+            workspace,
+            Some(ctx),
+            None,
+            detail,
+        )
+        .await?;
         let taken = Control {
             holder: Holder::Operator {
                 token_id: caller.id.clone(),
@@ -319,7 +327,15 @@ impl Controls {
         actor: Option<&Actor>,
         detail: Value,
     ) -> Result<Control, ControlError> {
-        let (_, at) = record(store, "control.release", workspace, ctx, actor, detail).await?;
+        let (_, at) = record(
+            store,
+            EventKind::ControlRelease,
+            workspace,
+            ctx,
+            actor,
+            detail,
+        )
+        .await?;
         let back = Control {
             holder: Holder::Agent,
             since_ms: at,
@@ -334,7 +350,7 @@ impl Controls {
 /// without a request, by `actor`.
 async fn record(
     store: &Store,
-    kind: &str,
+    kind: EventKind,
     workspace: &str,
     ctx: Option<&OpContext>,
     actor: Option<&Actor>,

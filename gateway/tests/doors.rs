@@ -148,7 +148,7 @@ async fn fixture() -> Fixture {
     std::fs::write(recordings.join(SEGMENT), b"not really a video").unwrap();
     let digest = cubicle_recorder::bundle::digest_reader(&b"not really a video"[..]).unwrap();
     let sealed = cubicle_runtime::events::NewEvent {
-        kind: cubicle_recorder::audit_chain::SEGMENT_KIND,
+        kind: cubicle_runtime::events::EventKind::RecordingSegment,
         workspace_id: Some(&own),
         detail: serde_json::json!({
             "file": SEGMENT, "sha256": hex::encode(digest.sha256), "bytes": digest.bytes,

@@ -205,7 +205,7 @@ mod tests {
             tasks.spawn(async move {
                 let workspace = ["ws-a", "ws-b"][i % 2];
                 let event = NewEvent {
-                    kind: "action",
+                    kind: crate::events::EventKind::Action,
                     workspace_id: Some(workspace),
                     detail: json!({ "i": i, "wait": 0.1 }),
                     ..NewEvent::default()
@@ -252,7 +252,7 @@ mod tests {
         // once enough records or time pass.
         assert!(heads_due(&store, 1, 60_000).await.unwrap().is_empty());
         let event = NewEvent {
-            kind: "action",
+            kind: crate::events::EventKind::Action,
             workspace_id: Some("ws-a"),
             ..NewEvent::default()
         };

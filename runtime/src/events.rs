@@ -52,10 +52,159 @@ pub struct Event {
     pub outcome: Option<String>,
 }
 
+/// Every kind of event there is: the one list, below every writer (the
+/// operations core, the per-workspace services, the CLI), so no writer
+/// spells a kind itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventKind {
+    #[default]
+    WorkspaceCreate,
+    WorkspaceStart,
+    WorkspaceStop,
+    WorkspaceDelete,
+    /// The runtime saw it reach running (after a create or start).
+    WorkspaceRunning,
+    /// Its processes ended without being asked to, or it never became ready.
+    WorkspaceCrashed,
+    /// Frozen (memory kept, no CPU) and thawed again.
+    WorkspacePause,
+    WorkspaceResume,
+    /// Its TTL or idle timeout ran out (by the daemon): stopped or deleted.
+    WorkspaceExpire,
+    /// Its own time limits were set (at create).
+    WorkspaceTimeLimits,
+    Action,
+    Screenshot,
+    Exec,
+    ExecStream,
+    FileRead,
+    FileList,
+    FileWrite,
+    FileDelete,
+    CdpOpen,
+    CdpMethod,
+    CdpClose,
+    LiveViewOpen,
+    LiveViewClose,
+    ControlTake,
+    ControlRelease,
+    TokenCreate,
+    TokenRevoke,
+    EventsRead,
+    /// A policy refused an operation.
+    PolicyDeny,
+    /// An operator or admin switched a workspace's policy.
+    PolicySwitch,
+    /// A policy held an operation for an operator (a pending approval).
+    ApprovalRequest,
+    ApprovalApprove,
+    ApprovalDeny,
+    /// Nobody decided in time (the daemon): denied.
+    ApprovalExpire,
+    /// An approved operation ran, using its approval up.
+    ApprovalUse,
+    /// An approval was presented for other parameters, by another token,
+    /// or again.
+    ApprovalRefuse,
+    /// A closed video segment, sealed with its SHA-256 (by the daemon).
+    RecordingSegment,
+    /// A recording began or ended (by the daemon).
+    RecordingStart,
+    RecordingStop,
+    /// A segment's file removed by the retention setting (by the daemon).
+    RecordingExpire,
+    /// A workspace's audit record left the daemon as a bundle.
+    AuditExport,
+    /// The daemon began serving, and stopped (with what it did with the
+    /// workspaces still running).
+    DaemonStart,
+    DaemonStop,
+    /// The egress proxy allowed or refused a destination (by the daemon).
+    EgressDecision,
+    /// One HTTP request the egress proxy saw, with its status.
+    EgressRequest,
+    /// An upstream's TLS certificate was refused.
+    EgressUpstreamRefused,
+    /// An egress connection ended: bytes each way, duration.
+    EgressClose,
+    /// A workspace's egress policy was set (at create) or changed.
+    EgressPolicy,
+    /// A download went to quarantine (by the daemon).
+    DownloadHeld,
+    /// A download was refused (over the cap, disk full); nothing kept.
+    DownloadRefused,
+    DownloadList,
+    /// A held download's content was fetched.
+    DownloadContent,
+    DownloadRelease,
+    DownloadReject,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkspaceCreate => "workspace.create",
+            Self::WorkspaceStart => "workspace.start",
+            Self::WorkspaceStop => "workspace.stop",
+            Self::WorkspaceDelete => "workspace.delete",
+            Self::WorkspaceRunning => "workspace.running",
+            Self::WorkspaceCrashed => "workspace.crashed",
+            Self::WorkspacePause => "workspace.pause",
+            Self::WorkspaceResume => "workspace.resume",
+            Self::WorkspaceExpire => "workspace.expire",
+            Self::WorkspaceTimeLimits => "workspace.time_limits",
+            Self::Action => "action",
+            Self::Screenshot => "screenshot",
+            Self::Exec => "exec",
+            Self::ExecStream => "exec.stream",
+            Self::FileRead => "file.read",
+            Self::FileList => "file.list",
+            Self::FileWrite => "file.write",
+            Self::FileDelete => "file.delete",
+            Self::CdpOpen => "cdp.open",
+            Self::CdpMethod => "cdp.method",
+            Self::CdpClose => "cdp.close",
+            Self::LiveViewOpen => "live_view.open",
+            Self::LiveViewClose => "live_view.close",
+            Self::ControlTake => "control.take",
+            Self::ControlRelease => "control.release",
+            Self::TokenCreate => "token.create",
+            Self::TokenRevoke => "token.revoke",
+            Self::EventsRead => "events.read",
+            Self::PolicyDeny => "policy.deny",
+            Self::PolicySwitch => "policy.switch",
+            Self::ApprovalRequest => "approval.request",
+            Self::ApprovalApprove => "approval.approve",
+            Self::ApprovalDeny => "approval.deny",
+            Self::ApprovalExpire => "approval.expire",
+            Self::ApprovalUse => "approval.use",
+            Self::ApprovalRefuse => "approval.refuse",
+            Self::RecordingSegment => cubicle_recorder::audit_chain::SEGMENT_KIND,
+            Self::RecordingStart => "recording.start",
+            Self::RecordingStop => "recording.stop",
+            Self::RecordingExpire => cubicle_recorder::audit_chain::EXPIRE_KIND,
+            Self::AuditExport => "audit.export",
+            Self::DaemonStart => "daemon.start",
+            Self::DaemonStop => "daemon.stop",
+            Self::EgressDecision => "egress.decision",
+            Self::EgressRequest => "egress.request",
+            Self::EgressUpstreamRefused => "egress.upstream_refused",
+            Self::EgressClose => "egress.close",
+            Self::EgressPolicy => "egress.policy",
+            Self::DownloadHeld => "download.held",
+            Self::DownloadRefused => "download.refused",
+            Self::DownloadList => "download.list",
+            Self::DownloadContent => "download.content",
+            Self::DownloadRelease => "download.release",
+            Self::DownloadReject => "download.reject",
+        }
+    }
+}
+
 /// An event to append.
 #[derive(Debug, Clone, Default)]
 pub struct NewEvent<'a> {
-    pub kind: &'a str,
+    pub kind: EventKind,
     pub workspace_id: Option<&'a str>,
     pub actor: Option<&'a Actor>,
     pub detail: Value,
@@ -67,7 +216,7 @@ pub struct NewEvent<'a> {
 /// Appends an event now; returns its id and time.
 pub async fn record(
     store: &Store,
-    kind: &str,
+    kind: EventKind,
     workspace_id: Option<&str>,
     actor: Option<&Actor>,
     detail: &Value,
@@ -113,7 +262,7 @@ pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), S
         seq,
         prev: String::new(),
         at,
-        kind: event.kind.to_owned(),
+        kind: event.kind.as_str().to_owned(),
         workspace: event.workspace_id.map(str::to_owned),
         actor: actor.map(|a| RecordActor {
             id: a.id.clone(),
@@ -133,7 +282,7 @@ pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), S
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(at)
-    .bind(event.kind)
+    .bind(event.kind.as_str())
     .bind(event.workspace_id)
     .bind(actor.map(|a| a.id.as_str()))
     .bind(actor.map(|a| a.name.as_str()))
@@ -260,7 +409,7 @@ mod tests {
         };
         let (first, _) = record(
             &store,
-            "control.take",
+            EventKind::ControlTake,
             Some("ws-a"),
             Some(&alice),
             &json!({}),
@@ -269,7 +418,7 @@ mod tests {
         .unwrap();
         record(
             &store,
-            "token.revoke",
+            EventKind::TokenRevoke,
             None,
             None,
             &json!({"token": "tok-2"}),
@@ -278,7 +427,7 @@ mod tests {
         .unwrap();
         record(
             &store,
-            "control.release",
+            EventKind::ControlRelease,
             Some("ws-a"),
             Some(&alice),
             &json!({"to": "agent"}),

@@ -437,3 +437,28 @@ async fn an_operators_take_over_holds_through_a_restart() {
     let (status, _) = desk::act(&daemon, &agent.secret, &id, click).await;
     assert_eq!(status, 200, "handed back after the restart");
 }
+
+/// The daemon's own start and stop are on the record (the host chain), the
+/// stop with the signal and what became of the workspaces.
+#[tokio::test]
+async fn the_daemons_own_start_and_stop_are_events() {
+    let data = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let token = daemon.token.clone();
+    daemon.terminate();
+    drop(daemon);
+    let daemon = Daemon::start(data.path(), Some(&token), &[]).unwrap();
+    let (status, body) = daemon
+        .call(Method::GET, "/v1/events?limit=1000", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let events = body["events"].as_array().unwrap();
+    let of = |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["kind"] == kind).collect() };
+    assert_eq!(of("daemon.start").len(), 2, "{body}");
+    let stops = of("daemon.stop");
+    assert_eq!(stops.len(), 1, "{body}");
+    assert_eq!(stops[0]["detail"]["signal"], "SIGTERM");
+    assert_eq!(stops[0]["detail"]["workspaces"], "kept running");
+    assert!(stops[0]["workspace_id"].is_null());
+}

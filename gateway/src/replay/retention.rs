@@ -97,7 +97,7 @@ mod tests {
             std::fs::write(folder.join(file), file).unwrap();
             let digest = cubicle_recorder::bundle::digest_reader(file.as_bytes()).unwrap();
             let event = NewEvent {
-                kind: cubicle_recorder::audit_chain::SEGMENT_KIND,
+                kind: EventKind::RecordingSegment,
                 workspace_id: Some(ws),
                 detail: json!({ "file": file, "sha256": hex::encode(digest.sha256), "end_ms": end_ms }),
                 ..NewEvent::default()

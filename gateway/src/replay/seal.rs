@@ -88,7 +88,7 @@ mod tests {
     async fn append(store: &Store, ws: &str, n: usize) {
         for _ in 0..n {
             let event = NewEvent {
-                kind: "action",
+                kind: crate::ops::audit::EventKind::Action,
                 workspace_id: Some(ws),
                 ..NewEvent::default()
             };
