@@ -77,17 +77,40 @@ pub fn guard(secs: u64) -> Duration {
     Duration::from_secs(if nested { secs * 10 } else { secs })
 }
 
-/// Waits for `child`, killing it if it hangs (a guard, not a timing assertion).
+/// Waits for `child`, killing it if it hangs (a guard, not a timing
+/// assertion). Its stdout and stderr are read as they come: a guest that
+/// prints more than a pipe holds (a stock kernel's boot log can) would
+/// otherwise block on its serial port and look hung.
 pub fn wait_output(mut child: Child) -> Output {
+    fn drain(
+        pipe: Option<impl std::io::Read + Send + 'static>,
+    ) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let deadline = Instant::now() + guard(60);
-    while child.try_wait().expect("wait on VMM").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait on VMM") {
+            break status;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
-            break;
+            break child.wait().expect("wait on the killed VMM");
         }
         std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
     }
-    child.wait_with_output().expect("collect VMM output")
 }
 
 /// Runs the VMM with `args`, capturing stdout (the serial console) and stderr.
