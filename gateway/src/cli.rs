@@ -544,13 +544,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tokens::create(store, "admin", Role::Admin, tokens::Scope::Default).await?;
         say(&format!("admin token (shown once, store it now): {secret}"));
     }
+    let shutdown = shutdown_signals()?;
     let address = listener.local_addr()?;
     let detail = serde_json::json!({ "listen": address.to_string(), "pid": std::process::id() });
     cubicle_runtime::events::record(store, EventKind::DaemonStart, None, None, &detail).await?;
     say(&format!("listening on http://{address}"));
     let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
     cubicle_gateway::listener::serve(listener, cubicle_gateway::api::router(state), async move {
-        let _ = exit_tx.send(shutdown_signal().await);
+        let _ = exit_tx.send(shutdown.await);
     })
     .await?;
     let exit = exit_rx.await.unwrap_or(Exit::StopWorkspaces);
@@ -732,18 +733,19 @@ enum Exit {
     StopWorkspaces,
 }
 
-async fn shutdown_signal() -> Exit {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return Exit::StopWorkspaces;
+/// SIGTERM and SIGINT, caught from the moment this is made: made before
+/// the daemon says it listens, so a signal sent right after that line is
+/// the graceful stop, never the default (an instant death with no record).
+fn shutdown_signals() -> anyhow::Result<impl std::future::Future<Output = Exit>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("catching SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("catching SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => Exit::KeepWorkspaces,
+            _ = int.recv() => Exit::StopWorkspaces,
         }
-    };
-    tokio::select! {
-        _ = term.recv() => Exit::KeepWorkspaces,
-        _ = tokio::signal::ctrl_c() => Exit::StopWorkspaces,
-    }
+    })
 }
 
 async fn image_build(common: &CommonArgs) -> anyhow::Result<()> {

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use cubicle_tests::{Daemon, desk, guard, origin, rfb};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -24,22 +24,6 @@ async fn ok(daemon: &Daemon, method: Method, path: &str, body: Option<Value>) ->
     let (status, reply) = daemon.call(method, path, body.as_deref()).await.unwrap();
     assert!((200..300).contains(&status), "{path}: {status} {reply}");
     reply
-}
-
-async fn next_frame<S>(ws: &mut S) -> Value
-where
-    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let message = tokio::time::timeout(guard(Duration::from_secs(30)), ws.next())
-            .await
-            .expect("an exec frame in time")
-            .expect("the exec socket is open")
-            .expect("a good frame");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).unwrap();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,7 +97,7 @@ async fn one_workspace_through_every_door() {
         .unwrap();
     let mut echoed = String::new();
     while echoed != "through the door\n" {
-        let frame = next_frame(&mut exec).await;
+        let frame = desk::next_json(&mut exec).await;
         echoed.push_str(
             frame["stdout"]
                 .as_str()
@@ -123,7 +107,7 @@ async fn one_workspace_through_every_door() {
     exec.send(Message::Text(r#"{"stdin_eof": true}"#.into()))
         .await
         .unwrap();
-    assert_eq!(next_frame(&mut exec).await["exit_code"], 0);
+    assert_eq!(desk::next_json(&mut exec).await["exit_code"], 0);
 
     // Files: bytes in, the same bytes out.
     let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 13 % 251) as u8).collect();

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use cubicle_tests::Daemon;
-use futures_util::{SinkExt, StreamExt};
+use cubicle_tests::{Daemon, desk};
+use futures_util::SinkExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -362,7 +362,7 @@ async fn exec_websocket_streams_stdin_and_output() {
         .unwrap();
     let mut echoed = String::new();
     while echoed != "hello bytes\n" {
-        let frame = next_json(&mut ws).await;
+        let frame = desk::next_json(&mut ws).await;
         echoed.push_str(
             frame["stdout"]
                 .as_str()
@@ -372,7 +372,7 @@ async fn exec_websocket_streams_stdin_and_output() {
     ws.send(Message::Text(r#"{"stdin_eof": true}"#.into()))
         .await
         .unwrap();
-    let exit = next_json(&mut ws).await;
+    let exit = desk::next_json(&mut ws).await;
     assert_eq!(exit["exit_code"], 0, "{exit}");
     assert_eq!(exit["timed_out"], false);
 
@@ -390,7 +390,7 @@ async fn exec_websocket_streams_stdin_and_output() {
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     let (mut out, mut err) = (String::new(), String::new());
     let exit = loop {
-        let frame = next_json(&mut ws).await;
+        let frame = desk::next_json(&mut ws).await;
         if let Some(text) = frame["stdout"].as_str() {
             out.push_str(text);
         } else if let Some(text) = frame["stderr"].as_str() {
@@ -409,7 +409,7 @@ async fn exec_websocket_streams_stdin_and_output() {
     );
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     ws.send(Message::Text("not json".into())).await.unwrap();
-    let error = next_json(&mut ws).await;
+    let error = desk::next_json(&mut ws).await;
     assert_eq!(error["error"]["code"], "bad_request", "{error}");
     drop(ws);
     let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(5));
@@ -429,23 +429,6 @@ async fn exec_websocket_streams_stdin_and_output() {
     let err = tokio_tungstenite::connect_async(url).await.unwrap_err();
     assert!(err.to_string().contains("400"), "{err}");
     still_works(&daemon, &id).await;
-}
-
-async fn next_json<S>(ws: &mut S) -> Value
-where
-    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let message =
-            tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(30)), ws.next())
-                .await
-                .expect("a frame within 30 s")
-                .expect("the socket is open")
-                .expect("a good frame");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).unwrap();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -286,3 +286,27 @@ pub async fn under_policy(name: &str, toml: &str) -> UnderPolicy {
         policies,
     }
 }
+
+/// The next JSON text frame of an exec WebSocket (binary and control
+/// frames skipped), waiting up to 30 s (scaled by `guard`).
+pub async fn next_json<S>(ws: &mut S) -> Value
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    use futures_util::StreamExt;
+    loop {
+        let message = tokio::time::timeout(crate::guard(Duration::from_secs(30)), ws.next())
+            .await
+            .expect("a frame within 30 s")
+            .expect("the socket is open")
+            .expect("a good frame");
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = message {
+            return serde_json::from_str(&text).expect("a JSON frame");
+        }
+    }
+}
