@@ -56,9 +56,23 @@ pub async fn websocket_stream(url: &str) -> anyhow::Result<tokio::io::DuplexStre
     request
         .headers_mut()
         .insert("Sec-WebSocket-Protocol", "binary".parse()?);
-    let (ws, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .context("opening the live-view WebSocket")?;
+    let (ws, _) = match tokio_tungstenite::connect_async(request).await {
+        Ok(opened) => opened,
+        // A refusal's body says why (the gateway's error code and message).
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let body = response
+                .body()
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default()
+                .into_owned();
+            anyhow::bail!(
+                "opening the live-view WebSocket: {} {body}",
+                response.status()
+            );
+        }
+        Err(err) => return Err(err).context("opening the live-view WebSocket"),
+    };
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     let (mut ws_tx, mut ws_rx) = ws.split();
     let (mut read_half, mut write_half) = tokio::io::split(ours);
