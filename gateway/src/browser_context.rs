@@ -30,7 +30,6 @@
 //! (four methods) do not need its generated protocol types either.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cubicle_policy::{BrowserContext, Focus};
@@ -98,49 +97,40 @@ struct Session {
     worlds: HashMap<String, i64>,
 }
 
-/// Every workspace's session, made on first use.
+/// Where a workspace's host keeps its CDP session (made on first use).
 #[derive(Default)]
-pub struct Browsers {
-    sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Session>>>>>,
+pub struct BrowserSlot(tokio::sync::Mutex<Option<Session>>);
+
+impl BrowserSlot {
+    /// Ends the session (its workspace stopped).
+    pub async fn close(&self) {
+        *self.0.lock().await = None;
+    }
 }
 
-impl Browsers {
-    fn slot(&self, id: &str) -> Arc<tokio::sync::Mutex<Option<Session>>> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.entry(id.to_owned()).or_default().clone()
-    }
-
-    /// The active tab and focused element of workspace `id`'s browser.
-    pub async fn context(&self, state: &AppState, id: &str) -> Lookup {
-        let slot = self.slot(id);
-        let mut session = slot.lock().await;
-        let looked = tokio::time::timeout(LOOKUP_TIMEOUT, lookup(state, id, &mut session)).await;
-        match looked {
-            Ok(Ok(lookup)) => lookup,
-            Ok(Err(LookupError::NoBrowser)) => {
-                *session = None;
-                Lookup::Absent
-            }
-            Ok(Err(LookupError::Broken(why))) => {
-                *session = None;
-                Lookup::Unreadable(why)
-            }
-            Err(_) => {
-                // A half-read answer would confuse the next lookup.
-                *session = None;
-                Lookup::Unreadable(format!(
-                    "the browser did not answer within {LOOKUP_TIMEOUT:?}"
-                ))
-            }
+/// The active tab and focused element of workspace `id`'s browser, read
+/// over the gateway's own CDP session kept in its host.
+pub async fn context(state: &AppState, id: &str) -> Lookup {
+    let host = state.hosts.get(id);
+    let mut session = host.browser().0.lock().await;
+    let looked = tokio::time::timeout(LOOKUP_TIMEOUT, lookup(state, id, &mut session)).await;
+    match looked {
+        Ok(Ok(lookup)) => lookup,
+        Ok(Err(LookupError::NoBrowser)) => {
+            *session = None;
+            Lookup::Absent
         }
-    }
-
-    /// Ends workspace `id`'s session (it stopped or was deleted).
-    pub fn close(&self, id: &str) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        Ok(Err(LookupError::Broken(why))) => {
+            *session = None;
+            Lookup::Unreadable(why)
+        }
+        Err(_) => {
+            // A half-read answer would confuse the next lookup.
+            *session = None;
+            Lookup::Unreadable(format!(
+                "the browser did not answer within {LOOKUP_TIMEOUT:?}"
+            ))
+        }
     }
 }
 

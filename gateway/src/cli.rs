@@ -476,7 +476,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
         store,
         web_dir: args.web_dir,
-        screens: Default::default(),
+        hosts: Default::default(),
         control: Default::default(),
         revocations: Default::default(),
         replay: replay.clone(),
@@ -497,6 +497,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ));
     }
     let state_egress = state.egress.clone();
+    let state_hosts = state.hosts.clone();
     let state_gates = state.gates.clone();
     let stop_sweeping = tokio_util::sync::CancellationToken::new();
     let sweeper = tokio::spawn(cubicle_gateway::ops::gates::sweep(
@@ -576,8 +577,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(pool) = pool {
         let _ = pool.await;
     }
-    replay.stop_all().await;
-    state_egress.stop_all().await;
+    // Every host's egress proxy, recorder (its last segment sealed) and
+    // sessions end; the workspaces themselves keep running unless asked.
+    state_egress.stop_auto_release();
+    state_hosts.stop_all().await;
     manager.shutdown(stop_workspaces).await;
     state_gates.approvals.close();
     let _ = approvals_writer.await;

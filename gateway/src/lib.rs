@@ -19,6 +19,7 @@ pub mod browser_downloads;
 pub mod cdp_proxy;
 pub mod control;
 pub mod error;
+pub mod host;
 pub mod listener;
 pub mod mcp;
 pub mod openapi;

@@ -177,7 +177,7 @@ async fn fixture() -> Fixture {
         audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
         store: store.clone(),
         web_dir: dir.path().join("web"),
-        screens: Arc::default(),
+        hosts: Arc::default(),
         control: Arc::default(),
         revocations: Arc::default(),
         egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(

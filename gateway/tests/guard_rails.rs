@@ -91,7 +91,7 @@ async fn fixture() -> Fixture {
         audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
         store: store.clone(),
         web_dir: dir.path().join("web"),
-        screens: Arc::default(),
+        hosts: Arc::default(),
         control: Arc::default(),
         revocations: Arc::default(),
         // The server's default: any public address (a wider base than deny,

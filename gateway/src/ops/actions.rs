@@ -32,8 +32,8 @@ async fn session(
 ) -> Result<Arc<ScreenSession>, ApiError> {
     let channel = access::guest(state, ctx, id, permission).await?;
     state
-        .screens
-        .get(id, &channel)
+        .hosts
+        .screen(id, &channel)
         .await
         .map_err(access::display_unavailable)
 }

@@ -6,7 +6,6 @@
 //! go into the event log like every other operation's, and it asks the
 //! workspace's policy through [`super::egress_gate`].
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cubicle_runtime::egress::listener::{self, EgressPeer};
@@ -53,8 +52,8 @@ impl EgressDefault {
     }
 }
 
-/// One running workspace's proxy.
-struct Live {
+/// One running workspace's proxy (kept in its host).
+pub struct EgressLive {
     proxy: Arc<WorkspaceProxy>,
     accept: JoinHandle<()>,
     /// Keeps the workspace's browser from saving downloads itself.
@@ -68,7 +67,6 @@ pub struct EgressHub {
     egress: Option<Arc<Egress>>,
     default: EgressDefault,
     ca_pem: Option<String>,
-    live: Mutex<HashMap<String, Live>>,
     /// Downloads just held, for the automatic release (taken by the first
     /// start, which runs the task that reads it).
     held: Mutex<Option<tokio::sync::mpsc::Receiver<(String, String)>>>,
@@ -95,7 +93,6 @@ impl EgressHub {
             egress,
             default,
             ca_pem,
-            live: Mutex::new(HashMap::new()),
             held: Mutex::new(None),
             auto_release: Mutex::new(None),
         }
@@ -151,6 +148,7 @@ impl EgressHub {
     /// Stores `policy` for `id` and applies it to its running proxy.
     async fn store_policy(
         &self,
+        hosts: &crate::host::Hosts,
         id: &str,
         policy: &EgressPolicy,
         by: Option<&str>,
@@ -158,16 +156,10 @@ impl EgressHub {
         egress_store::set(&self.store, id, &policy.to_doc(), by)
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        if let Some(live) = self.lock().get(id) {
-            live.proxy.policy().set(policy.clone());
+        if let Some(host) = hosts.find(id) {
+            host.with_egress(|live| live.proxy.policy().set(policy.clone()));
         }
         Ok(())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
-        self.live
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Starts the proxy of a workspace that just reached running.
@@ -236,17 +228,12 @@ impl EgressHub {
             state.clone(),
             record.id.clone(),
         ));
-        let live = Live {
+        let live = EgressLive {
             proxy,
             accept,
             downloads,
         };
-        let previous = self.lock().insert(record.id.clone(), live);
-        if let Some(previous) = previous {
-            previous.accept.abort();
-            previous.downloads.abort();
-            previous.proxy.shutdown().await;
-        }
+        state.hosts.get(&record.id).set_egress(live).await;
         Ok(())
     }
 
@@ -263,19 +250,9 @@ impl EgressHub {
         }
     }
 
-    /// Ends a workspace's proxy: connections and downloads in flight go
-    /// with it (nothing partial is kept).
-    pub async fn stop(&self, workspace: &str) {
-        let live = self.lock().remove(workspace);
-        if let Some(live) = live {
-            live.accept.abort();
-            live.downloads.abort();
-            live.proxy.shutdown().await;
-        }
-    }
-
-    /// Every proxy, at daemon shutdown.
-    pub async fn stop_all(&self) {
+    /// Stops the automatic release of held downloads (daemon shutdown;
+    /// the proxies go with their hosts).
+    pub fn stop_auto_release(&self) {
         let task = self
             .auto_release
             .lock()
@@ -284,12 +261,16 @@ impl EgressHub {
         if let Some(task) = task {
             task.abort();
         }
-        let all: Vec<Live> = self.lock().drain().map(|(_, live)| live).collect();
-        for live in all {
-            live.accept.abort();
-            live.downloads.abort();
-            live.proxy.shutdown().await;
-        }
+    }
+}
+
+impl EgressLive {
+    /// Ends the proxy: connections and downloads in flight go with it
+    /// (nothing partial is kept).
+    pub async fn stop(self) {
+        self.accept.abort();
+        self.downloads.abort();
+        self.proxy.shutdown().await;
     }
 }
 
@@ -315,7 +296,7 @@ pub async fn set_at_create(
     let run = async {
         state
             .egress
-            .store_policy(id, &policy, Some(&ctx.token.id))
+            .store_policy(&state.hosts, id, &policy, Some(&ctx.token.id))
             .await
     };
     state
@@ -339,7 +320,7 @@ pub async fn put(
     let run = async {
         state
             .egress
-            .store_policy(id, &policy, Some(&ctx.token.id))
+            .store_policy(&state.hosts, id, &policy, Some(&ctx.token.id))
             .await?;
         Ok(PolicyView {
             policy: policy.clone(),

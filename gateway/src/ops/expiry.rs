@@ -204,7 +204,7 @@ async fn expire(state: &AppState, id: &str, why: Expiry, action: OnExpiry) {
         action = action.as_str(),
         "workspace expired"
     );
-    state.screens.close(id);
+    state.hosts.close_screen(id);
     let result = match action {
         OnExpiry::Stop => state.manager.stop(id).await.map(|_| ()),
         OnExpiry::Delete => state.manager.delete(id).await,

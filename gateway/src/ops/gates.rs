@@ -43,7 +43,7 @@ use crate::app::AppState;
 use crate::approvals::{
     Approval, ApprovalError, ApprovalState, Approvals, NewApproval, binding_hash,
 };
-use crate::browser_context::{Browsers, Lookup};
+use crate::browser_context::Lookup;
 use crate::error::ApiError;
 
 /// The longest a caller may ask to wait in one request.
@@ -100,15 +100,14 @@ pub struct Progress {
     pub expires_at: i64,
 }
 
-/// The policies, each workspace's choice of one, the pending approvals and
-/// the browser contexts: what the gate needs, one per daemon.
+/// The policies, each workspace's choice of one and the pending approvals:
+/// what the gate needs, one per daemon.
 pub struct Gates {
     pub policies: PolicySet,
     pub default_policy: String,
     /// Each workspace's policy, once read.
     assigned: Mutex<HashMap<String, String>>,
     pub approvals: Approvals,
-    pub browsers: Browsers,
 }
 
 impl Gates {
@@ -123,7 +122,6 @@ impl Gates {
             default_policy: default_policy.to_owned(),
             assigned: Mutex::default(),
             approvals: Approvals::default(),
-            browsers: Browsers::default(),
         })
     }
 
@@ -187,11 +185,6 @@ impl Gates {
             .map_err(|e| ApiError::internal(e.to_string()))?;
         self.cache().insert(id.to_owned(), name.to_owned());
         Ok(())
-    }
-
-    /// Forgets what is kept for workspace `id` (it stopped or was deleted).
-    pub fn forget(&self, id: &str) {
-        self.browsers.close(id);
     }
 }
 
@@ -302,7 +295,7 @@ async fn judge(
         .chain(more)
         .any(|s| policy.needs_browser_for(s));
     let lookup = match needs_browser {
-        true => gates.browsers.context(state, workspace).await,
+        true => crate::browser_context::context(state, workspace).await,
         false => Lookup::Absent,
     };
     let states: Vec<BrowserState<'_>> = match &lookup {
@@ -472,7 +465,7 @@ async fn screenshot(state: &AppState, workspace: &str, approval: &str) {
             .manager
             .backend()
             .channel(&state.manager.spec(&record));
-        let session = state.screens.get(workspace, &channel).await.ok()?;
+        let session = state.hosts.screen(workspace, &channel).await.ok()?;
         let frame = session.snapshot();
         let encoded = tokio::task::spawn_blocking(move || {
             crate::screen::image_out::encode(&frame, crate::screen::image_out::Format::Png, None)

@@ -1,7 +1,9 @@
-//! What the gateway keeps per running workspace (its RFB session and
-//! framebuffer, its control lock) follows the runtime's lifecycle stream:
-//! torn down when the workspace stops, crashes or is deleted, whoever caused
-//! it (an API call, the exit watcher, reconcile, shutdown). Crashes and
+//! What the gateway keeps per running workspace (its host: screen session,
+//! CDP session, recorder, egress proxy; and its control lock) follows the
+//! runtime's lifecycle stream: the host's services start when the workspace
+//! runs and the host is torn down with one `stop` when it stops, crashes or
+//! is deleted, whoever caused it (an API call, the exit watcher, reconcile,
+//! shutdown). Crashes and
 //! runs the runtime saw by itself become events here, written by the daemon.
 
 use cubicle_runtime::lifecycle::{Change, Lifecycle};
@@ -31,7 +33,7 @@ pub async fn follow(
                     missed,
                     "lifecycle follower fell behind; closing every screen session to resync"
                 );
-                state.screens.close_all();
+                state.hosts.close_all_screens();
             }
             Err(RecvError::Closed) => return,
         }
@@ -45,23 +47,24 @@ async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
         state.egress.start(state, &workspace).await;
     }
     if change.ends_running() {
-        // Downloads in flight go with it, nothing partial kept.
-        state.egress.stop(&workspace).await;
-        // Its last video segment is sealed before the session goes.
-        state.replay.stop_recording(&workspace, false).await;
-        state.screens.close(&workspace);
-        state.gates.forget(&workspace);
+        // Egress first (downloads in flight go with it), then the last
+        // video segment is sealed, then the sessions go.
+        state.hosts.stop(&workspace).await;
     }
     // A paused workspace takes no input, not even on live views opened
     // before; its screen session stops asking Xvnc for updates meanwhile.
     match change {
         Change::Paused => {
             state.control.set_paused(&workspace, true);
-            state.screens.set_paused(&workspace, true);
+            if let Some(host) = state.hosts.find(&workspace) {
+                host.set_paused(true);
+            }
         }
         Change::Resumed => {
             state.control.set_paused(&workspace, false);
-            state.screens.set_paused(&workspace, false);
+            if let Some(host) = state.hosts.find(&workspace) {
+                host.set_paused(false);
+            }
         }
         _ if change.ends_running() => {
             state.control.set_paused(&workspace, false);

@@ -179,7 +179,7 @@ pub async fn opt_out(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), 
     recorded(state, ctx, id, Permission::WorkspacesCreate).await?;
     state
         .replay
-        .opt_out(id)
+        .opt_out(state, id)
         .await
         .map_err(|e| ApiError::internal(format!("cannot turn recording off for {id}: {e}")))
 }

@@ -166,7 +166,7 @@ pub async fn stop(
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async {
-        state.screens.close(id);
+        state.hosts.close_screen(id);
         state.manager.stop(id).await.map_err(ApiError::from)
     };
     let kind = EventKind::WorkspaceStop;
@@ -213,7 +213,7 @@ pub async fn delete(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), A
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async {
-        state.screens.close(id);
+        state.hosts.close_screen(id);
         state.manager.delete(id).await.map_err(ApiError::from)
     };
     let kind = EventKind::WorkspaceDelete;

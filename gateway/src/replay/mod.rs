@@ -11,9 +11,7 @@ pub mod record;
 pub mod retention;
 pub mod seal;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use cubicle_recorder::checkpoint::{AuditKey, CheckpointError};
@@ -65,8 +63,6 @@ pub struct Replay {
     pub config: ReplayConfig,
     pub key: AuditKey,
     store: Store,
-    /// The recorder of each workspace being recorded.
-    recorders: Mutex<HashMap<String, record::Recorder>>,
 }
 
 impl Replay {
@@ -74,12 +70,7 @@ impl Replay {
     /// `<data>/audit/`.
     pub fn open(store: Store, config: ReplayConfig) -> Result<Self, CheckpointError> {
         let key = AuditKey::load_or_create(&config.data_dir.join("audit").join("signing.key"))?;
-        Ok(Self {
-            config,
-            key,
-            store,
-            recorders: Mutex::default(),
-        })
+        Ok(Self { config, key, store })
     }
 
     pub fn store(&self) -> &Store {

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Replay;
 use crate::app::AppState;
+use crate::host::WorkspaceHost;
 use crate::ops::EventKind;
 use crate::screen::ScreenSession;
 
@@ -48,76 +49,59 @@ struct Counts {
     dropped: u64,
 }
 
+impl Recorder {
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Stops it; returns once its last segment is sealed. `discard` throws
+    /// the open segment away unsealed instead.
+    pub async fn stop(self, id: &str, discard: bool) {
+        self.discard
+            .store(discard, std::sync::atomic::Ordering::SeqCst);
+        self.cancel.cancel();
+        if let Err(err) = self.task.await {
+            tracing::error!(workspace = id, %err, "the recorder task failed");
+        }
+    }
+}
+
 impl Replay {
-    /// Starts recording workspace `id` (it just reached running) unless
-    /// recording is off or it already records.
+    /// Starts recording workspace `id` (it just reached running) into its
+    /// host unless recording is off or it already records.
     pub fn start_recording(&self, state: &AppState, id: &str) {
         if !self.config.record || opted_out(&self.config.recordings_of(id)) {
             return;
         }
-        let mut recorders = self.recorders.lock().unwrap_or_else(|p| p.into_inner());
-        if recorders.get(id).is_some_and(|r| !r.task.is_finished()) {
-            return;
-        }
-        let cancel = CancellationToken::new();
-        let discard = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let task = tokio::spawn(record(
-            state.clone(),
-            id.to_owned(),
-            cancel.clone(),
-            discard.clone(),
-        ));
-        recorders.insert(
-            id.to_owned(),
+        let host = state.hosts.get(id);
+        host.start_recorder(|| {
+            let cancel = CancellationToken::new();
+            let discard = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let task = tokio::spawn(record(
+                state.clone(),
+                host.clone(),
+                id.to_owned(),
+                cancel.clone(),
+                discard.clone(),
+            ));
             Recorder {
                 cancel,
                 discard,
                 task,
-            },
-        );
-    }
-
-    /// Stops recording workspace `id`; returns once its last segment is
-    /// sealed. `discard` throws the open segment away unsealed instead.
-    pub async fn stop_recording(&self, id: &str, discard: bool) {
-        let recorder = self
-            .recorders
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        if let Some(recorder) = recorder {
-            recorder
-                .discard
-                .store(discard, std::sync::atomic::Ordering::SeqCst);
-            recorder.cancel.cancel();
-            if let Err(err) = recorder.task.await {
-                tracing::error!(workspace = id, %err, "the recorder task failed");
             }
-        }
-    }
-
-    /// Stops every recorder (the daemon is shutting down).
-    pub async fn stop_all(&self) {
-        let ids: Vec<String> = self
-            .recorders
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        for id in ids {
-            self.stop_recording(&id, false).await;
-        }
+        });
     }
 
     /// Turns recording off for workspace `id` for good (it was created with
     /// `record: false`): a recorder already started is stopped and its open
     /// segment thrown away unsealed.
-    pub async fn opt_out(&self, id: &str) -> std::io::Result<()> {
+    pub async fn opt_out(&self, state: &AppState, id: &str) -> std::io::Result<()> {
         let dir = self.config.recordings_of(id);
         make_private_dir(&dir)?;
         std::fs::write(dir.join(OFF_MARKER), b"recording off for this workspace\n")?;
-        self.stop_recording(id, true).await;
+        if let Some(host) = state.hosts.find(id) {
+            host.stop_recording(id, true).await;
+        }
         Ok(())
     }
 
@@ -229,6 +213,7 @@ async fn note(state: &AppState, id: &str, kind: EventKind, detail: Value) {
 /// longer runs or `cancel` fires.
 async fn session(
     state: &AppState,
+    host: &WorkspaceHost,
     id: &str,
     cancel: &CancellationToken,
 ) -> Option<Arc<ScreenSession>> {
@@ -238,7 +223,7 @@ async fn session(
             .manager
             .backend()
             .channel(&state.manager.spec(&record));
-        match state.screens.get(id, &channel).await {
+        match host.screen(&channel).await {
             Ok(session) => return Some(session),
             Err(err) => tracing::warn!(workspace = id, %err, "recorder: no screen yet"),
         }
@@ -253,6 +238,7 @@ async fn session(
 /// running.
 async fn record(
     state: AppState,
+    host: Arc<WorkspaceHost>,
     id: String,
     cancel: CancellationToken,
     discard: Arc<std::sync::atomic::AtomicBool>,
@@ -286,7 +272,7 @@ async fn record(
     .await;
     let mut counts = Counts::default();
     let mut sampler = Sampler::default();
-    'sessions: while let Some(screen) = session(&state, &id, &cancel).await {
+    'sessions: while let Some(screen) = session(&state, &host, &id, &cancel).await {
         let mut version = screen.version();
         let mut tick = tokio::time::interval(Duration::from_millis(1000 / u64::from(fps.max(1))));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

@@ -7,7 +7,6 @@
 pub mod framebuffer;
 pub mod image_out;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -275,68 +274,5 @@ fn apply(frame: &RwLock<Framebuffer>, event: VncEvent) -> bool {
             true
         }
         _ => false,
-    }
-}
-
-/// Every workspace's screen session, made on first use.
-#[derive(Default)]
-pub struct Screens {
-    sessions: Mutex<HashMap<String, Arc<ScreenSession>>>,
-    connecting: tokio::sync::Mutex<()>,
-}
-
-impl Screens {
-    /// The live session of workspace `id`, connecting if there is none.
-    pub async fn get(
-        &self,
-        id: &str,
-        channel: &GuestChannel,
-    ) -> Result<Arc<ScreenSession>, ScreenError> {
-        if let Some(session) = self.live(id) {
-            return Ok(session);
-        }
-        let _one_at_a_time = self.connecting.lock().await;
-        if let Some(session) = self.live(id) {
-            return Ok(session);
-        }
-        let session = ScreenSession::connect(channel).await?;
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_owned(), session.clone());
-        Ok(session)
-    }
-
-    fn live(&self, id: &str) -> Option<Arc<ScreenSession>> {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.get(id).filter(|s| !s.is_closed()).cloned()
-    }
-
-    /// Marks the session of workspace `id`, if any, paused or not.
-    pub fn set_paused(&self, id: &str, paused: bool) {
-        if let Some(session) = self.live(id) {
-            session.set_paused(paused);
-        }
-    }
-
-    /// Ends every session.
-    pub fn close_all(&self) {
-        let sessions =
-            std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|p| p.into_inner()));
-        for session in sessions.into_values() {
-            session.close();
-        }
-    }
-
-    /// Ends the session of workspace `id` (it stopped or was deleted).
-    pub fn close(&self, id: &str) {
-        if let Some(session) = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id)
-        {
-            session.close();
-        }
     }
 }
