@@ -169,18 +169,16 @@ fn vmm_own_memory(pid: i32, memory_mib: u64) -> OwnMemory {
             } else {
                 *by_name.entry(name.clone()).or_default() += rss;
             }
+        } else if in_guest {
+            continue;
         } else if let Some(anonymous) = kib("Anonymous:") {
-            if !in_guest {
-                own.anonymous += anonymous;
-            }
+            own.anonymous += anonymous;
         } else if let Some(private) = kib("Private_Clean:").or_else(|| kib("Private_Dirty:")) {
-            if !in_guest {
-                own.private += private;
-            }
+            own.private += private;
         }
     }
     own.largest = by_name.into_iter().collect();
-    own.largest.sort_by(|a, b| b.1.cmp(&a.1));
+    own.largest.sort_by_key(|(_, kib)| std::cmp::Reverse(*kib));
     own.largest.truncate(6);
     own
 }
