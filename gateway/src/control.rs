@@ -146,13 +146,18 @@ impl Controls {
         store: &Store,
         exists: impl Fn(&str) -> bool,
     ) -> Result<usize, StateError> {
-        let last = events::latest_per_workspace(store, "control.take", "control.release").await?;
+        let last = events::latest_per_workspace(
+            store,
+            EventKind::ControlTake,
+            EventKind::ControlRelease,
+        )
+        .await?;
         let mut held = 0;
         for event in last {
             let (Some(workspace), Some(actor)) = (&event.workspace_id, &event.actor) else {
                 continue;
             };
-            if event.kind != "control.take" || !exists(workspace) {
+            if event.kind != EventKind::ControlTake.as_str() || !exists(workspace) {
                 continue;
             }
             self.sender(workspace).send_replace(Control {

@@ -377,8 +377,8 @@ pub async fn list(
 /// where a state kept as events (such as who holds control) stands.
 pub async fn latest_per_workspace(
     store: &Store,
-    a: &str,
-    b: &str,
+    a: EventKind,
+    b: EventKind,
 ) -> Result<Vec<Event>, StateError> {
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT id, at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
@@ -386,8 +386,8 @@ pub async fn latest_per_workspace(
          (SELECT MAX(id) FROM events WHERE kind IN (?, ?) AND outcome = 'ok' \
           AND workspace_id IS NOT NULL GROUP BY workspace_id) ORDER BY id",
     )
-    .bind(a)
-    .bind(b)
+    .bind(a.as_str())
+    .bind(b.as_str())
     .fetch_all(store.pool())
     .await?;
     Ok(rows.into_iter().map(from_row).collect())
