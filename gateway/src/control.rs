@@ -146,12 +146,9 @@ impl Controls {
         store: &Store,
         exists: impl Fn(&str) -> bool,
     ) -> Result<usize, StateError> {
-        let last = events::latest_per_workspace(
-            store,
-            EventKind::ControlTake,
-            EventKind::ControlRelease,
-        )
-        .await?;
+        let last =
+            events::latest_per_workspace(store, EventKind::ControlTake, EventKind::ControlRelease)
+                .await?;
         let mut held = 0;
         for event in last {
             let (Some(workspace), Some(actor)) = (&event.workspace_id, &event.actor) else {

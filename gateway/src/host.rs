@@ -199,3 +199,32 @@ impl Hosts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_host_is_made_on_first_use_and_gone_after_its_stop() {
+        let hosts = Hosts::default();
+        assert!(hosts.find("ws-a").is_none(), "nothing before first use");
+        let host = hosts.get("ws-a");
+        assert!(
+            Arc::ptr_eq(&host, &hosts.get("ws-a")),
+            "one host per workspace"
+        );
+        hosts.get("ws-b");
+        hosts.stop("ws-a").await;
+        assert!(hosts.find("ws-a").is_none(), "stopped: its host is gone");
+        assert!(
+            hosts.find("ws-b").is_some(),
+            "another workspace keeps its own"
+        );
+        assert!(
+            !Arc::ptr_eq(&host, &hosts.get("ws-a")),
+            "a new run gets a new host, nothing of the old one"
+        );
+        hosts.stop_all().await;
+        assert!(hosts.find("ws-a").is_none() && hosts.find("ws-b").is_none());
+    }
+}
