@@ -828,7 +828,16 @@ async fn token_create(
         }
     };
     let store = open_store(&common.data_dir).await?;
-    let (token, secret) = tokens::create(&store, name, role, scope).await?;
+    let new = cubicle_gateway::wire::token::TokenRequest {
+        name: name.to_owned(),
+        role,
+        scope,
+    };
+    let audit = cubicle_gateway::ops::audit::Audit::new(store.clone());
+    let ctx = cubicle_gateway::ops::OpContext::host_cli();
+    let (token, secret) = cubicle_gateway::ops::tokens::create(&store, &audit, &ctx, new)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message))?;
     say(&format!("{} {} {secret}", token.id, role.as_str()));
     Ok(())
 }
@@ -852,22 +861,18 @@ async fn token_list(common: &CommonArgs) -> anyhow::Result<()> {
 
 async fn token_revoke(common: &CommonArgs, id: &str) -> anyhow::Result<()> {
     let store = open_store(&common.data_dir).await?;
-    let Some(token) = tokens::get(&store, id).await? else {
-        bail!("no token with id {id:?} (see `cubicle token list`)");
-    };
-    if token.role == Role::Admin
-        && token.revoked_at.is_none()
-        && tokens::live_admins(&store).await? <= 1
-    {
-        bail!("{id} is the last live admin token: create another admin token first");
-    }
-    if tokens::revoke(&store, id).await? {
-        let detail = serde_json::json!({ "token": id, "via": "cli" });
-        cubicle_runtime::events::record(&store, EventKind::TokenRevoke, None, None, &detail)
-            .await?;
-        say(&format!("revoked {id}"));
-    } else {
-        say(&format!("{id} was already revoked"));
+    let audit = cubicle_gateway::ops::audit::Audit::new(store.clone());
+    let ctx = cubicle_gateway::ops::OpContext::host_cli();
+    // A running daemon refuses the token from its next request, and its
+    // open connections end within `revocation::POLL` (they re-read it).
+    let revoked = cubicle_gateway::ops::tokens::revoke(&store, &audit, &ctx, id, || {})
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    match revoked {
+        cubicle_gateway::ops::tokens::Revoked::Now => say(&format!("revoked {id}")),
+        cubicle_gateway::ops::tokens::Revoked::Already => {
+            say(&format!("{id} was already revoked"));
+        }
     }
     Ok(())
 }

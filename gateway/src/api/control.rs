@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::control::ControlError;
 use crate::error::ApiError;
-use crate::ops::{OpContext, Permission, access};
+use crate::ops::{self, OpContext};
 
 impl From<ControlError> for ApiError {
     fn from(err: ControlError) -> Self {
@@ -42,8 +42,8 @@ pub async fn get(
     ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    access::workspace(&state, &ctx, &id, Permission::WorkspacesView).await?;
-    Ok(Json(state.control.current(&id).view(&id)))
+    let control = ops::control::get(&state, &ctx, &id).await?;
+    Ok(Json(control.view(&id)))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/control/take", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "This operator now holds control; agent input gets 409"), crate::openapi::NoWorkspace, (status = 409, body = crate::openapi::ErrorBody, description = "Another operator holds it (`control_held`), or the workspace is not running or paused (`paused`)")))]
@@ -52,8 +52,7 @@ pub async fn take(
     ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    access::running(&state, &ctx, &id, Permission::ControlHold).await?;
-    let control = state.control.take(&state.store, &id, &ctx).await?;
+    let control = ops::control::take(&state, &ctx, &id).await?;
     Ok(Json(control.view(&id)))
 }
 
@@ -63,8 +62,7 @@ pub async fn release(
     ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    access::workspace(&state, &ctx, &id, Permission::ControlHold).await?;
-    let control = state.control.release(&state.store, &id, &ctx).await?;
+    let control = ops::control::release(&state, &ctx, &id).await?;
     Ok(Json(control.view(&id)))
 }
 
@@ -74,9 +72,7 @@ pub async fn events(
     ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    access::workspace(&state, &ctx, &id, Permission::WorkspacesView).await?;
-    let mut control = state.control.subscribe(&id);
-    control.mark_changed();
+    let control = ops::control::follow(&state, &ctx, &id).await?;
     let revoked = state.revocations.watch(state.store.clone(), &ctx.token.id);
     let stream = futures_util::stream::unfold(
         (control, revoked, id),

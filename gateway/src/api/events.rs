@@ -4,18 +4,12 @@
 
 use axum::Json;
 use axum::extract::{Query, State};
-use std::collections::HashSet;
-
-use cubicle_runtime::events;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::ops::{OpContext, Permission, access};
-
-/// Most events one page returns.
-const MAX_LIMIT: u32 = 1000;
+use crate::ops::{self, OpContext};
 
 #[derive(Debug, Deserialize)]
 pub struct EventQuery {
@@ -36,38 +30,15 @@ pub async fn list(
     ctx: OpContext,
     query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    ctx.require(Permission::EventsRead)?;
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let limit = query.limit.unwrap_or(100);
-    if limit == 0 || limit > MAX_LIMIT {
-        return Err(ApiError::bad_request(format!(
-            "limit must be 1..={MAX_LIMIT}, got {limit}"
-        )));
-    }
-    if let Some(id) = &query.workspace {
-        // Deleted workspaces too: their history is what auditors read.
-        access::any_workspace(&state, &ctx, id, Permission::EventsRead).await?;
-    }
-    let mut events = events::list(&state.store, query.workspace.as_deref(), query.after, limit)
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    if !ctx.sees_all() {
-        // A scoped caller sees only the events of workspaces it may see.
-        let visible: HashSet<String> = state
-            .manager
-            .store()
-            .list_all()
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .into_iter()
-            .filter(|ws| ctx.sees(ws))
-            .map(|ws| ws.id)
-            .collect();
-        events.retain(|e| {
-            e.workspace_id
-                .as_ref()
-                .is_some_and(|id| visible.contains(id))
-        });
-    }
+    let events = ops::events::list(
+        &state,
+        &ctx,
+        query.workspace.as_deref(),
+        query.after,
+        limit,
+    )
+    .await?;
     Ok(Json(json!({ "events": events })))
 }

@@ -7,14 +7,13 @@ use crate::api::path::Path;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use cubicle_runtime::tokens::{self, Role, TokenInfo};
+use cubicle_runtime::tokens::TokenInfo;
 use serde_json::{Value, json};
 
 use super::body::Body;
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::ops::permission;
-use crate::ops::{EventKind, OpContext, Permission};
+use crate::ops::{self, OpContext, permission};
 use crate::wire::token::NewToken;
 
 fn view(token: &TokenInfo) -> Value {
@@ -26,10 +25,6 @@ fn view(token: &TokenInfo) -> Value {
         "created_at_ms": token.created_at,
         "revoked_at_ms": token.revoked_at,
     })
-}
-
-fn store_error(err: impl std::fmt::Display) -> ApiError {
-    ApiError::internal(err.to_string())
 }
 
 #[utoipa::path(get, path = "/v1/me", tag = "tokens", responses((status = 200, description = "The caller's token id, name and role")))]
@@ -50,21 +45,8 @@ pub async fn create(
     ctx: OpContext,
     Body(body): Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    ctx.require(Permission::TokensManage)?;
     let new = NewToken::parse(&body)?;
-    let detail = json!({ "name": new.name, "role": new.role, "scope": new.scope });
-    let store = state.store.clone();
-    let run = async move {
-        tokens::create(&store, &new.name, new.role, new.scope)
-            .await
-            .map_err(store_error)
-    };
-    let summary = |(token, _): &(tokens::Token, String)| json!({ "token": token.id });
-    let kind = EventKind::TokenCreate;
-    let (token, secret) = state
-        .audit
-        .run(&ctx, kind, None, detail, run, summary)
-        .await?;
+    let (token, secret) = ops::tokens::create(&state.store, &state.audit, &ctx, new).await?;
     let mut body = json!({
         "id": token.id, "name": token.name, "role": token.role, "scope": token.scope,
     });
@@ -74,8 +56,7 @@ pub async fn create(
 
 #[utoipa::path(get, path = "/v1/tokens", tag = "tokens", responses((status = 200, description = "Every token (never a secret)")))]
 pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
-    ctx.require(Permission::TokensManage)?;
-    let all = tokens::list(&state.store).await.map_err(store_error)?;
+    let all = ops::tokens::list(&state.store, &ctx).await?;
     Ok(Json(
         json!({ "tokens": all.iter().map(view).collect::<Vec<_>>() }),
     ))
@@ -87,45 +68,6 @@ pub async fn revoke(
     ctx: OpContext,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    ctx.require(Permission::TokensManage)?;
-    let token = tokens::get(&state.store, &id)
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("no token with id {id:?}"),
-            )
-        })?;
-    if token.revoked_at.is_some() {
-        return Ok(StatusCode::NO_CONTENT);
-    }
-    let admins = tokens::live_admins(&state.store)
-        .await
-        .map_err(store_error)?;
-    if token.role == Role::Admin && admins <= 1 {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "last_admin",
-            format!(
-                "{id} is the last live admin token: create another admin token before revoking it"
-            ),
-        ));
-    }
-    let store = state.store.clone();
-    let revoke = async {
-        tokens::revoke(&store, &id).await.map_err(store_error)?;
-        state.revocations.revoke(&id);
-        Ok(())
-    };
-    let kind = EventKind::TokenRevoke;
-    let detail = json!({ "token": id });
-    state
-        .audit
-        .run(&ctx, kind, None, detail, revoke, |_| json!({}))
-        .await?;
-    let by = ctx.actor();
-    state.control.release_token(&state.store, &id, &by).await?;
+    ops::tokens::revoke_live(&state, &ctx, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

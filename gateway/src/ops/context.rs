@@ -58,6 +58,22 @@ impl OpContext {
         }
     }
 
+    /// The host's root at the command line (`cubicle token ...` on the
+    /// data dir): an admin of every workspace, named so in the event log.
+    pub fn host_cli() -> Self {
+        OpContext {
+            token: Token {
+                id: "host-cli".into(),
+                name: "cubicle CLI (root on the host)".into(),
+                role: Role::Admin,
+                scope: Scope::All,
+            },
+            request_id: format!("cli-{}", std::process::id()),
+            client: None,
+            hold: super::gates::Hold::default(),
+        }
+    }
+
     pub fn actor(&self) -> Actor {
         Actor::from(&self.token)
     }

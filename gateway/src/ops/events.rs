@@ -1,0 +1,55 @@
+//! Reading the event log: what auditors, operators and admins page through.
+//! A scoped caller sees only the events of workspaces it may see.
+
+use std::collections::HashSet;
+
+use cubicle_runtime::events::{self, Event};
+
+use super::{OpContext, Permission, access};
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// Most events one page returns.
+pub const MAX_LIMIT: u32 = 1000;
+
+/// One page of the log: `limit` events after id `after`, of `workspace`
+/// (deleted ones included: their history is what auditors read) or of
+/// every workspace the caller may see.
+pub async fn list(
+    state: &AppState,
+    ctx: &OpContext,
+    workspace: Option<&str>,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<Event>, ApiError> {
+    ctx.require(Permission::EventsRead)?;
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1..={MAX_LIMIT}, got {limit}"
+        )));
+    }
+    if let Some(id) = workspace {
+        access::any_workspace(state, ctx, id, Permission::EventsRead).await?;
+    }
+    let mut events = events::list(&state.store, workspace, after, limit)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    if !ctx.sees_all() {
+        let visible: HashSet<String> = state
+            .manager
+            .store()
+            .list_all()
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .into_iter()
+            .filter(|ws| ctx.sees(ws))
+            .map(|ws| ws.id)
+            .collect();
+        events.retain(|e| {
+            e.workspace_id
+                .as_ref()
+                .is_some_and(|id| visible.contains(id))
+        });
+    }
+    Ok(events)
+}
