@@ -212,4 +212,24 @@ async fn a_scope_made_by_api_or_cli_reaches_exactly_the_workspaces_it_names() {
         hidden["error"]["message"].as_str().unwrap(),
         "a hidden workspace's 404 differs from an unknown id's"
     );
+
+    // The CLI's token made the same event as the API's, by the host's root:
+    // a started row, then the outcome naming the token.
+    let (status, events) = daemon
+        .call(Method::GET, "/v1/events?limit=1000", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{events}");
+    let by_cli: Vec<&serde_json::Value> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "token.create" && e["actor"]["id"] == "host-cli")
+        .collect();
+    let outcomes: Vec<&str> = by_cli
+        .iter()
+        .map(|e| e["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["started", "ok"], "{by_cli:?}");
+    assert_eq!(by_cli[0]["detail"]["name"], "only-y", "{by_cli:?}");
 }

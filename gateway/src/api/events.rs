@@ -32,13 +32,7 @@ pub async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let limit = query.limit.unwrap_or(100);
-    let events = ops::events::list(
-        &state,
-        &ctx,
-        query.workspace.as_deref(),
-        query.after,
-        limit,
-    )
-    .await?;
+    let events =
+        ops::events::list(&state, &ctx, query.workspace.as_deref(), query.after, limit).await?;
     Ok(Json(json!({ "events": events })))
 }

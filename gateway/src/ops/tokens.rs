@@ -73,7 +73,9 @@ pub async fn revoke(
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
-                format!("no token with id {id:?} (`cubicle token list` or GET /v1/tokens lists them)"),
+                format!(
+                    "no token with id {id:?} (`cubicle token list` or GET /v1/tokens lists them)"
+                ),
             )
         })?;
     if token.revoked_at.is_some() {
@@ -96,7 +98,14 @@ pub async fn revoke(
     };
     let detail = json!({ "token": id });
     audit
-        .run(ctx, EventKind::TokenRevoke, None, detail, run, |_| json!({}))
+        .run(
+            ctx,
+            EventKind::TokenRevoke,
+            None,
+            detail,
+            run,
+            |_| json!({}),
+        )
         .await?;
     Ok(Revoked::Now)
 }
