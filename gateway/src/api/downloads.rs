@@ -133,7 +133,6 @@ pub async fn release(
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
 ) -> Result<Json<DownloadView>, ApiError> {
-    ctx.require(ops::Permission::DownloadsDecide)?;
     let reason = Decision::parse(&body)?;
     let record = ops::downloads::release(&state, &ctx, &id, reason.as_deref()).await?;
     Ok(Json(DownloadView::from(&record)))
@@ -147,7 +146,6 @@ pub async fn reject(
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
 ) -> Result<Json<DownloadView>, ApiError> {
-    ctx.require(ops::Permission::DownloadsDecide)?;
     let reason = Decision::parse(&body)?;
     let record = ops::downloads::reject(&state, &ctx, &id, reason.as_deref()).await?;
     Ok(Json(DownloadView::from(&record)))
@@ -180,7 +178,6 @@ pub async fn set_egress(
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
 ) -> Result<Json<EgressView>, ApiError> {
-    ctx.require(ops::Permission::EgressManage)?;
     let policy = EgressBody::parse(&body)?;
     let view = ops::egress::put(&state, &ctx, &id, policy).await?;
     Ok(Json(egress_view(&id, &view)))

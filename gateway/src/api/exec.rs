@@ -36,7 +36,7 @@ use serde_json::{Map, Value, json};
 use super::body::Body;
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::ops::{self, OpContext, Permission, access};
+use crate::ops::{self, OpContext};
 use crate::wire::exec::{ExecBody, ExecResult, text_and_bytes};
 
 /// The largest WebSocket message a client may send (stdin).
@@ -134,7 +134,7 @@ pub async fn upgrade(
 ) -> Result<Response, ApiError> {
     // The gate before the upgrade check: another caller's workspace is a
     // 404 whatever the request looks like.
-    access::workspace(&state, &ctx, &id, Permission::Exec).await?;
+    ops::exec::may_stream(&state, &ctx, &id).await?;
     let ws = ws.map_err(|rejection| {
         ApiError::new(
             rejection.status(),

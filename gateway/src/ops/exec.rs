@@ -93,3 +93,11 @@ pub async fn open_stream(
         .run(ctx, kind, Some(id), describe(request), run, |_| json!({}))
         .await
 }
+
+/// Whether the caller may open a streamed exec on workspace `id`: asked
+/// before the WebSocket upgrade, so another caller's workspace is a 404
+/// whatever the request looks like.
+pub async fn may_stream(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+    access::workspace(state, ctx, id, Permission::Exec).await?;
+    Ok(())
+}

@@ -25,6 +25,7 @@ pub mod files;
 pub mod gates;
 pub mod guard_rails;
 pub mod host;
+pub mod live_view;
 pub mod permission;
 pub mod replay;
 pub mod tokens;

@@ -19,12 +19,10 @@ use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::response::Response;
-use cubicle_guest::ports;
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::ops::{EventKind, OpContext, Permission, access};
-use serde_json::json;
+use crate::ops::{self, OpContext};
 
 /// Largest WebSocket message a viewer may send (a whole ClientCutText fits).
 const MAX_VIEWER_MESSAGE: usize = rfb_parse::MAX_CUT_TEXT + 64 * 1024;
@@ -41,7 +39,7 @@ pub async fn upgrade(
 ) -> Result<Response, ApiError> {
     // The gate first: a workspace the caller may not see is a 404 whatever
     // the request looks like.
-    let channel = access::guest(&state, &caller, &id, Permission::ScreenView).await?;
+    let channel = ops::live_view::may_view(&state, &caller, &id).await?;
     let ws = ws.map_err(|rejection| {
         ApiError::new(
             rejection.status(),
@@ -49,68 +47,20 @@ pub async fn upgrade(
             format!("expected a WebSocket upgrade: {}", rejection.body_text()),
         )
     })?;
-    let turn = handshake::turn().await;
-    let mut guest = channel.connect(ports::RFB).await.map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::BAD_GATEWAY,
-            "guest_unreachable",
-            format!("cannot reach the workspace's display: {e}"),
-        )
-    })?;
-    let server_init = handshake::with_display(&mut guest).await.map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::BAD_GATEWAY,
-            "display_unavailable",
-            e.to_string(),
-        )
-    })?;
-    drop(turn);
-    // An open live view keeps the workspace in use (idle timeouts).
-    let watching = state.audit.activity().watch(&id);
-    state
-        .audit
-        .note(
-            Some(&caller),
-            EventKind::LiveViewOpen,
-            Some(&id),
-            json!({}),
-            None,
-        )
-        .await?;
-    let audit = state.audit.clone();
-    let ctx = caller.clone();
-    let workspace = id.clone();
-    let viewer = bridge::Viewer {
-        control: state.control.subscribe(&id),
-        revoked: state
-            .revocations
-            .watch(state.store.clone(), &caller.token.id),
-        token: caller.token.clone(),
-        workspace: id,
-        server_init,
-        state: state.clone(),
-        ctx: caller.clone(),
-    };
+    let opened = ops::live_view::open(&state, &caller, &id, &channel).await?;
     Ok(ws
         .protocols(["binary"])
         .max_message_size(MAX_VIEWER_MESSAGE)
         .on_upgrade(move |socket| async move {
-            let opened = std::time::Instant::now();
+            let started = std::time::Instant::now();
+            let ops::live_view::Opened {
+                guest,
+                viewer,
+                watching,
+            } = opened;
             let close = bridge::run(socket, guest, viewer).await;
             drop(watching);
-            // Who ended it and why: the viewer (1000), or the gateway with
-            // its reason (revoked token, malformed RFB, too slow, ...).
-            let detail = json!({
-                "code": close.code,
-                "by": if close.code == 1000 { "viewer" } else { "gateway" },
-                "reason": close.reason,
-                "seconds": opened.elapsed().as_secs(),
-            });
-            let noted = audit
-                .note(Some(&ctx), EventKind::LiveViewClose, Some(&workspace), detail, None)
-                .await;
-            if let Err(err) = noted {
-                tracing::error!(workspace = %workspace, err = %err.message, "cannot record a live view's close");
-            }
+            let seconds = started.elapsed().as_secs();
+            ops::live_view::closed(&state, &caller, &id, &close, seconds).await;
         }))
 }
