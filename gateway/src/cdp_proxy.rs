@@ -51,7 +51,7 @@ use serde_json::{Value, json};
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::ops::{EventKind, OpContext, Permission, access};
+use crate::ops::{EventKind, OpContext};
 use crate::revocation::RevocationWatch;
 
 /// The largest CDP message relayed either way (a full-page screenshot of a
@@ -125,12 +125,6 @@ pub fn routes() -> Router<AppState> {
     router
 }
 
-/// The guest channel of running workspace `id`, if `caller` may use its
-/// browser.
-async fn channel(state: &AppState, ctx: &OpContext, id: &str) -> Result<GuestChannel, ApiError> {
-    access::guest(state, ctx, id, Permission::Browser).await
-}
-
 /// Chromium's discovery document at `path`, and the origin its URLs are
 /// rewritten to.
 async fn discover(
@@ -141,7 +135,7 @@ async fn discover(
     uri: &Uri,
     path: &str,
 ) -> Result<(Value, rewrite::PublicOrigin), ApiError> {
-    let channel = channel(state, caller, id).await?;
+    let channel = crate::ops::cdp::may_use_browser(state, caller, id).await?;
     let origin = rewrite::PublicOrigin::of_request(headers, uri)?;
     Ok((discovery::get_json(&channel, path).await?, origin))
 }
@@ -181,7 +175,7 @@ pub async fn browser_socket(
     Path(id): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = channel(&state, &caller, &id).await?;
+    let channel = crate::ops::cdp::may_use_browser(&state, &caller, &id).await?;
     let upgrade = upgrade.map_err(|e| CdpProxyError::NotWebSocket(e.body_text()))?;
     let version = discovery::get_json(&channel, "/json/version").await?;
     let path = rewrite::browser_path(&version)?;
@@ -199,7 +193,7 @@ pub async fn page_socket(
     Path((id, target)): Path<(String, String)>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = channel(&state, &caller, &id).await?;
+    let channel = crate::ops::cdp::may_use_browser(&state, &caller, &id).await?;
     if !rewrite::valid_target(&target) {
         return Err(CdpProxyError::BadTarget(target).into());
     }
@@ -241,13 +235,13 @@ async fn accept(
         .max_frame_size(MAX_MESSAGE)
         .on_upgrade(move |socket| async move {
             let audit = state.audit.clone();
-            let gate = relay::Gate {
+            let cdp = crate::ops::cdp::CdpSession {
                 state,
                 ctx: ctx.clone(),
                 workspace: id.clone(),
             };
             tokio::select! {
-                () = relay::run(socket, browser, gate) => {}
+                () = relay::run(socket, browser, cdp) => {}
                 () = revoked.revoked() => {}
             }
             let closed = audit

@@ -15,7 +15,6 @@ use cubicle_guest::ports;
 use cubicle_runtime::channel::GuestChannel;
 use futures_util::stream::{FuturesUnordered, SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::json;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
@@ -24,8 +23,7 @@ use tokio_tungstenite::tungstenite::{self, protocol::WebSocketConfig};
 use super::hold;
 use super::inspect::{self, Direction, Verdict};
 use super::{CdpProxyError, MAX_MESSAGE};
-use crate::app::AppState;
-use crate::ops::{EventKind, OpContext, access};
+use crate::ops::cdp::{Call, CdpSession};
 
 /// The browser end of a relay.
 pub type Browser = WebSocketStream<UnixStream>;
@@ -89,50 +87,16 @@ fn truncate(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// Who a CDP connection belongs to: every call is checked against the
-/// control lock and written to the event log before it is forwarded.
-pub struct Gate {
-    pub state: AppState,
-    pub ctx: OpContext,
-    pub workspace: String,
-}
-
-impl Gate {
-    /// Why the call may not go to the browser now, if it may not.
-    async fn refuse(&self, method: &str) -> Option<String> {
-        let held = inspect::changes_page(method)
-            .then(|| access::agent_held_off(&self.state, &self.ctx, &self.workspace).err())
-            .flatten();
-        let outcome = if held.is_some() { "denied" } else { "ok" };
-        let noted = self
-            .state
-            .audit
-            .note(
-                Some(&self.ctx),
-                EventKind::CdpMethod,
-                Some(&self.workspace),
-                json!({ "method": method }),
-                Some(outcome),
-            )
-            .await;
-        match (held, noted) {
-            (Some(held), _) => Some(held.message),
-            (None, Err(err)) => Some(err.message),
-            (None, Ok(())) => None,
-        }
-    }
-}
-
 /// Relays `client` ⇄ `browser` until either side ends.
-pub async fn run(client: WebSocket, browser: Browser, gate: Gate) {
+pub async fn run(client: WebSocket, browser: Browser, cdp: CdpSession) {
     let (mut client_tx, client_rx) = client.split();
     let (mut browser_tx, browser_rx) = browser.split();
     let (answers_tx, answers_rx) = mpsc::channel(ANSWER_QUEUE);
     let end = tokio::select! {
-        end = to_browser(client_rx, &mut browser_tx, answers_tx, &gate) => end,
+        end = to_browser(client_rx, &mut browser_tx, answers_tx, &cdp) => end,
         end = to_client(browser_rx, &mut client_tx, answers_rx) => end,
     };
-    tracing::debug!(workspace = %gate.workspace, ?end, "CDP connection ended");
+    tracing::debug!(workspace = %cdp.workspace, ?end, "CDP connection ended");
     let close_client = async {
         if let Some(frame) = end.close_frame() {
             let _ = client_tx.send(Message::Close(Some(frame))).await;
@@ -154,7 +118,7 @@ async fn to_browser(
     mut client: SplitStream<WebSocket>,
     browser: &mut SplitSink<Browser, tungstenite::Message>,
     answers: mpsc::Sender<String>,
-    gate: &Gate,
+    cdp: &CdpSession,
 ) -> End {
     // Calls the policy holds, waiting for an operator off this loop.
     let mut parked: FuturesUnordered<hold::Parked> = FuturesUnordered::new();
@@ -192,25 +156,19 @@ async fn to_browser(
             Ok(message) => {
                 let mut verdict = inspect::inspect(Direction::ToBrowser, &message);
                 if verdict == Verdict::Allow {
-                    let method = message.method.as_deref().unwrap_or_default();
-                    if let Some(reason) = gate.refuse(method).await {
-                        verdict = Verdict::Deny(reason);
-                    }
-                }
-                if verdict == Verdict::Allow {
-                    match hold::policy(gate, &message).await {
-                        Ok(None) => {}
-                        Ok(Some(_)) if parked.len() >= hold::MAX_PARKED => {
+                    match cdp.call(&message).await {
+                        Call::Forward => {}
+                        Call::Refuse(reason) => verdict = Verdict::Deny(reason),
+                        Call::Hold(_) if parked.len() >= hold::MAX_PARKED => {
                             verdict = Verdict::Deny(format!(
                                 "{} calls already wait for an operator on this connection",
                                 hold::MAX_PARKED
                             ));
                         }
-                        Ok(Some(approval)) => {
-                            parked.push(hold::park(gate, approval, &message, text.to_string()));
+                        Call::Hold(approval) => {
+                            parked.push(hold::park(cdp, approval, &message, text.to_string()));
                             continue;
                         }
-                        Err(reason) => verdict = Verdict::Deny(reason),
                     }
                 }
                 inspect::answer(&message, &verdict)

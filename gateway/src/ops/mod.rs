@@ -13,6 +13,7 @@ pub mod access;
 pub mod actions;
 pub mod approvals;
 pub mod audit;
+pub mod cdp;
 pub mod context;
 pub mod control;
 pub mod downloads;
