@@ -169,6 +169,10 @@ struct ServeArgs {
     /// How long a new workspace may take to become ready, in seconds.
     #[arg(long, default_value_t = 120)]
     ready_timeout: u64,
+    /// How long a workspace's display may take to finish the RFB handshake
+    /// of a live view, in seconds (a display that stalls it is dropped).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    display_handshake_seconds: u64,
     /// First host uid for workspaces (each gets its own unprivileged uid).
     #[arg(long, default_value_t = cubicle_runtime::manager::UID_BASE)]
     uid_base: u32,
@@ -419,6 +423,7 @@ fn ensure_kernel() -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    cubicle_gateway::vnc::handshake::set_limit(Duration::from_secs(args.display_handshake_seconds));
     let host = HostKind::detect();
     say(host.describe());
     let store = open_store(&args.common.data_dir).await?;

@@ -40,6 +40,23 @@ pub struct WorkspaceHost {
     recorder: Mutex<Option<Recorder>>,
     /// Its egress proxy and download guard, while it runs.
     egress: Mutex<Option<EgressLive>>,
+    /// Live-view connections to its Xvnc still in their RFB handshake.
+    display_turns: DisplayTurns,
+}
+
+/// Xvnc counts every connection that has not yet authenticated against its
+/// peer's blacklist (threshold 5; every connection comes from the guest
+/// channel's one address) and then refuses everyone, the agent included,
+/// for 10 s and more. Viewers arriving together (a page reloaded by several
+/// operators) would trip it: their handshakes wait their turn instead, a
+/// few milliseconds each. The turns are per workspace: a display that
+/// stalls its handshakes holds up only its own viewers.
+struct DisplayTurns(tokio::sync::Semaphore);
+
+impl Default for DisplayTurns {
+    fn default() -> Self {
+        Self(tokio::sync::Semaphore::new(2))
+    }
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -83,6 +100,13 @@ impl WorkspaceHost {
         if let Some(session) = self.live_screen() {
             session.set_paused(paused);
         }
+    }
+
+    /// Waits for a turn to connect to its display; hold it until the RFB
+    /// handshake is done (Xvnc counts a connection from its accept). `None`
+    /// only if the semaphore were closed, which it never is.
+    pub async fn display_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.display_turns.0.acquire().await.ok()
     }
 
     pub fn browser(&self) -> &BrowserSlot {
@@ -202,6 +226,8 @@ impl Hosts {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test]
@@ -226,5 +252,21 @@ mod tests {
         );
         hosts.stop_all().await;
         assert!(hosts.find("ws-a").is_none() && hosts.find("ws-b").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_display_that_stalls_its_handshakes_holds_up_only_its_own_viewers() {
+        let hosts = Hosts::default();
+        let (stalled, other) = (hosts.get("ws-a"), hosts.get("ws-b"));
+        // Two viewers of ws-a are stuck in their handshake with its display.
+        let _first = stalled.display_turn().await.unwrap();
+        let _second = stalled.display_turn().await.unwrap();
+        let third = tokio::time::timeout(Duration::from_millis(50), stalled.display_turn()).await;
+        assert!(third.is_err(), "a third viewer of ws-a waits its turn");
+        let elsewhere = tokio::time::timeout(Duration::from_millis(50), other.display_turn()).await;
+        assert!(
+            matches!(elsewhere, Ok(Some(_))),
+            "a viewer of another workspace does not wait for ws-a's display"
+        );
     }
 }

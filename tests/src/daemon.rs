@@ -106,6 +106,11 @@ impl Daemon {
         if crate::nested() && !extra.contains(&"--ready-timeout") {
             command.args(["--ready-timeout", "1200"]);
         }
+        // And its display takes as much longer to finish a live view's
+        // RFB handshake (twenty times the default, as `guard` scales).
+        if crate::nested() && !extra.contains(&"--display-handshake-seconds") {
+            command.args(["--display-handshake-seconds", "200"]);
+        }
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

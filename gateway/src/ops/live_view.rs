@@ -45,7 +45,8 @@ pub async fn open(
     id: &str,
     channel: &GuestChannel,
 ) -> Result<Opened, ApiError> {
-    let turn = handshake::turn().await;
+    let host = state.hosts.get(id);
+    let turn = host.display_turn().await;
     let mut guest = channel.connect(ports::RFB).await.map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::BAD_GATEWAY,

@@ -78,7 +78,7 @@ pub async fn run(socket: WebSocket, guest: UnixStream, viewer: Viewer) -> Close 
     let (queue_tx, queue_rx) = mpsc::channel(QUEUE);
     let mut parser = RfbParser::default();
     let greeted = tokio::time::timeout(
-        handshake::LIMIT,
+        handshake::limit(),
         greet(&mut ws_tx, &mut ws_rx, &mut parser, &viewer.server_init),
     );
     let close = match greeted.await {

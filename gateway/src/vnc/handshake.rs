@@ -6,17 +6,30 @@
 //! as security failures and would then refuse every connection from the
 //! guest channel (the agent's included) for a while.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::rfb_parse::Kind;
 
 /// The version the gateway speaks on both sides.
 pub const VERSION: &[u8; 12] = b"RFB 003.008\n";
-/// How long either handshake may take.
+/// How long either handshake may take unless the daemon says otherwise
+/// (`cubicle serve --display-handshake-seconds`).
 pub const LIMIT: Duration = Duration::from_secs(10);
+static CONFIGURED: OnceLock<Duration> = OnceLock::new();
+
+/// Sets how long either handshake may take, once, at daemon start (an
+/// emulated host's displays answer tens of times slower).
+pub fn set_limit(limit: Duration) {
+    let _ = CONFIGURED.set(limit);
+}
+
+/// How long either handshake may take.
+pub fn limit() -> Duration {
+    CONFIGURED.get().copied().unwrap_or(LIMIT)
+}
 /// Longest desktop name accepted from Xvnc.
 const MAX_NAME: u32 = 4096;
 /// Longest failure reason read from Xvnc.
@@ -35,25 +48,8 @@ pub enum HandshakeError {
     NoNone(Vec<u8>),
     #[error("the display's desktop name is {0} bytes long (at most {MAX_NAME})")]
     Name(u32),
-    #[error("the display did not finish the RFB handshake within {LIMIT:?}")]
-    Timeout,
-}
-
-/// Handshakes the gateway has in flight with any display at once.
-///
-/// Xvnc counts every connection that has not yet authenticated against its
-/// peer's blacklist (threshold 5; every connection comes from the guest
-/// channel's one address) and then refuses everyone, the agent included,
-/// for 10 s and more. Viewers arriving together (a page reloaded by several
-/// operators) would trip it: their handshakes wait their turn instead, a few
-/// milliseconds each.
-static IN_FLIGHT: Semaphore = Semaphore::const_new(2);
-
-/// Waits for a turn to connect to a display; hold it until [`with_display`]
-/// is done (Xvnc counts a connection from its accept). `None` only if the
-/// semaphore were closed, which it never is.
-pub async fn turn() -> Option<SemaphorePermit<'static>> {
-    IN_FLIGHT.acquire().await.ok()
+    #[error("the display did not finish the RFB handshake within {0:?}")]
+    Timeout(Duration),
 }
 
 /// Handshakes with Xvnc as a shared client; returns its ServerInit message.
@@ -61,9 +57,10 @@ pub async fn with_display<S>(stream: &mut S) -> Result<Vec<u8>, HandshakeError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    tokio::time::timeout(LIMIT, display(stream))
+    let limit = limit();
+    tokio::time::timeout(limit, display(stream))
         .await
-        .map_err(|_| HandshakeError::Timeout)?
+        .map_err(|_| HandshakeError::Timeout(limit))?
 }
 
 async fn display<S>(stream: &mut S) -> Result<Vec<u8>, HandshakeError>
