@@ -100,7 +100,7 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let caller = match caller.and_then(|c| c.require(crate::ops::Permission::Input).map(|()| c)) {
+    let caller = match caller.and_then(crate::ops::access::mcp_session) {
         Ok(caller) => caller,
         Err(refused) => return Ok(json_rpc_refusal(refused)),
     };

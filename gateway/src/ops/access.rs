@@ -141,3 +141,10 @@ pub fn display_unavailable(err: impl std::fmt::Display) -> ApiError {
         err.to_string(),
     )
 }
+
+/// Whether the caller may open an MCP session: its tools act on
+/// workspaces (input, exec, files), so auditors may not.
+pub fn mcp_session(ctx: OpContext) -> Result<OpContext, ApiError> {
+    ctx.require(Permission::Input)?;
+    Ok(ctx)
+}
