@@ -304,6 +304,18 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // A test failing with a daemon up: what the daemon and its
+        // microVMs' consoles said last goes with the failure (libtest shows
+        // it only for failed tests), before the data dir is gone.
+        if std::thread::panicking() {
+            let log = std::fs::read(self.data_dir.with_extension("daemon.log")).unwrap_or_default();
+            let tail = &log[log.len().saturating_sub(8000)..];
+            eprintln!(
+                "--- the daemon's log (tail) ---\n{}{}",
+                String::from_utf8_lossy(tail),
+                self.microvm_consoles()
+            );
+        }
         self.interrupt();
     }
 }
