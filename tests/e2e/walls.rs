@@ -47,18 +47,7 @@ async fn create(daemon: &Daemon) -> Ws {
 }
 
 async fn exec(daemon: &Daemon, id: &str, command: &str) -> (u16, Value) {
-    // The exec's own time limit (the server's default, 30 s) scales like
-    // every hang guard: Python's start alone outran it under emulation.
-    let timeout_ms = cubicle_tests::guard(std::time::Duration::from_secs(30)).as_millis() as u64;
-    let body = json!({ "command": command, "timeout_ms": timeout_ms }).to_string();
-    daemon
-        .call(
-            Method::POST,
-            &format!("/v1/workspaces/{id}/exec"),
-            Some(&body),
-        )
-        .await
-        .unwrap()
+    cubicle_tests::desk::exec_status(daemon, id, command).await
 }
 
 /// Runs a shell line that must succeed in `id`; returns its stdout.

@@ -67,10 +67,11 @@ pub async fn desk() -> Desk {
     }
 }
 
-/// Runs a shell line in the workspace (20 s at most, scaled by `guard`);
-/// its status and body.
+/// Runs a shell line in the workspace (the server's default limit, 30 s,
+/// scaled by `guard`: under emulation Python's start alone outran it); its
+/// status and body.
 pub async fn exec_status(daemon: &Daemon, id: &str, command: &str) -> (u16, Value) {
-    let timeout_ms = crate::guard(std::time::Duration::from_secs(20)).as_millis() as u64;
+    let timeout_ms = crate::guard(std::time::Duration::from_secs(30)).as_millis() as u64;
     let body = json!({"command": command, "timeout_ms": timeout_ms}).to_string();
     daemon
         .call(
