@@ -1,11 +1,14 @@
-//! The guest side of Cubicle, shared by the host: the guest channel protocol.
+//! What the host needs of the workspace image: the guest channel protocol
+//! and the recipes.
 //!
-//! This crate owns the in-workspace supervisor binary `cubicle-guest` (the
-//! workspace's first process, see `src/bin/cubicle-guest/`) and the wire
-//! protocol the host uses to reach it: the port table ([`ports`]), the
-//! `CONNECT <port>` handshake ([`handshake`]) and the control messages
-//! ([`control`]), and the microVM init's arguments ([`vm_init`]). It does not own how a workspace is isolated (that is
-//! `cubicle-runtime`) nor the image recipe's execution (`cubicle image build`).
+//! The protocol is how the host reaches the in-workspace supervisor
+//! `cubicle-guest` (the workspace's first process, its own crate in
+//! `guest/`, which this one does not pull in): the port table ([`ports`]),
+//! the `CONNECT <port>` handshake ([`handshake`]), the control messages
+//! ([`control`]), and the microVM init's arguments ([`vm_init`]). The
+//! recipes ([`recipe`]) are the image's and the microVM kernel's, as text.
+//! It does not own how a workspace is isolated (that is `cubicle-runtime`)
+//! nor the recipes' execution (`cubicle image build`).
 //!
 //! Read [`handshake`] first: every host→guest stream starts with it, on both
 //! the jail and the microVM backend.
@@ -14,4 +17,5 @@ pub mod control;
 pub mod handshake;
 pub mod http_get;
 pub mod ports;
+pub mod recipe;
 pub mod vm_init;

@@ -3,7 +3,7 @@
 //! guest it does not trust.
 #![no_main]
 
-use cubicle_guest::control::{
+use cubicle_image::control::{
     DirListing, ErrorReply, ExecEvent, ExecResult, FileData, FileInfo, Health, Request,
     normalise_path,
 };

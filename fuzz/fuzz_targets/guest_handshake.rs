@@ -2,7 +2,7 @@
 //! `CONNECT <port>` line, and the host reading a (hostile) guest's reply.
 #![no_main]
 
-use cubicle_guest::handshake::{connect, parse_connect, read_line};
+use cubicle_image::handshake::{connect, parse_connect, read_line};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

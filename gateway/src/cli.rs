@@ -387,8 +387,8 @@ fn choose_backend(
 }
 
 /// The microVM guest kernel recipe, carried by the binary like the image's.
-const KERNEL_BUILD: &str = include_str!("../../desktop-image/kernel/build.sh");
-const KERNEL_CONFIG: &str = include_str!("../../desktop-image/kernel/microvm.config");
+const KERNEL_BUILD: &str = cubicle_image::recipe::KERNEL_BUILD;
+const KERNEL_CONFIG: &str = cubicle_image::recipe::KERNEL_CONFIG;
 
 /// Builds the microVM guest kernel if its cache has none (about 20 minutes
 /// on 2 cores; only when the microvm backend is used).

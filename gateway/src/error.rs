@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use cubicle_guest::control::ErrorCode;
+use cubicle_image::control::ErrorCode;
 use cubicle_runtime::guest_ops::GuestOpError;
 use cubicle_runtime::manager::ManagerError;
 use serde_json::json;

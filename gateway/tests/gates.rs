@@ -757,7 +757,7 @@ async fn a_buffered_exec_approval_never_opens_a_stream() {
     let (status, body) = fx.exec(Who::Agent, "", "sudo true").await;
     let id = held_id(status, &body);
     fx.decide(Who::Operator, &id, "approve", "ok").await;
-    let request = cubicle_guest::control::ExecRequest {
+    let request = cubicle_image::control::ExecRequest {
         command: Some("sudo true".into()),
         ..Default::default()
     };

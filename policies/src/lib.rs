@@ -20,6 +20,7 @@ pub mod command_line;
 mod document;
 pub mod glob;
 mod rule;
+pub mod scan_rules;
 mod set;
 pub mod subject;
 

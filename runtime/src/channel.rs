@@ -43,9 +43,9 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cubicle_guest::control::{Health, Request};
-use cubicle_guest::handshake::{self, HandshakeError};
-use cubicle_guest::ports;
+use cubicle_image::control::{Health, Request};
+use cubicle_image::handshake::{self, HandshakeError};
+use cubicle_image::ports;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 

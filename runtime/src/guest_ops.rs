@@ -1,5 +1,5 @@
 //! Exec and files on a workspace's guest, through its control service
-//! (see `cubicle_guest::control` for the ops).
+//! (see `cubicle_image::control` for the ops).
 //!
 //! Nothing the guest sends is trusted: every reply is read with a byte cap
 //! sized for the largest valid answer and a deadline, parsed as JSON, and its
@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use cubicle_guest::control::{
+use cubicle_image::control::{
     DeletePath, DirListing, ErrorCode, ErrorReply, ExecEvent, ExecExit, ExecInput, ExecRequest,
     ExecResult, FileData, FileInfo, InvalidField, MAX_EVENT_LINE, MAX_FILE, MAX_OUTPUT, MAX_STDIN,
     PathArg, ReadFile, Request, STREAM_CHUNK, WriteFile, normalise_path,
 };
-use cubicle_guest::ports;
+use cubicle_image::ports;
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Take};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};

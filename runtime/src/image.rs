@@ -16,8 +16,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 
 /// The recipe, compiled into the binary so the daemon carries what it builds.
-const PACKAGES: &str = include_str!("../../desktop-image/recipe/packages.txt");
-const BUILD_SCRIPT: &str = include_str!("../../desktop-image/recipe/build-rootfs.sh");
+const PACKAGES: &str = cubicle_image::recipe::PACKAGES;
+const BUILD_SCRIPT: &str = cubicle_image::recipe::BUILD_ROOTFS;
 /// Bumped when the layout of a built image changes.
 const FORMAT: &str = "cubicle-image-v1";
 const STEPS: u64 = 5;

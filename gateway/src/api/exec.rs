@@ -27,7 +27,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
-use cubicle_guest::control::{ExecExit, ExecRequest, MAX_TIMEOUT_MS};
+use cubicle_image::control::{ExecExit, ExecRequest, MAX_TIMEOUT_MS};
 use cubicle_runtime::guest_ops::{ExecEvents, ExecOutput, ExecStdin, GuestOpError, StreamEvent};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};

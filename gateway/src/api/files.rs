@@ -23,7 +23,7 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cubicle_guest::control::MAX_FILE;
+use cubicle_image::control::MAX_FILE;
 use serde_json::{Value, json};
 
 use super::body::Body;

@@ -31,7 +31,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// Chromium's DevTools port inside the workspace.
-const CDP_PORT: u16 = cubicle_guest::ports::CDP;
+const CDP_PORT: u16 = cubicle_image::ports::CDP;
 /// Strings longer than this are not looked at as URLs (page content, base64).
 const MAX_URL: usize = 8 * 1024;
 /// How deep the parameters are searched for URLs.

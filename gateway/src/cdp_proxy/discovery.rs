@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use cubicle_guest::ports;
+use cubicle_image::ports;
 use cubicle_runtime::channel::GuestChannel;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use axum::extract::ws::{self, CloseFrame, Message, WebSocket};
-use cubicle_guest::ports;
+use cubicle_image::ports;
 use cubicle_runtime::channel::GuestChannel;
 use futures_util::stream::{FuturesUnordered, SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};

@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use cubicle_guest::control::FileInfo;
+use cubicle_image::control::FileInfo;
 use cubicle_runtime::guest_ops::ExecOutput;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use axum::http::StatusCode;
-use cubicle_guest::control::{ExecRequest, MAX_FILE};
+use cubicle_image::control::{ExecRequest, MAX_FILE};
 use cubicle_runtime::quarantine::records::{self, DownloadRecord, DownloadState};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -270,7 +270,7 @@ async fn downloads_dir_is_real(
     channel: &cubicle_runtime::channel::GuestChannel,
     absent_ok: bool,
 ) -> Result<(), ApiError> {
-    use cubicle_guest::control::FileKind;
+    use cubicle_image::control::FileKind;
     let refused = |what: String| {
         ApiError::new(
             StatusCode::CONFLICT,
@@ -356,7 +356,7 @@ async fn deliver(
     // it is a regular file of their size.
     downloads_dir_is_real(channel, false).await?;
     let written = channel.stat(&path).await?;
-    if written.kind != cubicle_guest::control::FileKind::File || written.size != record.size {
+    if written.kind != cubicle_image::control::FileKind::File || written.size != record.size {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "release_not_verified",

@@ -3,7 +3,7 @@
 //! control lock; both are events with the argv and, for the buffered form,
 //! the exit and the sizes and SHA-256 of the output.
 
-use cubicle_guest::control::ExecRequest;
+use cubicle_image::control::ExecRequest;
 use cubicle_runtime::guest_ops::{ExecEvents, ExecOutput, ExecStdin};
 use serde_json::{Value, json};
 

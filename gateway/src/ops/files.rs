@@ -2,7 +2,7 @@
 //! `files_read`), writes and deletes (with `files_write`, under the control
 //! lock). Each is an event; a write keeps the path, size and SHA-256.
 
-use cubicle_guest::control::{DirListing, FileInfo};
+use cubicle_image::control::{DirListing, FileInfo};
 use cubicle_runtime::guest_ops::FileChunk;
 use serde_json::json;
 
@@ -17,7 +17,7 @@ use crate::error::ApiError;
 /// not follow symbolic links on writes and deletes (it refuses them and
 /// names where they lead), so a link cannot take a write past a rule.
 fn judged_path(path: &str) -> Result<String, ApiError> {
-    cubicle_guest::control::normalise_path("path", path)
+    cubicle_image::control::normalise_path("path", path)
         .map(|clean| clean.display().to_string())
         .map_err(|invalid| {
             // The same answer the guest gives (`bad_path`, `not_absolute`).

@@ -4,7 +4,7 @@
 //! the upgrade and carries bytes; each message's input is judged by the
 //! control lock and the gate as it passes ([`crate::vnc::bridge`]).
 
-use cubicle_guest::ports;
+use cubicle_image::ports;
 use cubicle_runtime::channel::GuestChannel;
 use serde_json::json;
 use tokio::net::UnixStream;

@@ -10,7 +10,7 @@ pub mod image_out;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use cubicle_guest::ports;
+use cubicle_image::ports;
 use cubicle_runtime::channel::GuestChannel;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use cubicle_guest::control::{ExecRequest, MAX_TIMEOUT_MS};
+use cubicle_image::control::{ExecRequest, MAX_TIMEOUT_MS};
 use cubicle_runtime::guest_ops::{ExecOutput, GuestOpError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

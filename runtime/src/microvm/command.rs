@@ -120,7 +120,7 @@ pub fn kernel_cmdline(spec: &WorkspaceSpec, xvnc: &str) -> Result<String, Comman
     kernel_value("workspace id", &spec.id)?;
     kernel_value("Xvnc path", xvnc)?;
     let geometry = spec.geometry.to_string();
-    let init = cubicle_guest::vm_init::VmInit {
+    let init = cubicle_image::vm_init::VmInit {
         hostname: &spec.id,
         geometry: &geometry,
         xvnc,

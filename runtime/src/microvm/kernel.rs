@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 /// The kernel configuration fragment `build.sh` builds from.
-const CONFIG: &str = include_str!("../../../desktop-image/kernel/microvm.config");
+const CONFIG: &str = cubicle_image::recipe::KERNEL_CONFIG;
 
 /// What can go wrong finding or staging the guest kernel.
 #[derive(Debug, thiserror::Error)]

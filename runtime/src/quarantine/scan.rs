@@ -8,29 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The shipped rule files, by name.
-pub const SHIPPED: &[(&str, &str)] = &[
-    (
-        "eicar.yar",
-        include_str!("../../../policies/rules/eicar.yar"),
-    ),
-    (
-        "executables.yar",
-        include_str!("../../../policies/rules/executables.yar"),
-    ),
-    (
-        "office_macros.yar",
-        include_str!("../../../policies/rules/office_macros.yar"),
-    ),
-    (
-        "scripts.yar",
-        include_str!("../../../policies/rules/scripts.yar"),
-    ),
-    (
-        "encrypted_archives.yar",
-        include_str!("../../../policies/rules/encrypted_archives.yar"),
-    ),
-];
+/// The shipped rule files, by name (`cubicle_policy::scan_rules`).
+pub const SHIPPED: &[(&str, &str)] = cubicle_policy::scan_rules::SHIPPED;
 
 /// The EICAR anti-malware test file: harmless bytes every scanner flags.
 pub const EICAR: &[u8] = br"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*";

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use cubicle_guest::control::{Health, ServiceStatus};
+use cubicle_image::control::{Health, ServiceStatus};
 use tokio::task::JoinHandle;
 
 use crate::endpoints::Endpoints;

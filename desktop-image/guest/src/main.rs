@@ -2,8 +2,8 @@
 //!
 //! Starts Xvnc, the XFCE session and Chromium, restarts any that die (with
 //! backoff), probes readiness, and serves the guest channel on the Unix
-//! socket the host hands it (`--channel-fd`). See the crate docs for the
-//! protocol.
+//! socket the host hands it (`--channel-fd`). The protocol is
+//! `cubicle-image`'s (`desktop-image/src/`).
 //!
 //! It runs as the services' id, apart from the workspace's user: read
 //! [`user`] for what runs as the user, [`endpoints`] for where Xvnc and
@@ -184,11 +184,11 @@ mod tests {
 
     /// The init arguments `cubicle-runtime`'s microvm backend puts after
     /// ` -- ` on the kernel command line, from the builder it uses
-    /// ([`cubicle_guest::vm_init::VmInit`]); the kernel hands them to us as
+    /// ([`cubicle_image::vm_init::VmInit`]); the kernel hands them to us as
     /// argv, split on spaces as here.
     #[test]
     fn parses_the_init_arguments_the_microvm_backend_passes() {
-        let init = cubicle_guest::vm_init::VmInit {
+        let init = cubicle_image::vm_init::VmInit {
             hostname: "ws-1a2b",
             geometry: "1024x768",
             xvnc: "/opt/tigervnc/Xvnc",

@@ -15,7 +15,7 @@ const SECURITY_NONE: u8 = 1;
 /// security failure and get the prober blacklisted by Xvnc.
 pub async fn rfb(endpoints: &Endpoints) -> bool {
     let attempt = async {
-        match endpoints.connect(cubicle_guest::ports::RFB).await.ok()? {
+        match endpoints.connect(cubicle_image::ports::RFB).await.ok()? {
             Service::Unix(stream) => rfb_handshake(stream).await,
         }
     };

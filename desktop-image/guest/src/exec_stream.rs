@@ -8,7 +8,7 @@ use std::convert::Infallible;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use cubicle_guest::control::{
+use cubicle_image::control::{
     ErrorCode, ErrorReply, ExecEvent, ExecInput, ExecRequest, MAX_EVENT_LINE, STREAM_CHUNK,
 };
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, Take};

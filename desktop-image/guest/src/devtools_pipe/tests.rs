@@ -98,8 +98,8 @@ impl Fixture {
         near
     }
 
-    async fn get(&self, path: &str) -> Result<String, cubicle_guest::http_get::HttpGetError> {
-        cubicle_guest::http_get::get(&mut self.connection(), 9222, path, 1 << 20).await
+    async fn get(&self, path: &str) -> Result<String, cubicle_image::http_get::HttpGetError> {
+        cubicle_image::http_get::get(&mut self.connection(), 9222, path, 1 << 20).await
     }
 
     async fn websocket(&self, path: &str) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {

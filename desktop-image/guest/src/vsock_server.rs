@@ -1,5 +1,5 @@
 //! The guest end of the guest channel inside a microVM: one AF_VSOCK
-//! listener per port of [`cubicle_guest::ports`].
+//! listener per port of [`cubicle_image::ports`].
 //!
 //! There is no handshake here. The host speaks `CONNECT <port>\n` to the
 //! VMM's hybrid vsock socket; the VMM turns it into a vsock connection to
@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use cubicle_guest::ports;
+use cubicle_image::ports;
 use tokio::task::JoinSet;
 use tokio_vsock::{VMADDR_CID_ANY, VsockAddr, VsockListener, VsockStream};
 

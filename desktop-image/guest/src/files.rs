@@ -25,7 +25,7 @@ use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use cubicle_guest::control::{
+use cubicle_image::control::{
     DeletePath, DirListing, ErrorCode, ErrorReply, FileData, FileInfo, FileKind, InvalidField,
     MAX_ENTRIES, MAX_FILE, PathArg, ReadFile, WriteFile, normalise_path,
 };

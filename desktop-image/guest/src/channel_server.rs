@@ -2,14 +2,14 @@
 //! directory of its own and handed to us as an inherited descriptor
 //! (`--channel-fd`); we only `listen()` on it, which makes this process the
 //! peer the host's `SO_PEERCRED` check sees. Each connection starts with the
-//! handshake of [`cubicle_guest::handshake`]; then it is spliced to the
+//! handshake of [`cubicle_image::handshake`]; then it is spliced to the
 //! service, wherever [`crate::endpoints`] says it listens.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cubicle_guest::{handshake, ports};
+use cubicle_image::{handshake, ports};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 

@@ -1,6 +1,6 @@
 //! Where each guest service listens, and how the supervisor (alone)
 //! reaches it. The guest channel keeps its port numbers
-//! ([`cubicle_guest::ports`]); behind them:
+//! ([`cubicle_image::ports`]); behind them:
 //!
 //! | port | service | reached at |
 //! | --- | --- | --- |
@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cubicle_guest::ports;
+use cubicle_image::ports;
 use tokio::io::{AsyncRead, AsyncWrite, copy_bidirectional};
 use tokio::net::UnixStream;
 

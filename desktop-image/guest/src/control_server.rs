@@ -1,8 +1,8 @@
 //! The control service on guest port 1024: JSON lines in, JSON lines out.
-//! See [`cubicle_guest::control`] for the ops; an `exec_stream` request
+//! See [`cubicle_image::control`] for the ops; an `exec_stream` request
 //! turns the rest of the connection over to [`crate::exec_stream`].
 
-use cubicle_guest::control::{ErrorCode, ErrorReply, MAX_REQUEST, Request};
+use cubicle_image::control::{ErrorCode, ErrorReply, MAX_REQUEST, Request};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use cubicle_guest::control::{
+use cubicle_image::control::{
     ErrorCode, ErrorReply, ExecExit, ExecRequest, ExecResult, InvalidField, MAX_OUTPUT, MAX_STDIN,
     normalise_path,
 };
