@@ -1,34 +1,30 @@
-//! What every request handler shares.
+//! What every request handler shares: the operations' core and what only
+//! the doors need.
 
+use std::ops::Deref;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use cubicle_runtime::any_backend::AnyBackend;
-use cubicle_runtime::manager::Manager;
-use cubicle_runtime::state::Store;
+use crate::ops::Core;
 
-/// The gateway's shared state.
+/// The doors' shared state. It reads as the [`Core`] it holds, so a door
+/// passes `&state` to an operation.
 #[derive(Clone)]
 pub struct AppState {
-    pub manager: Arc<Manager<AnyBackend>>,
-    pub store: Store,
+    pub core: Core,
     /// Where the operator page's files are (`web/` of the source tree).
     pub web_dir: PathBuf,
-    /// What the gateway holds for each running workspace (screen and CDP
-    /// sessions, recorder, egress proxy).
-    pub hosts: Arc<crate::host::Hosts>,
-    /// Who may send input to each workspace.
-    pub control: Arc<crate::control::Controls>,
-    /// Ends the open connections of revoked tokens.
-    pub revocations: Arc<crate::revocation::Revocations>,
-    /// Writes the event log (no event, no operation).
-    pub audit: crate::ops::audit::Audit,
-    /// Policies, each workspace's choice, pending approvals.
-    pub gates: Arc<crate::ops::gates::Gates>,
-    /// Egress policies, the proxy's shared parts and the quarantine.
-    pub egress: Arc<crate::ops::egress::EgressHub>,
-    /// Checkpoint signing, recording and export (what auditors replay).
-    pub replay: Arc<crate::replay::Replay>,
-    /// The guard-rail templates a create may name (`--template NAME=FILE`).
-    pub templates: Arc<crate::ops::guard_rails::Templates>,
+}
+
+impl AppState {
+    pub fn new(core: Core, web_dir: PathBuf) -> Self {
+        Self { core, web_dir }
+    }
+}
+
+impl Deref for AppState {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }

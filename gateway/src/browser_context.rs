@@ -38,8 +38,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::app::AppState;
 use crate::cdp_proxy::BrowserSocket;
+use crate::ops::Core;
 
 /// How long one lookup may take before the context is unreadable.
 pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -110,7 +110,7 @@ impl BrowserSlot {
 
 /// The active tab and focused element of workspace `id`'s browser, read
 /// over the gateway's own CDP session kept in its host.
-pub async fn context(state: &AppState, id: &str) -> Lookup {
+pub async fn context(state: &Core, id: &str) -> Lookup {
     let host = state.hosts.get(id);
     let mut session = host.browser().0.lock().await;
     let looked = tokio::time::timeout(LOOKUP_TIMEOUT, lookup(state, id, &mut session)).await;
@@ -141,11 +141,7 @@ enum LookupError {
     Broken(String),
 }
 
-async fn lookup(
-    state: &AppState,
-    id: &str,
-    slot: &mut Option<Session>,
-) -> Result<Lookup, LookupError> {
+async fn lookup(state: &Core, id: &str, slot: &mut Option<Session>) -> Result<Lookup, LookupError> {
     if slot.is_none() {
         let record = state
             .manager

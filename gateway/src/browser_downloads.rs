@@ -28,7 +28,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::app::AppState;
+use crate::ops::Core;
 use crate::ops::EventKind;
 
 /// Longest wait between two tries to reach a browser that is not up.
@@ -36,7 +36,7 @@ const MAX_RETRY: Duration = Duration::from_secs(2);
 
 /// Keeps workspace `id`'s browser from saving downloads, for as long as
 /// the task runs (its owner aborts it when the workspace stops).
-pub async fn guard(state: AppState, id: String) {
+pub async fn guard(state: Core, id: String) {
     let mut wait = Duration::from_millis(100);
     loop {
         match session(&state, &id).await {
@@ -79,7 +79,7 @@ impl Session {
 
 /// One browser's life: set the behaviour, then follow its events until it
 /// closes. `Err`: no browser, or it refused the behaviour.
-async fn session(state: &AppState, id: &str) -> Result<(), String> {
+async fn session(state: &Core, id: &str) -> Result<(), String> {
     let record = state.manager.get(id).await.map_err(|e| e.to_string())?;
     let channel = state
         .manager

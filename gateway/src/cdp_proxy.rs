@@ -236,7 +236,7 @@ async fn accept(
         .on_upgrade(move |socket| async move {
             let audit = state.audit.clone();
             let cdp = crate::ops::cdp::CdpSession {
-                state,
+                state: state.core.clone(),
                 ctx: ctx.clone(),
                 workspace: id.clone(),
             };

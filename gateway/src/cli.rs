@@ -476,19 +476,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Followed from before reconcile, so what it finds dead is recorded.
     let lifecycle = manager.lifecycle();
     manager.reconcile().await?;
-    let state = AppState {
-        manager: manager.clone(),
-        audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
-        store,
-        web_dir: args.web_dir,
-        hosts: Default::default(),
-        control: Default::default(),
-        revocations: Default::default(),
-        replay: replay.clone(),
-        egress: std::sync::Arc::new(egress.hub),
-        gates,
-        templates: std::sync::Arc::new(templates),
-    };
+    let state = AppState::new(
+        cubicle_gateway::ops::Core {
+            manager: manager.clone(),
+            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
+            store,
+            hosts: Default::default(),
+            control: Default::default(),
+            revocations: Default::default(),
+            replay: replay.clone(),
+            egress: std::sync::Arc::new(egress.hub),
+            gates,
+            templates: std::sync::Arc::new(templates),
+        },
+        args.web_dir,
+    );
     // Who held each workspace's control when the last daemon went.
     let live: std::collections::HashSet<String> =
         manager.list().await?.into_iter().map(|r| r.id).collect();
@@ -506,11 +508,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let state_gates = state.gates.clone();
     let stop_sweeping = tokio_util::sync::CancellationToken::new();
     let sweeper = tokio::spawn(cubicle_gateway::ops::gates::sweep(
-        state.clone(),
+        state.core.clone(),
         stop_sweeping.clone(),
     ));
     let expiry = tokio::spawn(cubicle_gateway::ops::expiry::sweep(
-        state.clone(),
+        state.core.clone(),
         stop_sweeping.clone(),
     ));
     let stop_pool = tokio_util::sync::CancellationToken::new();
@@ -532,12 +534,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     replay.resume(&state).await;
     state.egress.resume(&state).await;
     let retention = tokio::spawn(cubicle_gateway::replay::retention::run(
-        state.clone(),
+        state.core.clone(),
         stop_sealing.clone(),
     ));
     let stop_following = tokio_util::sync::CancellationToken::new();
     let follower = tokio::spawn(cubicle_gateway::ops::host::follow(
-        state.clone(),
+        state.core.clone(),
         lifecycle,
         stop_following.clone(),
     ));

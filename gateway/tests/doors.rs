@@ -172,27 +172,29 @@ async fn fixture() -> Fixture {
         uid_base: NOBODYS_UID,
     };
     let manager = Manager::new(store.clone(), AnyBackend::Jail(jail), config);
-    let state = AppState {
-        manager,
-        audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
-        store: store.clone(),
-        web_dir: dir.path().join("web"),
-        hosts: Arc::default(),
-        control: Arc::default(),
-        revocations: Arc::default(),
-        egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
-            store.clone(),
-        )),
-        templates: Default::default(),
-        gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
-        replay: Arc::new(
-            cubicle_gateway::replay::Replay::open(
+    let state = AppState::new(
+        cubicle_gateway::ops::Core {
+            manager,
+            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
+            store: store.clone(),
+            hosts: Arc::default(),
+            control: Arc::default(),
+            revocations: Arc::default(),
+            egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
                 store.clone(),
-                cubicle_gateway::replay::ReplayConfig::new(dir.path()),
-            )
-            .unwrap(),
-        ),
-    };
+            )),
+            templates: Default::default(),
+            gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
+            replay: Arc::new(
+                cubicle_gateway::replay::Replay::open(
+                    store.clone(),
+                    cubicle_gateway::replay::ReplayConfig::new(dir.path()),
+                )
+                .unwrap(),
+            ),
+        },
+        dir.path().join("web"),
+    );
     Fixture {
         router: cubicle_gateway::api::router(state),
         secrets,

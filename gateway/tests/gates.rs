@@ -123,27 +123,29 @@ async fn fixture() -> Fixture {
     let manager = Manager::new(store.clone(), AnyBackend::Jail(jail), config);
     let mut policies = PolicySet::shipped().unwrap();
     policies.insert(Policy::parse("quick.toml", "quick", QUICK).unwrap());
-    let state = AppState {
-        manager,
-        audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
-        store: store.clone(),
-        web_dir: dir.path().join("web"),
-        hosts: Arc::default(),
-        control: Arc::default(),
-        revocations: Arc::default(),
-        egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
-            store.clone(),
-        )),
-        templates: Default::default(),
-        gates: Arc::new(Gates::new(policies, "default").unwrap()),
-        replay: Arc::new(
-            cubicle_gateway::replay::Replay::open(
+    let state = AppState::new(
+        cubicle_gateway::ops::Core {
+            manager,
+            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
+            store: store.clone(),
+            hosts: Arc::default(),
+            control: Arc::default(),
+            revocations: Arc::default(),
+            egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
                 store.clone(),
-                cubicle_gateway::replay::ReplayConfig::new(dir.path()),
-            )
-            .unwrap(),
-        ),
-    };
+            )),
+            templates: Default::default(),
+            gates: Arc::new(Gates::new(policies, "default").unwrap()),
+            replay: Arc::new(
+                cubicle_gateway::replay::Replay::open(
+                    store.clone(),
+                    cubicle_gateway::replay::ReplayConfig::new(dir.path()),
+                )
+                .unwrap(),
+            ),
+        },
+        dir.path().join("web"),
+    );
     Fixture {
         router: cubicle_gateway::api::router(state.clone()),
         secrets,

@@ -86,32 +86,34 @@ async fn fixture() -> Fixture {
     let file = dir.path().join("wide.json");
     std::fs::write(&file, TEMPLATE).unwrap();
     let templates = Templates::load(&[format!("wide={}", file.display())]).unwrap();
-    let state = AppState {
-        manager,
-        audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
-        store: store.clone(),
-        web_dir: dir.path().join("web"),
-        hosts: Arc::default(),
-        control: Arc::default(),
-        revocations: Arc::default(),
-        // The server's default: any public address (a wider base than deny,
-        // so narrower asks can be shown to pass).
-        egress: Arc::new(EgressHub::new(
-            store.clone(),
-            None,
-            EgressDefault::Allow,
-            None,
-        )),
-        templates: Arc::new(templates),
-        gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
-        replay: Arc::new(
-            cubicle_gateway::replay::Replay::open(
+    let state = AppState::new(
+        cubicle_gateway::ops::Core {
+            manager,
+            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
+            store: store.clone(),
+            hosts: Arc::default(),
+            control: Arc::default(),
+            revocations: Arc::default(),
+            // The server's default: any public address (a wider base than deny,
+            // so narrower asks can be shown to pass).
+            egress: Arc::new(EgressHub::new(
                 store.clone(),
-                cubicle_gateway::replay::ReplayConfig::new(dir.path()),
-            )
-            .unwrap(),
-        ),
-    };
+                None,
+                EgressDefault::Allow,
+                None,
+            )),
+            templates: Arc::new(templates),
+            gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
+            replay: Arc::new(
+                cubicle_gateway::replay::Replay::open(
+                    store.clone(),
+                    cubicle_gateway::replay::ReplayConfig::new(dir.path()),
+                )
+                .unwrap(),
+            ),
+        },
+        dir.path().join("web"),
+    );
     Fixture {
         router: cubicle_gateway::api::router(state),
         agent,

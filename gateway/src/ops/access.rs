@@ -15,14 +15,14 @@ use cubicle_runtime::manager::ManagerError;
 use cubicle_runtime::state::{WorkspaceRecord, WorkspaceState};
 
 use super::{OpContext, Permission, permission};
-use crate::app::AppState;
 use crate::control::ControlError;
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// Workspace `id`, if the caller has `permission` and may see it (a
 /// deleted one is gone here, as for an id that never existed).
 pub async fn workspace(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
@@ -37,7 +37,7 @@ pub async fn workspace(
 /// Workspace `id` in any state, deleted included (its history stays
 /// readable), if the caller has `permission` and may see it.
 pub async fn any_workspace(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
@@ -56,7 +56,7 @@ pub async fn any_workspace(
 
 /// Like [`workspace`], and it must be running.
 pub async fn running(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
@@ -81,7 +81,7 @@ pub async fn running(
 
 /// The guest channel of a running workspace the caller may use.
 pub async fn guest(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
@@ -97,7 +97,7 @@ pub async fn guest(
 /// operator other than the caller holds its controls (409 `control_held`),
 /// and anyone's while it is paused (409 `paused`). Only the holder's input
 /// reaches the desktop then.
-pub fn under_control(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub fn under_control(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     state
         .control
         .check_input(id, &ctx.token)
@@ -109,7 +109,7 @@ pub fn under_control(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), 
 /// holds its controls. People who may hold control themselves (operators,
 /// admins) may still look and fix things during a take-over: the lock is
 /// there to stop the agent, and their actions are in the event log.
-pub fn agent_held_off(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub fn agent_held_off(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     state.control.check_running(id)?;
     if permission::granted(ctx.token.role, Permission::ControlHold) {
         return Ok(());
@@ -123,7 +123,7 @@ pub fn agent_held_off(state: &AppState, ctx: &OpContext, id: &str) -> Result<(),
 /// stop and start its way out of a take-over. Operators and admins still
 /// may. Unlike [`agent_held_off`], a paused workspace passes: resuming it
 /// is one of these changes.
-pub fn lifecycle_held_off(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub fn lifecycle_held_off(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     if permission::granted(ctx.token.role, Permission::ControlHold) {
         return Ok(());
     }

@@ -11,8 +11,8 @@ use super::audit::{EventKind, digest};
 use super::{OpContext, Permission, access, gates};
 use crate::actions::Action;
 use crate::actions::run;
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 use crate::screen::ScreenSession;
 use crate::screen::image_out::Encoded;
 
@@ -25,7 +25,7 @@ pub struct BatchOutcome {
 
 /// The workspace's screen session, once the caller may use it.
 async fn session(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
@@ -52,7 +52,7 @@ pub fn redact(action: &Value) -> Value {
 /// Runs `actions` (as sent: `sent`, for the event) in order, stopping at
 /// the first error.
 pub async fn run_batch(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     actions: &[Action],
@@ -117,12 +117,7 @@ pub async fn run_batch(
 /// like any operation. A paste a rule holds is not forwarded; once an
 /// operator approves it, the same paste again goes through. The approval
 /// is bound to the text's digest; operators are shown the text.
-pub async fn paste(
-    state: &AppState,
-    ctx: &OpContext,
-    id: &str,
-    text: &str,
-) -> Result<(), ApiError> {
+pub async fn paste(state: &Core, ctx: &OpContext, id: &str, text: &str) -> Result<(), ApiError> {
     let gated = gates::Gated {
         operation: "clipboard",
         subject: cubicle_policy::Subject::Clipboard {
@@ -138,7 +133,7 @@ pub async fn paste(
 /// The screen as an image (encoded once per screen change, see
 /// [`ScreenSession::screenshot`]).
 pub async fn screenshot(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     request: crate::actions::ImageRequest,

@@ -15,9 +15,9 @@ use serde_json::json;
 use super::audit::EventKind;
 use super::gates::{approval_error, expire};
 use super::{OpContext, Permission, access};
-use crate::app::AppState;
 use crate::approvals::{Approval, ApprovalError, ApprovalState, Scope};
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// The longest reason kept with a decision.
 pub const MAX_REASON: usize = 1000;
@@ -32,7 +32,7 @@ pub struct Filter {
 /// Whether `ctx` may see `approval`: its own requests always; other
 /// roles than agents, those of the workspaces they see.
 async fn visible(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     approval: &Approval,
     seen: &mut HashMap<String, bool>,
@@ -55,14 +55,14 @@ async fn visible(
 }
 
 /// Expires what is due before anyone reads it.
-async fn sweep_due(state: &AppState) {
+async fn sweep_due(state: &Core) {
     for id in state.gates.approvals.due(now_ms()) {
         expire(state, &id, "nobody decided before it expired").await;
     }
 }
 
 pub async fn list(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     filter: &Filter,
 ) -> Result<Vec<Approval>, ApiError> {
@@ -90,7 +90,7 @@ pub async fn list(
 
 /// Approval `id`, once it is decided or `wait` has passed.
 pub async fn get(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     wait: Duration,
@@ -122,7 +122,7 @@ pub async fn get(
 /// an approval reaches: `workspace` is for egress destinations (added to
 /// the workspace's allowlist for its lifetime).
 pub async fn decide(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     approve: bool,
@@ -188,7 +188,7 @@ pub async fn decide(
 }
 
 /// The PNG taken when approval `id` was asked.
-pub async fn screenshot(state: &AppState, ctx: &OpContext, id: &str) -> Result<Vec<u8>, ApiError> {
+pub async fn screenshot(state: &Core, ctx: &OpContext, id: &str) -> Result<Vec<u8>, ApiError> {
     let approval = get(state, ctx, id, Duration::ZERO).await?;
     state
         .gates
@@ -200,7 +200,7 @@ pub async fn screenshot(state: &AppState, ctx: &OpContext, id: &str) -> Result<V
 
 /// Whether `ctx` may see `approval` (for the stream).
 pub async fn may_see(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     approval: &Approval,
     seen: &mut HashMap<String, bool>,
@@ -209,14 +209,14 @@ pub async fn may_see(
 }
 
 /// The name of workspace `id`'s policy.
-pub async fn policy_of(state: &AppState, ctx: &OpContext, id: &str) -> Result<String, ApiError> {
+pub async fn policy_of(state: &Core, ctx: &OpContext, id: &str) -> Result<String, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
     state.gates.policy_name(&state.store, id).await
 }
 
 /// Switches workspace `id` to policy `name`.
 pub async fn switch_policy(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     name: &str,

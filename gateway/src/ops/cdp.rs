@@ -18,15 +18,15 @@ use serde_json::{Value, json};
 
 use super::gates::{self, Gated, Verdict};
 use super::{EventKind, OpContext, Permission, access};
-use crate::app::AppState;
 use crate::approvals::Approval;
 use crate::cdp_proxy::inspect::{self, CdpMessage, Direction, parse};
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// The guest channel of running workspace `id`, if the caller may use its
 /// browser.
 pub async fn may_use_browser(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
 ) -> Result<GuestChannel, ApiError> {
@@ -35,7 +35,7 @@ pub async fn may_use_browser(
 
 /// One open CDP connection: who it belongs to and which workspace.
 pub struct CdpSession {
-    pub state: AppState,
+    pub state: Core,
     pub ctx: OpContext,
     pub workspace: String,
 }

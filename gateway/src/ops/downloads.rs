@@ -26,8 +26,8 @@ use tokio::io::AsyncReadExt;
 
 use super::audit::EventKind;
 use super::{OpContext, Permission, access};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// Where released files go in the workspace.
 pub const DOWNLOADS_DIR: &str = "/home/user/Downloads";
@@ -47,7 +47,7 @@ fn internal(err: impl std::fmt::Display) -> ApiError {
 }
 
 /// Whether the caller may see downloads of `workspace` (deleted ones too).
-async fn sees(state: &AppState, ctx: &OpContext, workspace: &str) -> Result<bool, ApiError> {
+async fn sees(state: &Core, ctx: &OpContext, workspace: &str) -> Result<bool, ApiError> {
     Ok(
         matches!(state.store.get(workspace).await.map_err(internal)?, Some(record) if ctx.sees(&record)),
     )
@@ -56,7 +56,7 @@ async fn sees(state: &AppState, ctx: &OpContext, workspace: &str) -> Result<bool
 /// The record `id`, if the caller has `permission` and may see its
 /// workspace (else 404, as if it did not exist).
 async fn visible(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
@@ -74,7 +74,7 @@ async fn visible(
 
 /// The records the caller may see, newest first.
 pub async fn list(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: Option<&str>,
     held_state: Option<DownloadState>,
@@ -119,13 +119,13 @@ pub async fn list(
         .await
 }
 
-pub async fn get(state: &AppState, ctx: &OpContext, id: &str) -> Result<DownloadRecord, ApiError> {
+pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<DownloadRecord, ApiError> {
     visible(state, ctx, id, Permission::DownloadsRead).await
 }
 
 /// The file held for `id`, to be served as an attachment.
 pub async fn content(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
 ) -> Result<(DownloadRecord, PathBuf), ApiError> {
@@ -203,7 +203,7 @@ async fn free_name(
 
 /// Writes the file into the workspace and marks it released.
 pub async fn release(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     reason: Option<&str>,
@@ -297,7 +297,7 @@ async fn downloads_dir_is_real(
 /// Writes a held download into its workspace's `~/Downloads` (cleaned
 /// name, never executable) and marks it released by `by`.
 async fn deliver(
-    state: &AppState,
+    state: &Core,
     channel: &cubicle_runtime::channel::GuestChannel,
     record: &DownloadRecord,
     by: &str,
@@ -390,7 +390,7 @@ async fn deliver(
 
 /// Releases `id` without an operator when its workspace's policy lists its
 /// sniffed type and no rule matched (an event either way).
-pub async fn auto_release(state: &AppState, workspace: &str, id: &str) {
+pub async fn auto_release(state: &Core, workspace: &str, id: &str) {
     let Ok(Some(record)) = records::get(&state.store, id).await else {
         return;
     };
@@ -466,7 +466,7 @@ pub async fn auto_release(state: &AppState, workspace: &str, id: &str) {
 
 /// Marks it rejected; its content goes unless another record keeps it.
 pub async fn reject(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     reason: Option<&str>,

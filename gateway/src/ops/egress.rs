@@ -21,8 +21,8 @@ use tokio::task::JoinHandle;
 
 use super::audit::{Audit, EventKind};
 use super::{OpContext, Permission, access};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// The server's default for workspaces that were given no policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +163,7 @@ impl EgressHub {
     }
 
     /// Starts the proxy of a workspace that just reached running.
-    pub async fn start(&self, state: &AppState, workspace: &str) {
+    pub async fn start(&self, state: &Core, workspace: &str) {
         let Some(egress) = self.egress.clone() else {
             return;
         };
@@ -199,7 +199,7 @@ impl EgressHub {
     async fn start_for(
         &self,
         egress: Arc<Egress>,
-        state: &AppState,
+        state: &Core,
         record: &WorkspaceRecord,
     ) -> Result<(), String> {
         let spec = state.manager.spec(record);
@@ -239,7 +239,7 @@ impl EgressHub {
 
     /// Starts the proxies of workspaces that already run when the daemon
     /// starts (re-attached by reconcile: no lifecycle event says so).
-    pub async fn resume(&self, state: &AppState) {
+    pub async fn resume(&self, state: &Core) {
         let Ok(all) = state.manager.list().await else {
             return;
         };
@@ -280,14 +280,14 @@ pub fn parse_policy(doc: &EgressPolicyDoc) -> Result<EgressPolicy, ApiError> {
 }
 
 /// `GET /v1/workspaces/{id}/egress`.
-pub async fn get(state: &AppState, ctx: &OpContext, id: &str) -> Result<PolicyView, ApiError> {
+pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<PolicyView, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
     state.egress.policy_of(id).await
 }
 
 /// The policy given at create: recorded (an event) and applied.
 pub async fn set_at_create(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     policy: EgressPolicy,
@@ -309,7 +309,7 @@ pub async fn set_at_create(
 
 /// `PUT /v1/workspaces/{id}/egress` (operators and admins).
 pub async fn put(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     policy: EgressPolicy,

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use cubicle_runtime::events::{self, Event};
 
 use super::{OpContext, Permission, access};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// Most events one page returns.
 pub const MAX_LIMIT: u32 = 1000;
@@ -16,7 +16,7 @@ pub const MAX_LIMIT: u32 = 1000;
 /// (deleted ones included: their history is what auditors read) or of
 /// every workspace the caller may see.
 pub async fn list(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: Option<&str>,
     after: i64,

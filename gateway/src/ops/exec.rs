@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::audit::{EventKind, digest};
 use super::{OpContext, Permission, access, gates};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// What the event keeps of a request: the command, never stdin or env values.
 fn describe(request: &ExecRequest) -> Value {
@@ -51,7 +51,7 @@ fn gated(request: &ExecRequest, operation: &'static str) -> gates::Gated {
 
 /// Runs a command to completion.
 pub async fn run(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     request: &ExecRequest,
@@ -78,7 +78,7 @@ pub async fn run(
 
 /// Starts a streamed command; the caller relays its output and stdin.
 pub async fn open_stream(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     request: &ExecRequest,
@@ -97,7 +97,7 @@ pub async fn open_stream(
 /// Whether the caller may open a streamed exec on workspace `id`: asked
 /// before the WebSocket upgrade, so another caller's workspace is a 404
 /// whatever the request looks like.
-pub async fn may_stream(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn may_stream(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     access::workspace(state, ctx, id, Permission::Exec).await?;
     Ok(())
 }

@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::audit::EventKind;
 use super::{OpContext, Permission, access};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 use crate::wire::time_limits::TimeLimitsView;
 
 /// How often the sweeper looks.
@@ -120,7 +120,7 @@ impl Drop for Watching {
 
 /// Sets workspace `id`'s own time limits as its creator asked (an event).
 pub async fn set_at_create(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     setting: TimeLimitsSetting,
@@ -141,14 +141,14 @@ pub async fn set_at_create(
 }
 
 /// The time limits workspace `id` runs under, for its view.
-pub async fn view_of(state: &AppState, id: &str) -> Result<TimeLimitsView, ApiError> {
+pub async fn view_of(state: &Core, id: &str) -> Result<TimeLimitsView, ApiError> {
     let limits = state.manager.time_limits(id).await?;
     Ok(TimeLimitsView::from(&limits))
 }
 
 /// Expires workspaces whose time is up, until `cancel`; the task it runs
 /// in is owned by the daemon's serve loop.
-pub async fn sweep(state: AppState, cancel: CancellationToken) {
+pub async fn sweep(state: Core, cancel: CancellationToken) {
     let mut every = tokio::time::interval(SWEEP_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -187,7 +187,7 @@ pub async fn sweep(state: AppState, cancel: CancellationToken) {
 
 /// Stops or deletes workspace `id` because its time is up: the event
 /// first (no event, no operation), then the operation, then its outcome.
-async fn expire(state: &AppState, id: &str, why: Expiry, action: OnExpiry) {
+async fn expire(state: &Core, id: &str, why: Expiry, action: OnExpiry) {
     let detail = json!({ "reason": why.as_str(), "action": action.as_str() });
     let kind = EventKind::WorkspaceExpire;
     let noted = state

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::audit::{EventKind, digest};
 use super::{OpContext, Permission, access, gates};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// The one spelling of a path that is judged, approved and sent to the
 /// guest (`//`, `/./` folded; `..` and relative paths refused with a 400),
@@ -26,7 +26,7 @@ fn judged_path(path: &str) -> Result<String, ApiError> {
 }
 
 pub async fn read(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     path: &str,
@@ -48,7 +48,7 @@ pub async fn read(
 }
 
 pub async fn list(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     path: &str,
@@ -65,7 +65,7 @@ pub async fn list(
 }
 
 pub async fn stat(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     path: &str,
@@ -81,7 +81,7 @@ pub async fn stat(
 }
 
 pub async fn write(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     path: &str,
@@ -118,7 +118,7 @@ pub async fn write(
 }
 
 pub async fn delete(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     path: &str,

@@ -39,12 +39,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::audit::{EventKind, digest};
 use super::{OpContext, access};
-use crate::app::AppState;
 use crate::approvals::{
     Approval, ApprovalError, ApprovalState, Approvals, NewApproval, binding_hash,
 };
 use crate::browser_context::Lookup;
 use crate::error::ApiError;
+use crate::ops::Core;
 
 /// The longest a caller may ask to wait in one request.
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
@@ -227,7 +227,7 @@ pub enum Verdict {
 
 /// The gate, waiting as the caller's [`Hold`] says.
 pub async fn check(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: &str,
     gated: Gated,
@@ -237,7 +237,7 @@ pub async fn check(
 
 /// Like [`check`], for an operation that is several subjects at once.
 pub async fn check_all(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: &str,
     gated: Gated,
@@ -252,7 +252,7 @@ pub async fn check_all(
 /// Asks the workspace's policy; a deny is an error, a confirm a held
 /// approval (made, or picked up). Does not wait.
 pub async fn decide(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: &str,
     gated: &Gated,
@@ -264,7 +264,7 @@ pub async fn decide(
 /// CDP `Page.navigate` is a CDP call and a navigation): the strictest
 /// outcome counts.
 pub async fn decide_all(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: &str,
     gated: &Gated,
@@ -284,7 +284,7 @@ pub async fn decide_all(
 /// of this moment: the strictest outcome, and the context of the tab it
 /// came from (the one operators are shown, and the approval is bound to).
 async fn judge(
-    state: &AppState,
+    state: &Core,
     workspace: &str,
     gated: &Gated,
     more: &[Subject],
@@ -338,7 +338,7 @@ fn bound_context(lookup: &Lookup) -> Option<&cubicle_policy::BrowserContext> {
 
 /// The event and the 403 of a policy deny.
 async fn refuse(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: &str,
     gated: &Gated,
@@ -373,7 +373,7 @@ async fn refuse(
 /// The approval this operation waits on: the one the caller named, one it
 /// already asked for with the same parameters, or a new one.
 async fn held(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: &str,
     gated: &Gated,
@@ -458,7 +458,7 @@ async fn held(
 }
 
 /// Keeps a picture of the screen as it was when the action was asked.
-async fn screenshot(state: &AppState, workspace: &str, approval: &str) {
+async fn screenshot(state: &Core, workspace: &str, approval: &str) {
     let taken = tokio::time::timeout(SCREENSHOT_TIMEOUT, async {
         let record = state.manager.get(workspace).await.ok()?;
         let channel = state
@@ -484,7 +484,7 @@ async fn screenshot(state: &AppState, workspace: &str, approval: &str) {
 /// Waits up to `wait` for `approval` of `gated` (and `more`) to be
 /// decided; on approval, [`land`]s it.
 pub async fn wait(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     approval: &Approval,
     gated: &Gated,
@@ -538,7 +538,7 @@ pub async fn wait(
 /// expiry — and its use is written to the database. Any refusal is an
 /// `approval.refuse` event and the operation does not run.
 async fn land(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     approval: &Approval,
     gated: &Gated,
@@ -606,7 +606,7 @@ async fn land(
 /// Whether the caller may still act on `workspace` as `lock` says: it
 /// exists, runs, is not paused, and the control lock lets the caller in.
 async fn still_may_act(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     workspace: &str,
     lock: Lock,
@@ -646,7 +646,7 @@ async fn still_may_act(
 }
 
 /// Marks `id` expired (denied, with `why`) and records it.
-pub async fn expire(state: &AppState, id: &str, why: &str) {
+pub async fn expire(state: &Core, id: &str, why: &str) {
     let Ok(record) = state
         .gates
         .approvals
@@ -672,7 +672,7 @@ pub async fn expire(state: &AppState, id: &str, why: &str) {
 
 /// Expires approvals whose time is up, every second, until `cancel`; the
 /// task it runs in is owned by the daemon's serve loop.
-pub async fn sweep(state: AppState, cancel: CancellationToken) {
+pub async fn sweep(state: Core, cancel: CancellationToken) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {

@@ -28,8 +28,8 @@ use cubicle_runtime::time_limits::{TimeLimits, TimeLimitsSetting};
 use serde_json::{Value, json};
 
 use super::{OpContext, Permission, permission};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 use crate::wire::egress::EgressBody;
 use crate::wire::time_limits::TimeLimitsView;
 use crate::wire::workspace::LimitsBody;
@@ -208,7 +208,7 @@ struct Base<'a> {
 /// not exist or a value out of range, 403 for one wider than the caller
 /// may choose.
 pub fn choose(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     asked: &GuardRails,
     template: Option<&str>,

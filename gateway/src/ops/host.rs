@@ -12,12 +12,13 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::audit::EventKind;
-use crate::app::AppState;
+
+use crate::ops::Core;
 
 /// Follows the lifecycle stream until `cancel`; the task it runs in is
 /// owned by the daemon's serve loop.
 pub async fn follow(
-    state: AppState,
+    state: Core,
     mut changes: tokio::sync::broadcast::Receiver<Lifecycle>,
     cancel: CancellationToken,
 ) {
@@ -40,7 +41,7 @@ pub async fn follow(
     }
 }
 
-async fn apply(state: &AppState, Lifecycle { workspace, change }: Lifecycle) {
+async fn apply(state: &Core, Lifecycle { workspace, change }: Lifecycle) {
     if change == Change::Running {
         state.audit.activity().started(&workspace);
         state.replay.start_recording(state, &workspace);

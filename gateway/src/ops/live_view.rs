@@ -11,19 +11,15 @@ use tokio::net::UnixStream;
 
 use super::expiry::Watching;
 use super::{EventKind, OpContext, Permission, access};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 use crate::vnc::bridge::{Close, Viewer};
 use crate::vnc::handshake;
 
 /// The channel to workspace `id`'s display, if the caller may watch it:
 /// asked before the WebSocket upgrade, so a workspace the caller may not
 /// see is a 404 whatever the request looks like.
-pub async fn may_view(
-    state: &AppState,
-    ctx: &OpContext,
-    id: &str,
-) -> Result<GuestChannel, ApiError> {
+pub async fn may_view(state: &Core, ctx: &OpContext, id: &str) -> Result<GuestChannel, ApiError> {
     access::guest(state, ctx, id, Permission::ScreenView).await
 }
 
@@ -40,7 +36,7 @@ pub struct Opened {
 /// with the handshake done, then the `live_view.open` event (no event, no
 /// view).
 pub async fn open(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     channel: &GuestChannel,
@@ -91,7 +87,7 @@ pub async fn open(
 
 /// Records how a live view ended: by the viewer (1000), or by the gateway
 /// with its reason (revoked token, malformed RFB, too slow, ...).
-pub async fn closed(state: &AppState, ctx: &OpContext, id: &str, close: &Close, seconds: u64) {
+pub async fn closed(state: &Core, ctx: &OpContext, id: &str, close: &Close, seconds: u64) {
     let detail = json!({
         "code": close.code,
         "by": if close.code == 1000 { "viewer" } else { "gateway" },

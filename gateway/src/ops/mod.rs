@@ -16,6 +16,7 @@ pub mod audit;
 pub mod cdp;
 pub mod context;
 pub mod control;
+mod core;
 pub mod downloads;
 pub mod egress;
 pub mod egress_gate;
@@ -32,6 +33,7 @@ pub mod replay;
 pub mod tokens;
 pub mod workspaces;
 
+pub use self::core::Core;
 pub use audit::EventKind;
 pub use context::OpContext;
 pub use permission::Permission;

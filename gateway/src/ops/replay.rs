@@ -16,8 +16,8 @@ use serde_json::json;
 
 use super::audit::EventKind;
 use super::{OpContext, Permission};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 use crate::replay::export::ExportError;
 
 /// Most events one replay timeline holds.
@@ -26,7 +26,7 @@ const TIMELINE_MAX: usize = 50_000;
 /// Workspace `id` like [`super::access::workspace`] finds it, deleted ones
 /// included: what happened in a workspace stays reviewable after it is gone.
 async fn recorded(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     permission: Permission,
@@ -46,7 +46,7 @@ fn export_error(err: ExportError) -> ApiError {
 /// The bundle of workspace `id` (a tar in an unnamed file) and the seq its
 /// chain is signed up to. The export itself is an event, inside the bundle.
 pub async fn export(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
 ) -> Result<(u64, std::fs::File), ApiError> {
@@ -74,7 +74,7 @@ pub async fn export(
 }
 
 /// Exports workspace `id` and verifies the bundle against this daemon's key.
-pub async fn verify(state: &AppState, ctx: &OpContext, id: &str) -> Result<Report, ApiError> {
+pub async fn verify(state: &Core, ctx: &OpContext, id: &str) -> Result<Report, ApiError> {
     recorded(state, ctx, id, Permission::AuditExport).await?;
     state.replay.verify(id).await.map_err(export_error)
 }
@@ -87,7 +87,7 @@ pub struct Recorded {
 
 /// Every workspace the caller may see that has recorded segments, deleted
 /// ones included, newest first.
-pub async fn recordings(state: &AppState, ctx: &OpContext) -> Result<Vec<Recorded>, ApiError> {
+pub async fn recordings(state: &Core, ctx: &OpContext) -> Result<Vec<Recorded>, ApiError> {
     ctx.require(Permission::AuditExport)?;
     let internal = |e: cubicle_runtime::state::StateError| ApiError::internal(e.to_string());
     let workspaces = state.store.list_all().await.map_err(internal)?;
@@ -113,7 +113,7 @@ pub async fn recordings(state: &AppState, ctx: &OpContext) -> Result<Vec<Recorde
 
 /// One workspace's recording and its event timeline.
 pub async fn recording(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
 ) -> Result<(Recorded, Vec<Event>), ApiError> {
@@ -144,7 +144,7 @@ pub async fn recording(
 /// The path of segment `file` of workspace `id`: only a file its chain
 /// seals is served.
 pub async fn segment(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     id: &str,
     file: &str,
@@ -175,7 +175,7 @@ pub async fn segment(
 /// Turns recording off for workspace `id`, which the caller just created
 /// with `record: false`: what was recorded since it started is thrown away
 /// unsealed, and it is not recorded again.
-pub async fn opt_out(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn opt_out(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     recorded(state, ctx, id, Permission::WorkspacesCreate).await?;
     state
         .replay

@@ -13,8 +13,8 @@ use serde_json::json;
 
 use super::audit::Audit;
 use super::{EventKind, OpContext, Permission};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 use crate::wire::token::TokenRequest;
 
 fn store_error(err: impl std::fmt::Display) -> ApiError {
@@ -112,7 +112,7 @@ pub async fn revoke(
 
 /// Revokes token `id` in the running daemon: its open live views and event
 /// streams close, and any control it holds goes back to the agent.
-pub async fn revoke_live(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn revoke_live(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     let revoked = revoke(&state.store, &state.audit, ctx, id, || {
         state.revocations.revoke(id);
     })

@@ -8,8 +8,8 @@ use serde_json::json;
 use super::audit::EventKind;
 use super::guard_rails::{self, Chosen};
 use super::{OpContext, Permission, access};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::ops::Core;
 use crate::wire::workspace::CreateAsk;
 
 /// Creates a workspace owned by the caller; returns it once ready, with
@@ -20,7 +20,7 @@ use crate::wire::workspace::CreateAsk;
 /// starts (its policy, egress, recording and time limits are what its
 /// start reads), never patched in while it already runs.
 pub async fn create(
-    state: &AppState,
+    state: &Core,
     ctx: &OpContext,
     ask: CreateAsk,
 ) -> Result<(WorkspaceRecord, Chosen), ApiError> {
@@ -94,12 +94,7 @@ pub async fn create(
 
 /// Puts workspace `id`'s guard rails where its start reads them (each
 /// setting its own event in its chain), before it runs.
-async fn apply(
-    state: &AppState,
-    ctx: &OpContext,
-    id: &str,
-    chosen: &Chosen,
-) -> Result<(), ApiError> {
+async fn apply(state: &Core, ctx: &OpContext, id: &str, chosen: &Chosen) -> Result<(), ApiError> {
     state
         .gates
         .assign(&state.store, id, &chosen.policy, Some(&ctx.token.id))
@@ -117,36 +112,29 @@ async fn apply(
 }
 
 /// The warm pool's counters (size, ready, filling, hits, misses, failures).
-pub fn pool(
-    state: &AppState,
-    ctx: &OpContext,
-) -> Result<cubicle_runtime::pool::PoolStats, ApiError> {
+pub fn pool(state: &Core, ctx: &OpContext) -> Result<cubicle_runtime::pool::PoolStats, ApiError> {
     ctx.require(Permission::WorkspacesView)?;
     Ok(state.manager.pool_stats())
 }
 
 /// The workspaces the caller may see.
-pub async fn list(state: &AppState, ctx: &OpContext) -> Result<Vec<WorkspaceRecord>, ApiError> {
+pub async fn list(state: &Core, ctx: &OpContext) -> Result<Vec<WorkspaceRecord>, ApiError> {
     ctx.require(Permission::WorkspacesView)?;
     let all = state.manager.list().await?;
     Ok(all.into_iter().filter(|ws| ctx.sees(ws)).collect())
 }
 
-pub async fn get(state: &AppState, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
+pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await
 }
 
 /// What the workspace uses now, next to its limits.
-pub async fn usage(state: &AppState, ctx: &OpContext, id: &str) -> Result<Usage, ApiError> {
+pub async fn usage(state: &Core, ctx: &OpContext, id: &str) -> Result<Usage, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
     Ok(state.manager.usage(id).await?)
 }
 
-pub async fn start(
-    state: &AppState,
-    ctx: &OpContext,
-    id: &str,
-) -> Result<WorkspaceRecord, ApiError> {
+pub async fn start(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let manager = state.manager.clone();
@@ -158,11 +146,7 @@ pub async fn start(
         .await
 }
 
-pub async fn stop(
-    state: &AppState,
-    ctx: &OpContext,
-    id: &str,
-) -> Result<WorkspaceRecord, ApiError> {
+pub async fn stop(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async {
@@ -178,11 +162,7 @@ pub async fn stop(
 
 /// Freezes a running workspace (memory kept, no CPU); until it is resumed
 /// it refuses input and every other change with 409 `paused`.
-pub async fn pause(
-    state: &AppState,
-    ctx: &OpContext,
-    id: &str,
-) -> Result<WorkspaceRecord, ApiError> {
+pub async fn pause(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async { state.manager.pause(id).await.map_err(ApiError::from) };
@@ -194,11 +174,7 @@ pub async fn pause(
 }
 
 /// Thaws a paused workspace: the same desktop continues.
-pub async fn resume(
-    state: &AppState,
-    ctx: &OpContext,
-    id: &str,
-) -> Result<WorkspaceRecord, ApiError> {
+pub async fn resume(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async { state.manager.resume(id).await.map_err(ApiError::from) };
@@ -209,7 +185,7 @@ pub async fn resume(
         .await
 }
 
-pub async fn delete(state: &AppState, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn delete(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async {

@@ -23,8 +23,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Replay;
-use crate::app::AppState;
 use crate::host::WorkspaceHost;
+use crate::ops::Core;
 use crate::ops::EventKind;
 use crate::screen::ScreenSession;
 
@@ -69,7 +69,7 @@ impl Recorder {
 impl Replay {
     /// Starts recording workspace `id` (it just reached running) into its
     /// host unless recording is off or it already records.
-    pub fn start_recording(&self, state: &AppState, id: &str) {
+    pub fn start_recording(&self, state: &Core, id: &str) {
         if !self.config.record || opted_out(&self.config.recordings_of(id)) {
             return;
         }
@@ -95,7 +95,7 @@ impl Replay {
     /// Turns recording off for workspace `id` for good (it was created with
     /// `record: false`): a recorder already started is stopped and its open
     /// segment thrown away unsealed.
-    pub async fn opt_out(&self, state: &AppState, id: &str) -> std::io::Result<()> {
+    pub async fn opt_out(&self, state: &Core, id: &str) -> std::io::Result<()> {
         let dir = self.config.recordings_of(id);
         make_private_dir(&dir)?;
         std::fs::write(dir.join(OFF_MARKER), b"recording off for this workspace\n")?;
@@ -107,7 +107,7 @@ impl Replay {
 
     /// Seals the segments a dead daemon left open (as `partial`), then
     /// starts recording every running workspace: run once at start.
-    pub async fn resume(&self, state: &AppState) {
+    pub async fn resume(&self, state: &Core) {
         let root = self.config.data_dir.join("recordings");
         if let Err(err) = make_private_dir(&root) {
             tracing::error!(%err, "cannot make the recordings folder");
@@ -132,7 +132,7 @@ impl Replay {
         }
     }
 
-    async fn seal_orphans(&self, state: &AppState, id: &str) {
+    async fn seal_orphans(&self, state: &Core, id: &str) {
         let sealed: Vec<Value> = match chain_store::segments(self.store(), Some(id)).await {
             Ok(rows) => rows.into_iter().map(|r| r.detail["file"].clone()).collect(),
             Err(err) => {
@@ -183,7 +183,7 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Seals a closed segment into workspace `id`'s chain.
-async fn seal(state: &AppState, id: &str, segment: &ClosedSegment, dropped: u64) {
+async fn seal(state: &Core, id: &str, segment: &ClosedSegment, dropped: u64) {
     let detail = json!({
         "file": segment.file,
         "sha256": hex::encode(segment.sha256),
@@ -203,7 +203,7 @@ async fn seal(state: &AppState, id: &str, segment: &ClosedSegment, dropped: u64)
     }
 }
 
-async fn note(state: &AppState, id: &str, kind: EventKind, detail: Value) {
+async fn note(state: &Core, id: &str, kind: EventKind, detail: Value) {
     if let Err(err) = state.audit.note(None, kind, Some(id), detail, None).await {
         tracing::error!(workspace = id, err = %err.message, "cannot record a recording event");
     }
@@ -212,7 +212,7 @@ async fn note(state: &AppState, id: &str, kind: EventKind, detail: Value) {
 /// The screen session of running workspace `id`, or `None` once it no
 /// longer runs or `cancel` fires.
 async fn session(
-    state: &AppState,
+    state: &Core,
     host: &WorkspaceHost,
     id: &str,
     cancel: &CancellationToken,
@@ -237,7 +237,7 @@ async fn session(
 /// The recording of workspace `id`, until `cancel` or until it stops
 /// running.
 async fn record(
-    state: AppState,
+    state: Core,
     host: Arc<WorkspaceHost>,
     id: String,
     cancel: CancellationToken,

@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::ReplayConfig;
-use crate::app::AppState;
+use crate::ops::Core;
 use crate::ops::EventKind;
 use crate::ops::audit::Audit;
 
@@ -67,7 +67,7 @@ pub async fn sweep(store: &Store, audit: &Audit, config: &ReplayConfig, now: i64
 }
 
 /// Sweeps every minute until `cancel`.
-pub async fn run(state: AppState, cancel: CancellationToken) {
+pub async fn run(state: Core, cancel: CancellationToken) {
     loop {
         sweep(&state.store, &state.audit, &state.replay.config, now_ms()).await;
         tokio::select! {

@@ -42,7 +42,7 @@ pub struct Viewer {
     /// Xvnc's ServerInit, replayed to the viewer.
     pub server_init: Vec<u8>,
     /// The operations core, which judges each paste (`clipboard` rules).
-    pub state: crate::app::AppState,
+    pub state: crate::ops::Core,
     pub ctx: crate::ops::OpContext,
 }
 
