@@ -38,7 +38,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::cdp_proxy::BrowserSocket;
+use crate::cdp::Browser as BrowserSocket;
 use crate::ops::Core;
 
 /// How long one lookup may take before the context is unreadable.
@@ -152,7 +152,7 @@ async fn lookup(state: &Core, id: &str, slot: &mut Option<Session>) -> Result<Lo
             .manager
             .backend()
             .channel(&state.manager.spec(&record));
-        let socket = crate::cdp_proxy::open_browser_endpoint(&channel)
+        let socket = crate::cdp::open_browser_endpoint(&channel)
             .await
             .map_err(|e| {
                 tracing::debug!(workspace = id, err = %e, "no browser to read a context from");

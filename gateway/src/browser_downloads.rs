@@ -53,7 +53,7 @@ pub async fn guard(state: Core, id: String) {
 
 /// The gateway's download session with one browser.
 struct Session {
-    socket: crate::cdp_proxy::BrowserSocket,
+    socket: crate::cdp::Browser,
     next_id: u64,
 }
 
@@ -85,7 +85,7 @@ async fn session(state: &Core, id: &str) -> Result<(), String> {
         .manager
         .backend()
         .channel(&state.manager.spec(&record));
-    let socket = crate::cdp_proxy::open_browser_endpoint(&channel)
+    let socket = crate::cdp::open_browser_endpoint(&channel)
         .await
         .map_err(|e| e.to_string())?;
     let mut session = Session { socket, next_id: 0 };

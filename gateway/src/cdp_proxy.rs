@@ -12,30 +12,13 @@
 //! port, only over a pipe to the workspace's supervisor, which serves it to
 //! the guest channel (port 9222) with a session per connection; so the
 //! gateway is its only client. Every message of every connection passes through
-//! [`inspect::inspect`], the hook for the policy. Agents, operators and
+//! [`crate::cdp::inspect::inspect`], the hook for the policy. Agents, operators and
 //! admins may use the browser; auditors may not.
 //!
-//! Read [`relay`] for the WebSocket side, [`inspect`] for what is allowed.
+//! Read [`relay`] for the WebSocket side, [`crate::cdp::inspect`] for what is allowed.
 
-mod devtools_guard;
-mod discovery;
 mod hold;
-pub mod inspect;
 mod relay;
-mod rewrite;
-
-/// A WebSocket to the workspace's browser endpoint.
-pub type BrowserSocket = relay::Browser;
-
-/// Opens the browser endpoint of the workspace behind `channel` (for the
-/// gateway's own CDP session: [`crate::browser_context`]).
-pub(crate) async fn open_browser_endpoint(
-    channel: &GuestChannel,
-) -> Result<BrowserSocket, CdpProxyError> {
-    let version = discovery::get_json(channel, "/json/version").await?;
-    let path = rewrite::browser_path(&version)?;
-    relay::open_browser(channel, &path).await
-}
 
 use crate::api::path::Path;
 use axum::Json;
@@ -43,72 +26,16 @@ use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use cubicle_runtime::channel::{ChannelError, GuestChannel};
 use serde_json::{Value, json};
 
 use crate::app::AppState;
+use crate::cdp::{CdpError, MAX_MESSAGE, discovery, open_browser, rewrite};
 use crate::error::ApiError;
 use crate::ops::{EventKind, OpContext};
 use crate::revocation::RevocationWatch;
-
-/// The largest CDP message relayed either way (a full-page screenshot of a
-/// long page is tens of MB of base64).
-pub const MAX_MESSAGE: usize = 64 * 1024 * 1024;
-
-/// What can go wrong proxying CDP.
-#[derive(Debug, thiserror::Error)]
-pub enum CdpProxyError {
-    #[error("cannot reach the workspace's browser over the guest channel: {0}")]
-    Channel(#[from] ChannelError),
-    #[error(
-        "Chromium's DevTools endpoint in the workspace gave no usable answer to {path}: {reason} (is the browser still running?)"
-    )]
-    Discovery { path: String, reason: String },
-    #[error(
-        "{what} timed out after {:?}: the workspace's browser is not answering",
-        discovery::TIMEOUT
-    )]
-    Timeout { what: String },
-    #[error("Chromium refused the WebSocket to {path}: {source}")]
-    Handshake {
-        path: String,
-        #[source]
-        source: Box<tokio_tungstenite::tungstenite::Error>,
-    },
-    #[error("no target {0:?} in the workspace's browser: list them at .../cdp/json/list")]
-    NoTarget(String),
-    #[error("target id {0:?} is not valid: 1..=128 characters of A-Z, a-z, 0-9, '-', '_'")]
-    BadTarget(String),
-    #[error(
-        "cannot build the gateway's CDP URLs from Host {0}: send a Host header of the form name[:port]"
-    )]
-    BadHost(String),
-    #[error("{0}")]
-    Malformed(String),
-    #[error("this endpoint is a WebSocket: connect with a WebSocket client ({0})")]
-    NotWebSocket(String),
-}
-
-impl From<CdpProxyError> for ApiError {
-    fn from(err: CdpProxyError) -> Self {
-        let message = err.to_string();
-        let (status, code) = match err {
-            CdpProxyError::Channel(_)
-            | CdpProxyError::Discovery { .. }
-            | CdpProxyError::Handshake { .. } => (StatusCode::BAD_GATEWAY, "browser_unreachable"),
-            CdpProxyError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "browser_timeout"),
-            CdpProxyError::NoTarget(_) => (StatusCode::NOT_FOUND, "not_found"),
-            CdpProxyError::BadTarget(_)
-            | CdpProxyError::BadHost(_)
-            | CdpProxyError::Malformed(_)
-            | CdpProxyError::NotWebSocket(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-        };
-        ApiError::new(status, code, message)
-    }
-}
 
 /// The CDP routes.
 pub fn routes() -> Router<AppState> {
@@ -176,10 +103,10 @@ pub async fn browser_socket(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let channel = crate::ops::cdp::may_use_browser(&state, &caller, &id).await?;
-    let upgrade = upgrade.map_err(|e| CdpProxyError::NotWebSocket(e.body_text()))?;
+    let upgrade = upgrade.map_err(|e| CdpError::NotWebSocket(e.body_text()))?;
     let version = discovery::get_json(&channel, "/json/version").await?;
     let path = rewrite::browser_path(&version)?;
-    let browser = relay::open_browser(&channel, &path).await?;
+    let browser = open_browser(&channel, &path).await?;
     accept(state, caller, upgrade, browser, id, "browser").await
 }
 
@@ -195,14 +122,14 @@ pub async fn page_socket(
 ) -> Result<Response, ApiError> {
     let channel = crate::ops::cdp::may_use_browser(&state, &caller, &id).await?;
     if !rewrite::valid_target(&target) {
-        return Err(CdpProxyError::BadTarget(target).into());
+        return Err(CdpError::BadTarget(target).into());
     }
-    let upgrade = upgrade.map_err(|e| CdpProxyError::NotWebSocket(e.body_text()))?;
+    let upgrade = upgrade.map_err(|e| CdpError::NotWebSocket(e.body_text()))?;
     let path = format!("/devtools/page/{target}");
-    let browser = relay::open_browser(&channel, &path)
+    let browser = open_browser(&channel, &path)
         .await
         .map_err(|err| match err {
-            CdpProxyError::Handshake { .. } => CdpProxyError::NoTarget(target),
+            CdpError::Handshake { .. } => CdpError::NoTarget(target),
             other => other,
         })?;
     accept(state, caller, upgrade, browser, id, &path).await
@@ -214,7 +141,7 @@ async fn accept(
     state: AppState,
     ctx: OpContext,
     upgrade: WebSocketUpgrade,
-    browser: relay::Browser,
+    browser: crate::cdp::Browser,
     id: String,
     target: &str,
 ) -> Result<Response, ApiError> {

@@ -8,8 +8,8 @@ use std::pin::Pin;
 
 use serde_json::{Map, Value, json};
 
-use super::inspect::CdpMessage;
 use crate::approvals::Approval;
+use crate::cdp::inspect::CdpMessage;
 use crate::ops::cdp::CdpSession;
 
 /// Held calls one connection may have parked at once.

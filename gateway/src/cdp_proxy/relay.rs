@@ -11,22 +11,15 @@
 use std::time::Duration;
 
 use axum::extract::ws::{self, CloseFrame, Message, WebSocket};
-use cubicle_image::ports;
-use cubicle_runtime::channel::GuestChannel;
 use futures_util::stream::{FuturesUnordered, SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::UnixStream;
 use tokio::sync::mpsc;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::{self, protocol::WebSocketConfig};
+use tokio_tungstenite::tungstenite;
 
 use super::hold;
-use super::inspect::{self, Direction, Verdict};
-use super::{CdpProxyError, MAX_MESSAGE};
+use crate::cdp::Browser;
+use crate::cdp::inspect::{self, Direction, Verdict};
 use crate::ops::cdp::{Call, CdpSession};
-
-/// The browser end of a relay.
-pub type Browser = WebSocketStream<UnixStream>;
 
 /// Answers of the gateway waiting to be written to the client.
 const ANSWER_QUEUE: usize = 16;
@@ -34,26 +27,6 @@ const ANSWER_QUEUE: usize = 16;
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest close reason a WebSocket close frame carries.
 const MAX_CLOSE_REASON: usize = 123;
-
-/// Opens Chromium's WebSocket endpoint at `path` inside the workspace.
-pub async fn open_browser(channel: &GuestChannel, path: &str) -> Result<Browser, CdpProxyError> {
-    let stream = channel.connect(ports::CDP).await?;
-    let url = format!("ws://127.0.0.1:{}{path}", ports::CDP);
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_MESSAGE))
-        .max_frame_size(Some(MAX_MESSAGE));
-    let handshake = tokio_tungstenite::client_async_with_config(url, stream, Some(config));
-    let (browser, _response) = tokio::time::timeout(super::discovery::TIMEOUT, handshake)
-        .await
-        .map_err(|_| CdpProxyError::Timeout {
-            what: format!("WebSocket handshake with {path}"),
-        })?
-        .map_err(|source| CdpProxyError::Handshake {
-            path: path.to_owned(),
-            source: Box::new(source),
-        })?;
-    Ok(browser)
-}
 
 /// Why a relay ended, and what the client is told.
 #[derive(Debug)]

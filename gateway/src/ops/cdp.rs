@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::gates::{self, Gated, Verdict};
 use super::{EventKind, OpContext, Permission, access};
 use crate::approvals::Approval;
-use crate::cdp_proxy::inspect::{self, CdpMessage, Direction, parse};
+use crate::cdp::inspect::{self, CdpMessage, Direction, parse};
 use crate::error::ApiError;
 use crate::ops::Core;
 

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::CdpProxyError;
+use super::CdpError;
 
 /// Which way a message travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,15 +150,15 @@ const MAX_TUNNEL_DEPTH: usize = 2;
 
 /// Reads a message. A client's message must be a JSON object with an
 /// integer `id` and a string `method`; the browser's must have one of them.
-pub fn parse(direction: Direction, text: &str) -> Result<CdpMessage<'_>, CdpProxyError> {
+pub fn parse(direction: Direction, text: &str) -> Result<CdpMessage<'_>, CdpError> {
     let message: CdpMessage<'_> = serde_json::from_str(text)
-        .map_err(|e| CdpProxyError::Malformed(format!("not a CDP JSON object: {e}")))?;
+        .map_err(|e| CdpError::Malformed(format!("not a CDP JSON object: {e}")))?;
     let complete = match direction {
         Direction::ToBrowser => message.id.is_some() && message.method.is_some(),
         Direction::ToClient => message.id.is_some() || message.method.is_some(),
     };
     if !complete {
-        return Err(CdpProxyError::Malformed(match direction {
+        return Err(CdpError::Malformed(match direction {
             Direction::ToBrowser => {
                 "a CDP call needs an integer \"id\" and a string \"method\"".into()
             }
@@ -350,7 +350,7 @@ mod tests {
             assert!(
                 matches!(
                     parse(Direction::ToBrowser, bad),
-                    Err(CdpProxyError::Malformed(_))
+                    Err(CdpError::Malformed(_))
                 ),
                 "{bad} was accepted"
             );

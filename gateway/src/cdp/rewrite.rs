@@ -7,7 +7,7 @@ use axum::http::header::HOST;
 use axum::http::{HeaderMap, Uri};
 use serde_json::Value;
 
-use super::CdpProxyError;
+use super::CdpError;
 
 /// The longest `Host` accepted.
 const MAX_HOST: usize = 255;
@@ -24,15 +24,15 @@ pub struct PublicOrigin {
 impl PublicOrigin {
     /// The request's `Host` (or its URI's authority), `wss` when it came
     /// over TLS as a proxy in front says with `X-Forwarded-Proto: https`.
-    pub fn of_request(headers: &HeaderMap, uri: &Uri) -> Result<Self, CdpProxyError> {
+    pub fn of_request(headers: &HeaderMap, uri: &Uri) -> Result<Self, CdpError> {
         let host = headers
             .get(HOST)
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned)
             .or_else(|| uri.authority().map(|a| a.as_str().to_owned()))
-            .ok_or_else(|| CdpProxyError::BadHost("the request has no Host header".into()))?;
+            .ok_or_else(|| CdpError::BadHost("the request has no Host header".into()))?;
         if !valid_host(&host) {
-            return Err(CdpProxyError::BadHost(format!("{host:.80?}")));
+            return Err(CdpError::BadHost(format!("{host:.80?}")));
         }
         let tls = uri.scheme_str() == Some("https")
             || headers
@@ -78,8 +78,8 @@ pub fn valid_target(target: &str) -> bool {
 
 /// The path of the browser endpoint in Chromium's `/json/version` (e.g.
 /// `/devtools/browser/<uuid>`).
-pub fn browser_path(version: &Value) -> Result<String, CdpProxyError> {
-    let bad = |what: &str| CdpProxyError::Discovery {
+pub fn browser_path(version: &Value) -> Result<String, CdpError> {
+    let bad = |what: &str| CdpError::Discovery {
         path: "/json/version".into(),
         reason: what.to_owned(),
     };
@@ -151,7 +151,7 @@ mod tests {
 
     use super::*;
 
-    fn origin(host: &str, proto: Option<&str>) -> Result<PublicOrigin, CdpProxyError> {
+    fn origin(host: &str, proto: Option<&str>) -> Result<PublicOrigin, CdpError> {
         let mut headers = HeaderMap::new();
         headers.insert(HOST, HeaderValue::from_str(host).unwrap());
         if let Some(proto) = proto {
@@ -175,7 +175,7 @@ mod tests {
         assert!(origin("evil/path", None).is_err());
         assert!(origin("a b", None).is_err());
         let none = PublicOrigin::of_request(&HeaderMap::new(), &Uri::from_static("/v1/x"));
-        assert!(matches!(none, Err(CdpProxyError::BadHost(_))));
+        assert!(matches!(none, Err(CdpError::BadHost(_))));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use cubicle_runtime::channel::GuestChannel;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
-use super::CdpProxyError;
+use super::CdpError;
 
 /// The largest response head read from Chromium.
 const MAX_HEAD: usize = 16 * 1024;
@@ -24,11 +24,11 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `GET path` on Chromium's DevTools HTTP server; the body as JSON.
-pub async fn get_json(channel: &GuestChannel, path: &str) -> Result<Value, CdpProxyError> {
+pub async fn get_json(channel: &GuestChannel, path: &str) -> Result<Value, CdpError> {
     let stream = channel.connect(ports::CDP).await?;
     tokio::time::timeout(TIMEOUT, exchange(stream, path))
         .await
-        .map_err(|_| CdpProxyError::Timeout {
+        .map_err(|_| CdpError::Timeout {
             what: format!("GET {path}"),
         })?
 }
@@ -36,8 +36,8 @@ pub async fn get_json(channel: &GuestChannel, path: &str) -> Result<Value, CdpPr
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     path: &str,
-) -> Result<Value, CdpProxyError> {
-    let fail = |reason: String| CdpProxyError::Discovery {
+) -> Result<Value, CdpError> {
+    let fail = |reason: String| CdpError::Discovery {
         path: path.to_owned(),
         reason,
     };
@@ -108,7 +108,7 @@ fn body_length(head: &str) -> Result<usize, String> {
 mod tests {
     use super::*;
 
-    async fn serve(reply: &'static [u8]) -> Result<Value, CdpProxyError> {
+    async fn serve(reply: &'static [u8]) -> Result<Value, CdpError> {
         let (host, mut guest) = tokio::io::duplex(64 * 1024);
         let chromium = tokio::spawn(async move {
             let mut request = vec![0u8; 1024];

@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn the_relay_refuses_them_even_through_the_target_tunnel() {
-        use crate::cdp_proxy::inspect::{Direction, Verdict, inspect, parse};
+        use crate::cdp::inspect::{Direction, Verdict, inspect, parse};
         let tunnelled = r#"{"id":9,"method":"Target.sendMessageToTarget","params":{"sessionId":"S","message":"{\"id\":1,\"method\":\"Page.navigate\",\"params\":{\"url\":\"http://127.0.0.1:9222/json\"}}"}}"#;
         let call = parse(Direction::ToBrowser, tunnelled).unwrap();
         assert!(matches!(
