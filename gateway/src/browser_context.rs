@@ -33,13 +33,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cubicle_policy::{BrowserContext, Focus};
+use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::backend::Backend;
+use cubicle_runtime::manager::Manager;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::cdp::Browser as BrowserSocket;
-use crate::ops::Core;
 
 /// How long one lookup may take before the context is unreadable.
 pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -109,11 +110,10 @@ impl BrowserSlot {
 }
 
 /// The active tab and focused element of workspace `id`'s browser, read
-/// over the gateway's own CDP session kept in its host.
-pub async fn context(state: &Core, id: &str) -> Lookup {
-    let host = state.hosts.get(id);
-    let mut session = host.browser().0.lock().await;
-    let looked = tokio::time::timeout(LOOKUP_TIMEOUT, lookup(state, id, &mut session)).await;
+/// over the gateway's own CDP session, kept in `slot` (its host's).
+pub async fn context(manager: &Manager<AnyBackend>, slot: &BrowserSlot, id: &str) -> Lookup {
+    let mut session = slot.0.lock().await;
+    let looked = tokio::time::timeout(LOOKUP_TIMEOUT, lookup(manager, id, &mut session)).await;
     match looked {
         Ok(Ok(lookup)) => lookup,
         Ok(Err(LookupError::NoBrowser)) => {
@@ -141,17 +141,14 @@ enum LookupError {
     Broken(String),
 }
 
-async fn lookup(state: &Core, id: &str, slot: &mut Option<Session>) -> Result<Lookup, LookupError> {
+async fn lookup(
+    manager: &Manager<AnyBackend>,
+    id: &str,
+    slot: &mut Option<Session>,
+) -> Result<Lookup, LookupError> {
     if slot.is_none() {
-        let record = state
-            .manager
-            .get(id)
-            .await
-            .map_err(|_| LookupError::NoBrowser)?;
-        let channel = state
-            .manager
-            .backend()
-            .channel(&state.manager.spec(&record));
+        let record = manager.get(id).await.map_err(|_| LookupError::NoBrowser)?;
+        let channel = manager.backend().channel(&manager.spec(&record));
         let socket = crate::cdp::open_browser_endpoint(&channel)
             .await
             .map_err(|e| {

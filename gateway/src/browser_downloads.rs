@@ -21,25 +21,28 @@
 //! in is one the workspace can read; they are refused instead.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::backend::Backend;
+use cubicle_runtime::manager::Manager;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::ops::Core;
 use crate::ops::EventKind;
+use crate::ops::audit::Audit;
 
 /// Longest wait between two tries to reach a browser that is not up.
 const MAX_RETRY: Duration = Duration::from_secs(2);
 
 /// Keeps workspace `id`'s browser from saving downloads, for as long as
 /// the task runs (its owner aborts it when the workspace stops).
-pub async fn guard(state: Core, id: String) {
+pub async fn guard(manager: Arc<Manager<AnyBackend>>, audit: Audit, id: String) {
     let mut wait = Duration::from_millis(100);
     loop {
-        match session(&state, &id).await {
+        match session(&manager, &audit, &id).await {
             Ok(()) => wait = Duration::from_millis(100), // the browser went; wait for the next
             Err(err) => {
                 tracing::debug!(workspace = id, %err, "no browser to guard downloads of yet");
@@ -79,12 +82,9 @@ impl Session {
 
 /// One browser's life: set the behaviour, then follow its events until it
 /// closes. `Err`: no browser, or it refused the behaviour.
-async fn session(state: &Core, id: &str) -> Result<(), String> {
-    let record = state.manager.get(id).await.map_err(|e| e.to_string())?;
-    let channel = state
-        .manager
-        .backend()
-        .channel(&state.manager.spec(&record));
+async fn session(manager: &Manager<AnyBackend>, audit: &Audit, id: &str) -> Result<(), String> {
+    let record = manager.get(id).await.map_err(|e| e.to_string())?;
+    let channel = manager.backend().channel(&manager.spec(&record));
     let socket = crate::cdp::open_browser_endpoint(&channel)
         .await
         .map_err(|e| e.to_string())?;
@@ -135,8 +135,7 @@ async fn session(state: &Core, id: &str) -> Result<(), String> {
                     "reason": "the browser's own download was denied: downloads reach the workspace only through the quarantine",
                     "by": "browser",
                 });
-                let noted = state
-                    .audit
+                let noted = audit
                     .note(
                         None,
                         EventKind::DownloadRefused,

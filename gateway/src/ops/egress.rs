@@ -225,7 +225,8 @@ impl EgressHub {
         };
         let accept = tokio::spawn(listener::accept_loop(listener, peer, proxy.clone()));
         let downloads = tokio::spawn(crate::browser_downloads::guard(
-            state.clone(),
+            state.manager.clone(),
+            state.audit.clone(),
             record.id.clone(),
         ));
         let live = EgressLive {

@@ -295,7 +295,10 @@ async fn judge(
         .chain(more)
         .any(|s| policy.needs_browser_for(s));
     let lookup = match needs_browser {
-        true => crate::browser_context::context(state, workspace).await,
+        true => {
+            let host = state.hosts.get(workspace);
+            crate::browser_context::context(&state.manager, host.browser(), workspace).await
+        }
         false => Lookup::Absent,
     };
     let states: Vec<BrowserState<'_>> = match &lookup {
