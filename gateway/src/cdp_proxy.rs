@@ -20,7 +20,7 @@
 mod hold;
 mod relay;
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -67,7 +67,7 @@ async fn discover(
     Ok((discovery::get_json(&channel, path).await?, origin))
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/version", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Chromium's /json/version with webSocketDebuggerUrl pointing at the gateway; the WebSocket is GET /v1/workspaces/{id}/cdp"), crate::openapi::InGuest))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/version", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Chromium's /json/version with webSocketDebuggerUrl pointing at the gateway; the WebSocket is GET /v1/workspaces/{id}/cdp"), crate::wire::doc::InGuest))]
 pub async fn json_version(
     State(state): State<AppState>,
     caller: OpContext,
@@ -79,7 +79,7 @@ pub async fn json_version(
     Ok(Json(rewrite::version(version, &origin, &id)))
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/list", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Targets, with URLs rewritten to the gateway"), crate::openapi::InGuest))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/json/list", tag = "browser", params(("id" = String, Path)), responses((status = 200, description = "Targets, with URLs rewritten to the gateway"), crate::wire::doc::InGuest))]
 pub async fn json_list(
     State(state): State<AppState>,
     caller: OpContext,
@@ -95,7 +95,7 @@ pub async fn json_list(
 /// `/json/version` each time: it changes when Chromium restarts).
 #[utoipa::path(get, path = "/v1/workspaces/{id}/cdp", tag = "browser", params(("id" = String, Path)),
     responses((status = 101, description = "WebSocket to the browser endpoint (CDP); every call is inspected, logged, and refused while an operator holds control if it changes the page"),
-        crate::openapi::InGuest))]
+        crate::wire::doc::InGuest))]
 pub async fn browser_socket(
     State(state): State<AppState>,
     caller: OpContext,
@@ -113,7 +113,7 @@ pub async fn browser_socket(
 /// WebSocket to one target (`/devtools/page/{target}`).
 #[utoipa::path(get, path = "/v1/workspaces/{id}/cdp/page/{target}", tag = "browser", params(("id" = String, Path), ("target" = String, Path)),
     responses((status = 101, description = "WebSocket to one target (CDP), inspected like the browser endpoint"),
-        crate::openapi::InGuest))]
+        crate::wire::doc::InGuest))]
 pub async fn page_socket(
     State(state): State<AppState>,
     caller: OpContext,

@@ -558,9 +558,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cubicle_runtime::events::record(store, EventKind::DaemonStart, None, None, &detail).await?;
     say(&format!("listening on http://{address}"));
     let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
-    cubicle_gateway::listener::serve(listener, cubicle_gateway::api::router(state), async move {
-        let _ = exit_tx.send(shutdown.await);
-    })
+    cubicle_gateway::listener::serve(
+        listener,
+        cubicle_gateway::router::router(state),
+        async move {
+            let _ = exit_tx.send(shutdown.await);
+        },
+    )
     .await?;
     let exit = exit_rx.await.unwrap_or(Exit::StopWorkspaces);
     let stop_workspaces = exit == Exit::StopWorkspaces;

@@ -7,7 +7,7 @@
 //! door (REST, WebSockets, MCP, the CDP proxy, the live view) is an adapter
 //! over the operations core ([`ops`]): parse, call, render.
 //!
-//! Read [`ops`] and [`api::router`] first.
+//! Read [`ops`] and [`router::router`] first.
 
 pub mod actions;
 pub mod api;
@@ -27,6 +27,7 @@ pub mod openapi;
 pub mod ops;
 pub mod replay;
 pub mod revocation;
+pub mod router;
 pub mod screen;
 pub mod vnc;
 pub mod web;

@@ -196,7 +196,7 @@ async fn fixture() -> Fixture {
         dir.path().join("web"),
     );
     Fixture {
-        router: cubicle_gateway::api::router(state),
+        router: cubicle_gateway::router::router(state),
         secrets,
         own,
         store,

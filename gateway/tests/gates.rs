@@ -147,7 +147,7 @@ async fn fixture() -> Fixture {
         dir.path().join("web"),
     );
     Fixture {
-        router: cubicle_gateway::api::router(state.clone()),
+        router: cubicle_gateway::router::router(state.clone()),
         secrets,
         tokens: all,
         state,

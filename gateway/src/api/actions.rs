@@ -2,7 +2,7 @@
 //! run in order, stopping at the first error with one result per action run.
 //! `GET /v1/workspaces/{id}/screenshot`: the screen as an image, raw bytes.
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -64,7 +64,7 @@ pub fn parse_body(body: &[u8]) -> Result<(Vec<Action>, Vec<Value>, bool), ApiErr
     Ok((actions, list.clone(), true))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/actions", tag = "computer", params(("id" = String, Path)), request_body = crate::openapi::ActionRequest, responses((status = 200, body = crate::openapi::ActionResponse), crate::openapi::InGuest, crate::openapi::Held, crate::openapi::TooLarge, (status = 400, body = crate::openapi::ErrorBody, description = "Names the bad field (in a batch: `error.index`, and `results` of the actions run before it)")))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/actions", tag = "computer", params(("id" = String, Path)), request_body = crate::wire::doc::ActionRequest, responses((status = 200, body = crate::wire::doc::ActionResponse), crate::wire::doc::InGuest, crate::wire::doc::Held, crate::wire::doc::TooLarge, (status = 400, body = crate::wire::doc::ErrorBody, description = "Names the bad field (in a batch: `error.index`, and `results` of the actions run before it)")))]
 pub async fn actions(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -100,7 +100,7 @@ fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
     (err.status, Json(body)).into_response()
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<crate::openapi::ImageFormat>, Query, description = "png (default) or jpeg"), ("quality" = Option<u8>, Query, minimum = 1, maximum = 100, description = "JPEG quality (default 80)"), ("width" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this width; alone, the height keeps the screen's aspect"), ("height" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this height; alone, the width keeps the screen's aspect")), responses((status = 200, content(("image/png"), ("image/jpeg")), description = "The screen, PNG or (`format=jpeg`) JPEG"), crate::openapi::InGuest))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<crate::wire::doc::ImageFormat>, Query, description = "png (default) or jpeg"), ("quality" = Option<u8>, Query, minimum = 1, maximum = 100, description = "JPEG quality (default 80)"), ("width" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this width; alone, the height keeps the screen's aspect"), ("height" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this height; alone, the width keeps the screen's aspect")), responses((status = 200, content(("image/png"), ("image/jpeg")), description = "The screen, PNG or (`format=jpeg`) JPEG"), crate::wire::doc::InGuest))]
 pub async fn screenshot(
     State(state): State<AppState>,
     ctx: OpContext,

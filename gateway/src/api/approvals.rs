@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::extract::{RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -74,7 +74,7 @@ fn filter(raw: Option<&str>) -> Result<Filter, ApiError> {
 }
 
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(("state" = Option<crate::wire::approval::StateFilter>, Query, description = "pending, approved, denied, expired or all"), ("workspace" = Option<String>, Query, description = "Only this workspace's")),
-    responses((status = 200, description = "{\"approvals\": [...]}: id, workspace, operation, params (as operators see them), sha256, asked_by, asked_at, expires_at, rule, reason, context (tab URL, origin, host, focus), state, decided_by, decision_reason, used, has_screenshot, url"), (status = 404, body = crate::openapi::ErrorBody, description = "No such `workspace` (deleted ones included), or one outside the token's scope")))]
+    responses((status = 200, description = "{\"approvals\": [...]}: id, workspace, operation, params (as operators see them), sha256, asked_by, asked_at, expires_at, rule, reason, context (tab URL, origin, host, focus), state, decided_by, decision_reason, used, has_screenshot, url"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such `workspace` (deleted ones included), or one outside the token's scope")))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -88,7 +88,7 @@ pub async fn list(
 }
 
 #[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = String, Path), ("wait" = Option<f64>, Query, minimum = 0, description = "Seconds to wait for a decision (more than 300 waits 300)")),
-    responses((status = 200, description = "The approval (see GET /v1/approvals)"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval, or one the caller may not see")))]
+    responses((status = 200, description = "The approval (see GET /v1/approvals)"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such approval, or one the caller may not see")))]
 pub async fn one(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -99,7 +99,7 @@ pub async fn one(
 }
 
 #[utoipa::path(get, path = "/v1/approvals/{id}/screenshot", tag = "approvals", params(("id" = String, Path)),
-    responses((status = 200, content_type = "image/png", description = "The screen when the action was asked"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval, one the caller may not see, or one without a screenshot")))]
+    responses((status = 200, content_type = "image/png", description = "The screen when the action was asked"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such approval, one the caller may not see, or one without a screenshot")))]
 pub async fn screenshot(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -110,7 +110,7 @@ pub async fn screenshot(
 }
 
 #[utoipa::path(post, path = "/v1/approvals/{id}/approve", tag = "approvals", params(("id" = String, Path)), request_body(content = crate::wire::approval::Decide, description = "May be empty"),
-    responses((status = 200, description = "The approval, approved: the held operation runs once, for exactly its parameters"), (status = 403, body = crate::openapi::ErrorBody, description = "Not an operator or admin, or the token that asked"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided or expired (`decided`)"), crate::openapi::TooLarge))]
+    responses((status = 200, description = "The approval, approved: the held operation runs once, for exactly its parameters"), (status = 403, body = crate::wire::doc::ErrorBody, description = "Not an operator or admin, or the token that asked"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such approval"), (status = 409, body = crate::wire::doc::ErrorBody, description = "Already decided or expired (`decided`)"), crate::wire::doc::TooLarge))]
 pub async fn approve(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -121,7 +121,7 @@ pub async fn approve(
 }
 
 #[utoipa::path(post, path = "/v1/approvals/{id}/deny", tag = "approvals", params(("id" = String, Path)), request_body(content = crate::wire::approval::Decide, description = "May be empty"),
-    responses((status = 200, description = "The approval, denied: the agent gets 403 with the reason"), (status = 403, body = crate::openapi::ErrorBody, description = "Not an operator or admin, or the token that asked"), (status = 404, body = crate::openapi::ErrorBody, description = "No such approval"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided or expired (`decided`)"), crate::openapi::TooLarge))]
+    responses((status = 200, description = "The approval, denied: the agent gets 403 with the reason"), (status = 403, body = crate::wire::doc::ErrorBody, description = "Not an operator or admin, or the token that asked"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such approval"), (status = 409, body = crate::wire::doc::ErrorBody, description = "Already decided or expired (`decided`)"), crate::wire::doc::TooLarge))]
 pub async fn deny(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -196,7 +196,7 @@ pub async fn events(
 }
 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/policy", tag = "approvals", params(("id" = String, Path)),
-    responses((status = 200, description = "{\"policy\", \"default\", \"policies\": [{name, description}]}"), crate::openapi::NoWorkspace))]
+    responses((status = 200, description = "{\"policy\", \"default\", \"policies\": [{name, description}]}"), crate::wire::doc::NoWorkspace))]
 pub async fn policy(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -207,7 +207,7 @@ pub async fn policy(
 }
 
 #[utoipa::path(put, path = "/v1/workspaces/{id}/policy", tag = "approvals", params(("id" = String, Path)), request_body = crate::wire::approval::SetPolicy,
-    responses((status = 200, description = "The workspace's policy, switched (a policy.switch event)"), crate::openapi::NoWorkspace, crate::openapi::TooLarge, (status = 400, body = crate::openapi::ErrorBody, description = "No such policy, or a body this operation cannot take")))]
+    responses((status = 200, description = "The workspace's policy, switched (a policy.switch event)"), crate::wire::doc::NoWorkspace, crate::wire::doc::TooLarge, (status = 400, body = crate::wire::doc::ErrorBody, description = "No such policy, or a body this operation cannot take")))]
 pub async fn set_policy(
     State(state): State<AppState>,
     ctx: OpContext,

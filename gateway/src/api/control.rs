@@ -9,7 +9,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -36,7 +36,7 @@ impl From<ControlError> for ApiError {
     }
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/control", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "Who holds the controls (agent or an operator) and since when"), crate::openapi::NoWorkspace))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/control", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "Who holds the controls (agent or an operator) and since when"), crate::wire::doc::NoWorkspace))]
 pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -46,7 +46,7 @@ pub async fn get(
     Ok(Json(control.view(&id)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/control/take", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "This operator now holds control; agent input gets 409"), crate::openapi::NoWorkspace, (status = 409, body = crate::openapi::ErrorBody, description = "Another operator holds it (`control_held`), or the workspace is not running or paused (`paused`)")))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/control/take", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "This operator now holds control; agent input gets 409"), crate::wire::doc::NoWorkspace, (status = 409, body = crate::wire::doc::ErrorBody, description = "Another operator holds it (`control_held`), or the workspace is not running or paused (`paused`)")))]
 pub async fn take(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -56,7 +56,7 @@ pub async fn take(
     Ok(Json(control.view(&id)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/control/release", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "Control is back with the agent"), crate::openapi::NoWorkspace, (status = 409, body = crate::openapi::ErrorBody, description = "Another operator holds it (`control_held`)")))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/control/release", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "Control is back with the agent"), crate::wire::doc::NoWorkspace, (status = 409, body = crate::wire::doc::ErrorBody, description = "Another operator holds it (`control_held`)")))]
 pub async fn release(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -66,7 +66,7 @@ pub async fn release(
     Ok(Json(control.view(&id)))
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}/control/events", tag = "control", params(("id" = String, Path)), responses((status = 200, content_type = "text/event-stream", description = "Server-Sent Events: the holder, now and on every change"), crate::openapi::NoWorkspace))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/control/events", tag = "control", params(("id" = String, Path)), responses((status = 200, content_type = "text/event-stream", description = "Server-Sent Events: the holder, now and on every change"), crate::wire::doc::NoWorkspace))]
 pub async fn events(
     State(state): State<AppState>,
     ctx: OpContext,

@@ -10,7 +10,7 @@
 //! | `GET`, `PUT /v1/workspaces/{id}/egress` | who sees it / operators, admins | the egress policy, changed (an event) |
 //! | `GET /v1/egress/ca` | any token | the interception CA's certificate (PEM) |
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -52,7 +52,7 @@ pub struct ListQuery {
 }
 
 #[utoipa::path(get, path = "/v1/downloads", tag = "downloads", params(ListQuery),
-    responses((status = 200, body = DownloadList), (status = 404, body = crate::openapi::ErrorBody, description = "No such `workspace`, or one outside the token's scope")))]
+    responses((status = 200, body = DownloadList), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such `workspace`, or one outside the token's scope")))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -73,7 +73,7 @@ pub async fn list(
 }
 
 #[utoipa::path(get, path = "/v1/downloads/{id}", tag = "downloads", params(("id" = String, Path)),
-    responses((status = 200, body = DownloadView), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see")))]
+    responses((status = 200, body = DownloadView), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such download, or one the caller may not see")))]
 pub async fn one(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -84,7 +84,7 @@ pub async fn one(
 }
 
 #[utoipa::path(get, path = "/v1/downloads/{id}/content", tag = "downloads", params(("id" = String, Path)),
-    responses((status = 200, description = "The held bytes (attachment, nosniff)", content_type = "application/octet-stream"), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see"), (status = 410, body = crate::openapi::ErrorBody, description = "Rejected: nothing kept")))]
+    responses((status = 200, description = "The held bytes (attachment, nosniff)", content_type = "application/octet-stream"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such download, or one the caller may not see"), (status = 410, body = crate::wire::doc::ErrorBody, description = "Rejected: nothing kept")))]
 pub async fn content(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -126,7 +126,7 @@ pub async fn content(
 }
 
 #[utoipa::path(post, path = "/v1/downloads/{id}/release", tag = "downloads", params(("id" = String, Path)), request_body(content = Decision, description = "May be empty"),
-    responses((status = 200, body = DownloadView, description = "Written to ~/Downloads, not executable"), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided, or the workspace is not running or paused"), crate::openapi::TooLarge, (status = 502, body = crate::openapi::ErrorBody, description = "The workspace could not take the file (`guest_unreachable`, `guest_error`)"), (status = 504, body = crate::openapi::ErrorBody, description = "The workspace did not answer in time (`guest_timeout`)")))]
+    responses((status = 200, body = DownloadView, description = "Written to ~/Downloads, not executable"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such download, or one the caller may not see"), (status = 409, body = crate::wire::doc::ErrorBody, description = "Already decided, or the workspace is not running or paused"), crate::wire::doc::TooLarge, (status = 502, body = crate::wire::doc::ErrorBody, description = "The workspace could not take the file (`guest_unreachable`, `guest_error`)"), (status = 504, body = crate::wire::doc::ErrorBody, description = "The workspace did not answer in time (`guest_timeout`)")))]
 pub async fn release(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -139,7 +139,7 @@ pub async fn release(
 }
 
 #[utoipa::path(post, path = "/v1/downloads/{id}/reject", tag = "downloads", params(("id" = String, Path)), request_body(content = Decision, description = "May be empty"),
-    responses((status = 200, body = DownloadView, description = "Rejected; its content is gone"), (status = 404, body = crate::openapi::ErrorBody, description = "No such download, or one the caller may not see"), (status = 409, body = crate::openapi::ErrorBody, description = "Already decided"), crate::openapi::TooLarge))]
+    responses((status = 200, body = DownloadView, description = "Rejected; its content is gone"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such download, or one the caller may not see"), (status = 409, body = crate::wire::doc::ErrorBody, description = "Already decided"), crate::wire::doc::TooLarge))]
 pub async fn reject(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -160,7 +160,7 @@ fn egress_view(id: &str, view: &ops::egress::PolicyView) -> EgressView {
 }
 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/egress", tag = "egress", params(("id" = String, Path)),
-    responses((status = 200, body = EgressView), crate::openapi::NoWorkspace))]
+    responses((status = 200, body = EgressView), crate::wire::doc::NoWorkspace))]
 pub async fn egress(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -171,7 +171,7 @@ pub async fn egress(
 }
 
 #[utoipa::path(put, path = "/v1/workspaces/{id}/egress", tag = "egress", params(("id" = String, Path)), request_body = EgressBody,
-    responses((status = 200, body = EgressView, description = "Changed, for new connections at once (an egress.policy event)"), crate::openapi::NoWorkspace, crate::openapi::TooLarge))]
+    responses((status = 200, body = EgressView, description = "Changed, for new connections at once (an egress.policy event)"), crate::wire::doc::NoWorkspace, crate::wire::doc::TooLarge))]
 pub async fn set_egress(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -184,7 +184,7 @@ pub async fn set_egress(
 }
 
 #[utoipa::path(get, path = "/v1/egress/ca", tag = "egress",
-    responses((status = 200, description = "The interception CA certificate, PEM", content_type = "application/x-pem-file"), (status = 404, body = crate::openapi::ErrorBody, description = "Interception is off")))]
+    responses((status = 200, description = "The interception CA certificate, PEM", content_type = "application/x-pem-file"), (status = 404, body = crate::wire::doc::ErrorBody, description = "Interception is off")))]
 pub async fn ca(State(state): State<AppState>, _ctx: OpContext) -> Result<Response, ApiError> {
     let pem = state.egress.ca_pem().ok_or_else(|| {
         ApiError::new(

@@ -24,7 +24,7 @@ pub struct EventQuery {
         ("after" = Option<i64>, Query, description = "Events after this id"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "1..=1000, default 100")),
     responses((status = 200, description = "{\"events\": [{id, at, kind, workspace_id, actor, detail}]}"),
-        (status = 404, body = crate::openapi::ErrorBody, description = "No such `workspace` (deleted ones included), or one outside the token's scope")))]
+        (status = 404, body = crate::wire::doc::ErrorBody, description = "No such `workspace` (deleted ones included), or one outside the token's scope")))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,

@@ -21,7 +21,7 @@
 //! `{"stdin": text}`, and `{"stdin_eof": true}`. Closing the socket kills the
 //! command.
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -42,7 +42,7 @@ use crate::wire::exec::{ExecBody, ExecResult, text_and_bytes};
 /// The largest WebSocket message a client may send (stdin).
 const MAX_WS_MESSAGE: usize = 1024 * 1024;
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::wire::exec::ExecBody, responses((status = 200, body = crate::wire::exec::ExecResult), crate::openapi::InGuest, crate::openapi::Held, crate::openapi::TooLarge))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/exec", tag = "shell", params(("id" = String, Path)), request_body = crate::wire::exec::ExecBody, responses((status = 200, body = crate::wire::exec::ExecResult), crate::wire::doc::InGuest, crate::wire::doc::Held, crate::wire::doc::TooLarge))]
 pub async fn run(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -123,8 +123,8 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
         ("arg" = Option<Vec<String>>, Query, description = "argv, repeated"), ("command" = Option<String>, Query), ("cwd" = Option<String>, Query),
         ("timeout_ms" = Option<u64>, Query), ("env" = Option<Vec<String>>, Query, description = "NAME=VALUE, repeated")),
     responses((status = 101, description = "WebSocket: the server sends {\"stdout\"}/{\"stderr\"} frames then the exit; the client sends stdin"),
-        (status = 400, body = crate::openapi::ErrorBody, description = "Not a WebSocket upgrade, or a query parameter it cannot take; the message names it"),
-        crate::openapi::InGuest, crate::openapi::Held))]
+        (status = 400, body = crate::wire::doc::ErrorBody, description = "Not a WebSocket upgrade, or a query parameter it cannot take; the message names it"),
+        crate::wire::doc::InGuest, crate::wire::doc::Held))]
 pub async fn upgrade(
     State(state): State<AppState>,
     ctx: OpContext,

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
@@ -105,7 +105,7 @@ fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, ApiError> {
 }
 
 /// `GET .../files`: read, or list / stat with `list=true` / `stat=true`.
-#[utoipa::path(get, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query, description = "Absolute path in the workspace"), ("offset" = Option<u64>, Query), ("length" = Option<u64>, Query), ("list" = Option<bool>, Query), ("stat" = Option<bool>, Query)), responses((status = 200, content((Vec<u8> = "application/octet-stream"), (Object = "application/json")), description = "The bytes, or the listing / stat as JSON with `list=true` / `stat=true`"), crate::openapi::InGuest, (status = 413, body = crate::openapi::ErrorBody, description = "Over 16 MiB: read it in parts with `offset` and `length` (`too_large`)")))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query, description = "Absolute path in the workspace"), ("offset" = Option<u64>, Query), ("length" = Option<u64>, Query), ("list" = Option<bool>, Query), ("stat" = Option<bool>, Query)), responses((status = 200, content((Vec<u8> = "application/octet-stream"), (Object = "application/json")), description = "The bytes, or the listing / stat as JSON with `list=true` / `stat=true`"), crate::wire::doc::InGuest, (status = 413, body = crate::wire::doc::ErrorBody, description = "Over 16 MiB: read it in parts with `offset` and `length` (`too_large`)")))]
 pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -138,7 +138,7 @@ pub async fn get(
 }
 
 /// `GET .../files/list?path=`: a directory listing.
-#[utoipa::path(get, path = "/v1/workspaces/{id}/files/list", tag = "files", params(("id" = String, Path), ("path" = String, Query)), responses((status = 200, description = "Directory entries: name, type, size, mode, mtime"), crate::openapi::InGuest))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}/files/list", tag = "files", params(("id" = String, Path), ("path" = String, Query)), responses((status = 200, description = "Directory entries: name, type, size, mode, mtime"), crate::wire::doc::InGuest))]
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -152,7 +152,7 @@ pub async fn list(
 }
 
 /// `PUT .../files?path=[&mode=]`: create or replace a file with the body.
-#[utoipa::path(put, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("mode" = Option<String>, Query, description = "Octal, e.g. 0644")), request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Up to 16 MiB"), responses((status = 200, description = "Written"), crate::openapi::InGuest, crate::openapi::Held, crate::openapi::TooLarge, (status = 507, body = crate::openapi::ErrorBody, description = "No space left in the workspace (`no_space`)")))]
+#[utoipa::path(put, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("mode" = Option<String>, Query, description = "Octal, e.g. 0644")), request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Up to 16 MiB"), responses((status = 200, description = "Written"), crate::wire::doc::InGuest, crate::wire::doc::Held, crate::wire::doc::TooLarge, (status = 507, body = crate::wire::doc::ErrorBody, description = "No space left in the workspace (`no_space`)")))]
 pub async fn put(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -168,7 +168,7 @@ pub async fn put(
 }
 
 /// `DELETE .../files?path=[&recursive=true]`.
-#[utoipa::path(delete, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("recursive" = Option<bool>, Query)), responses((status = 200, description = "Deleted"), crate::openapi::InGuest, crate::openapi::Held, (status = 409, body = crate::openapi::ErrorBody, description = "Not running, paused (`paused`), an operator holds control (`control_held`), or a directory that is not empty without `recursive=true` (`not_empty`)")))]
+#[utoipa::path(delete, path = "/v1/workspaces/{id}/files", tag = "files", params(("id" = String, Path), ("path" = String, Query), ("recursive" = Option<bool>, Query)), responses((status = 200, description = "Deleted"), crate::wire::doc::InGuest, crate::wire::doc::Held, (status = 409, body = crate::wire::doc::ErrorBody, description = "Not running, paused (`paused`), an operator holds control (`control_held`), or a directory that is not empty without `recursive=true` (`not_empty`)")))]
 pub async fn delete(
     State(state): State<AppState>,
     ctx: OpContext,

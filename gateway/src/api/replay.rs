@@ -3,7 +3,7 @@
 //! sessions with their timelines, their video segments, and the public
 //! key checkpoints are signed with.
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -25,7 +25,7 @@ pub async fn key(State(state): State<AppState>, _ctx: OpContext) -> Json<Value> 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/audit/export", tag = "audit",
     params(("id" = String, Path)),
     responses((status = 200, content_type = "application/x-tar", description = "The bundle: manifest.json, audit-key.pub, events.jsonl, checkpoints.jsonl, segments/*.mp4; check it with `cubicle audit verify`"),
-        crate::openapi::NoWorkspace))]
+        crate::wire::doc::NoWorkspace))]
 pub async fn export(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -47,7 +47,7 @@ pub async fn export(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/audit/verify", tag = "audit",
     params(("id" = String, Path)),
     responses((status = 200, description = "The report of `cubicle audit verify` on a fresh export: {ok, records, checkpoints, segments, last_seq, checkpointed_seq, failures: [{seq, line, message}], warnings}"),
-        crate::openapi::NoWorkspace))]
+        crate::wire::doc::NoWorkspace))]
 pub async fn verify(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -79,7 +79,7 @@ pub async fn list(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/recordings", tag = "audit",
     params(("id" = String, Path)),
     responses((status = 200, body = RecordingView, description = "The segments back to back on one timeline, and every event with its place on it (video_ms)"),
-        crate::openapi::NoWorkspace))]
+        crate::wire::doc::NoWorkspace))]
 pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -97,7 +97,7 @@ pub async fn get(
 #[utoipa::path(get, path = "/v1/workspaces/{id}/recordings/{file}", tag = "audit",
     params(("id" = String, Path), ("file" = String, Path, description = "A segment's file name, as the recording lists it")),
     responses((status = 200, content_type = "video/mp4", description = "The segment: H.264 in fragmented MP4"),
-        (status = 404, body = crate::openapi::ErrorBody, description = "No such workspace (or outside the token's scope), or no such sealed segment of it")))]
+        (status = 404, body = crate::wire::doc::ErrorBody, description = "No such workspace (or outside the token's scope), or no such sealed segment of it")))]
 pub async fn segment(
     State(state): State<AppState>,
     ctx: OpContext,

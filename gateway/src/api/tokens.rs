@@ -3,7 +3,7 @@
 //! views and event streams and hands back any control it holds).
 //! `GET /v1/me`: the caller's own token (any role), for the page.
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -39,7 +39,7 @@ pub async fn me(ctx: OpContext) -> Json<Value> {
     }))
 }
 
-#[utoipa::path(post, path = "/v1/tokens", tag = "tokens", request_body = crate::wire::token::NewToken, responses((status = 201, description = "The token, with its secret shown this once"), crate::openapi::TooLarge))]
+#[utoipa::path(post, path = "/v1/tokens", tag = "tokens", request_body = crate::wire::token::NewToken, responses((status = 201, description = "The token, with its secret shown this once"), crate::wire::doc::TooLarge))]
 pub async fn create(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -62,7 +62,7 @@ pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<
     ))
 }
 
-#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens", params(("id" = String, Path)), responses((status = 204, description = "Revoked; its open sockets are closed"), (status = 404, body = crate::openapi::ErrorBody, description = "No such token"), (status = 409, body = crate::openapi::ErrorBody, description = "The last admin token (`last_admin`)")))]
+#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens", params(("id" = String, Path)), responses((status = 204, description = "Revoked; its open sockets are closed"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such token"), (status = 409, body = crate::wire::doc::ErrorBody, description = "The last admin token (`last_admin`)")))]
 pub async fn revoke(
     State(state): State<AppState>,
     ctx: OpContext,

@@ -1,6 +1,6 @@
 //! `/v1/workspaces`: create, list, get, start, stop, delete.
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -25,7 +25,7 @@ pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<
     Ok(Json(json!({ "workspaces": items })))
 }
 
-#[utoipa::path(get, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::openapi::NoWorkspace))]
+#[utoipa::path(get, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::wire::doc::NoWorkspace))]
 pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -42,7 +42,7 @@ pub async fn get(
     Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::wire::workspace::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::wire::workspace::WorkspaceView, description = "Created and ready"), (status = 400, body = crate::openapi::ErrorBody, description = "A body this operation cannot take, or a template, policy, limit or time limit the server does not have or allow; the message names the field"), (status = 403, body = crate::openapi::ErrorBody, description = "Guard rails (egress, policy, record, time_limits, limits) wider than the caller's role may choose: agents get the server's defaults or the named template's, or narrower; the message names the field and what to do"), crate::openapi::TooLarge, (status = 502, body = crate::openapi::ErrorBody, description = "Could not start (`start_failed`); nothing is left behind"), (status = 503, body = crate::openapi::ErrorBody, description = "No room for another workspace (`capacity`)")))]
+#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body(content = crate::wire::workspace::CreateWorkspace, description = "May be empty"), responses((status = 201, body = crate::wire::workspace::WorkspaceView, description = "Created and ready"), (status = 400, body = crate::wire::doc::ErrorBody, description = "A body this operation cannot take, or a template, policy, limit or time limit the server does not have or allow; the message names the field"), (status = 403, body = crate::wire::doc::ErrorBody, description = "Guard rails (egress, policy, record, time_limits, limits) wider than the caller's role may choose: agents get the server's defaults or the named template's, or narrower; the message names the field and what to do"), crate::wire::doc::TooLarge, (status = 502, body = crate::wire::doc::ErrorBody, description = "Could not start (`start_failed`); nothing is left behind"), (status = 503, body = crate::wire::doc::ErrorBody, description = "No room for another workspace (`capacity`)")))]
 pub async fn create(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -78,7 +78,7 @@ pub async fn pool(State(state): State<AppState>, ctx: OpContext) -> Result<Json<
     Ok(Json(serde_json::to_value(stats).unwrap_or(Value::Null)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::openapi::Lifecycle, (status = 502, body = crate::openapi::ErrorBody, description = "Could not start (`start_failed`); it is stopped again")))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/start", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::wire::doc::Lifecycle, (status = 502, body = crate::wire::doc::ErrorBody, description = "Could not start (`start_failed`); it is stopped again")))]
 pub async fn start(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -89,7 +89,7 @@ pub async fn start(
     )))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/stop", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::openapi::Lifecycle))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/stop", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView), crate::wire::doc::Lifecycle))]
 pub async fn stop(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -98,7 +98,7 @@ pub async fn stop(
     Ok(Json(view(&ops::workspaces::stop(&state, &ctx, &id).await?)))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/pause", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Paused: memory kept, no CPU; input and changes get 409 `paused` until resumed"), crate::openapi::Lifecycle))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/pause", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Paused: memory kept, no CPU; input and changes get 409 `paused` until resumed"), crate::wire::doc::Lifecycle))]
 pub async fn pause(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -109,7 +109,7 @@ pub async fn pause(
     )))
 }
 
-#[utoipa::path(post, path = "/v1/workspaces/{id}/resume", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Running again: the same processes continue"), crate::openapi::Lifecycle))]
+#[utoipa::path(post, path = "/v1/workspaces/{id}/resume", tag = "workspaces", params(("id" = String, Path)), responses((status = 200, body = crate::wire::workspace::WorkspaceView, description = "Running again: the same processes continue"), crate::wire::doc::Lifecycle))]
 pub async fn resume(
     State(state): State<AppState>,
     ctx: OpContext,
@@ -120,7 +120,7 @@ pub async fn resume(
     )))
 }
 
-#[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), crate::openapi::Lifecycle))]
+#[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path)), responses((status = 204, description = "Stopped, and its writable layer removed"), crate::wire::doc::Lifecycle))]
 pub async fn delete(
     State(state): State<AppState>,
     ctx: OpContext,

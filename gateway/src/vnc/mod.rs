@@ -14,7 +14,7 @@ pub mod filter;
 pub mod handshake;
 pub mod rfb_parse;
 
-use crate::api::path::Path;
+use crate::wire::path::Path;
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -30,7 +30,7 @@ const MAX_VIEWER_MESSAGE: usize = rfb_parse::MAX_CUT_TEXT + 64 * 1024;
 /// The live view.
 #[utoipa::path(get, path = "/v1/workspaces/{id}/vnc", tag = "live view", params(("id" = String, Path)),
     responses((status = 101, description = "WebSocket (subprotocol `binary`) carrying the desktop's RFB 3.8 stream; input is forwarded only from the holder of the control lock"),
-        crate::openapi::InGuest))]
+        crate::wire::doc::InGuest))]
 pub async fn upgrade(
     State(state): State<AppState>,
     caller: OpContext,

@@ -7,9 +7,12 @@
 //! names and coordinates) keep a description type in [`crate::openapi`].
 
 pub mod approval;
+pub mod doc;
 pub mod download;
 pub mod egress;
 pub mod exec;
+pub mod guard_rails;
+pub mod path;
 pub mod replay;
 pub mod time_limits;
 pub mod token;

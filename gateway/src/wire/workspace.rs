@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use super::guard_rails::GuardRails;
 use crate::error::ApiError;
-use crate::ops::guard_rails::GuardRails;
 
 /// Longest workspace name accepted.
 pub const MAX_NAME: usize = 128;
