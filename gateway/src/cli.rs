@@ -531,10 +531,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     egress.walls.add_listener(listener.local_addr()?);
-    replay.resume(&state).await;
+    replay.resume(&state.recording()).await;
     state.egress.resume(&state).await;
     let retention = tokio::spawn(cubicle_gateway::replay::retention::run(
-        state.core.clone(),
+        state.store.clone(),
+        state.audit.clone(),
+        replay.config.clone(),
         stop_sealing.clone(),
     ));
     let stop_following = tokio_util::sync::CancellationToken::new();

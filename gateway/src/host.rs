@@ -19,10 +19,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cubicle_runtime::channel::GuestChannel;
+use cubicle_runtime::egress::WorkspaceProxy;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::browser_context::BrowserSlot;
-use crate::ops::egress::EgressLive;
-use crate::replay::record::Recorder;
 use crate::screen::{ScreenError, ScreenSession};
 
 /// What the gateway holds for one running workspace.
@@ -268,5 +269,62 @@ mod tests {
             matches!(elsewhere, Ok(Some(_))),
             "a viewer of another workspace does not wait for ws-a's display"
         );
+    }
+}
+
+/// A workspace's running recorder.
+pub struct Recorder {
+    cancel: CancellationToken,
+    discard: Arc<std::sync::atomic::AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl Recorder {
+    /// The handle of a recording task (`replay::record` makes it): it ends
+    /// when `cancel` fires, throwing its open segment away if `discard` is
+    /// set by then.
+    pub fn new(
+        cancel: CancellationToken,
+        discard: Arc<std::sync::atomic::AtomicBool>,
+        task: JoinHandle<()>,
+    ) -> Self {
+        Self {
+            cancel,
+            discard,
+            task,
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Stops it; returns once its last segment is sealed. `discard` throws
+    /// the open segment away unsealed instead.
+    pub async fn stop(self, id: &str, discard: bool) {
+        self.discard
+            .store(discard, std::sync::atomic::Ordering::SeqCst);
+        self.cancel.cancel();
+        if let Err(err) = self.task.await {
+            tracing::error!(workspace = id, %err, "the recorder task failed");
+        }
+    }
+}
+
+/// One running workspace's proxy (`ops::egress` starts it).
+pub struct EgressLive {
+    pub proxy: Arc<WorkspaceProxy>,
+    pub accept: JoinHandle<()>,
+    /// Keeps the workspace's browser from saving downloads itself.
+    pub downloads: JoinHandle<()>,
+}
+
+impl EgressLive {
+    /// Ends the proxy: connections and downloads in flight go with it
+    /// (nothing partial is kept).
+    pub async fn stop(self) {
+        self.accept.abort();
+        self.downloads.abort();
+        self.proxy.shutdown().await;
     }
 }

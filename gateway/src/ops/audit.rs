@@ -30,7 +30,7 @@ pub fn digest(bytes: &[u8]) -> Value {
 #[derive(Clone)]
 pub struct Audit {
     store: Store,
-    activity: std::sync::Arc<super::expiry::Activity>,
+    activity: std::sync::Arc<super::activity::Activity>,
 }
 
 fn unavailable(err: impl std::fmt::Display) -> ApiError {
@@ -50,7 +50,7 @@ impl Audit {
     }
 
     /// Who used which workspace last.
-    pub fn activity(&self) -> &std::sync::Arc<super::expiry::Activity> {
+    pub fn activity(&self) -> &std::sync::Arc<super::activity::Activity> {
         &self.activity
     }
 
@@ -138,7 +138,7 @@ pub struct Started<'a> {
     ctx: &'a OpContext,
     kind: EventKind,
     workspace: Option<&'a str>,
-    _in_use: Option<super::expiry::Watching>,
+    _in_use: Option<super::activity::Watching>,
 }
 
 impl Started<'_> {

@@ -3,10 +3,12 @@
 //! operation of the core takes one.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use cubicle_runtime::events::Actor;
 use cubicle_runtime::state::WorkspaceRecord;
 use cubicle_runtime::tokens::{Role, Scope, Token};
+use tokio::sync::mpsc;
 
 use super::permission::{self, Permission};
 use crate::error::ApiError;
@@ -20,7 +22,7 @@ pub struct OpContext {
     /// The client's address, where the transport knows it.
     pub client: Option<SocketAddr>,
     /// How the caller waits when a policy holds the operation.
-    pub hold: super::gates::Hold,
+    pub hold: Hold,
 }
 
 impl OpContext {
@@ -70,11 +72,61 @@ impl OpContext {
             },
             request_id: format!("cli-{}", std::process::id()),
             client: None,
-            hold: super::gates::Hold::default(),
+            hold: Hold::default(),
         }
     }
 
     pub fn actor(&self) -> Actor {
         Actor::from(&self.token)
     }
+}
+
+/// The longest a caller may ask to wait in one request.
+pub const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// How the caller of one operation waits when it is held.
+#[derive(Debug, Clone, Default)]
+pub struct Hold {
+    /// How long to wait for a decision before answering 202 (HTTP `?wait=`).
+    pub wait: Duration,
+    /// An approval the caller holds for this operation (`?approval=`).
+    pub approval: Option<String>,
+    /// Told every few seconds while the call waits (MCP progress).
+    pub progress: Option<mpsc::Sender<Progress>>,
+}
+
+impl Hold {
+    /// From a query's `wait` (seconds, capped at [`MAX_WAIT`]) and `approval`.
+    pub fn from_query(raw: Option<&str>) -> Result<Self, ApiError> {
+        let mut hold = Hold::default();
+        for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match key.as_ref() {
+                "wait" => {
+                    let secs: f64 = value
+                        .parse()
+                        .ok()
+                        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+                        .ok_or_else(|| {
+                            ApiError::bad_request(format!(
+                                "wait: {value:?} is not a number of seconds"
+                            ))
+                        })?;
+                    // Capped before the conversion, which panics past
+                    // u64::MAX seconds (schemathesis sent `wait=1.8e19`).
+                    hold.wait = Duration::from_secs_f64(secs.min(MAX_WAIT.as_secs_f64()));
+                }
+                "approval" => hold.approval = Some(value.into_owned()),
+                _ => {}
+            }
+        }
+        Ok(hold)
+    }
+}
+
+/// A note to a waiting caller.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub approval: String,
+    pub waited: Duration,
+    pub expires_at: i64,
 }

@@ -33,3 +33,14 @@ pub struct Core {
     /// The guard-rail templates a create may name (`--template NAME=FILE`).
     pub templates: Arc<super::guard_rails::Templates>,
 }
+
+impl Core {
+    /// What the recorders need of it.
+    pub fn recording(&self) -> crate::replay::record::Recording {
+        crate::replay::record::Recording {
+            manager: self.manager.clone(),
+            audit: self.audit.clone(),
+            hosts: self.hosts.clone(),
+        }
+    }
+}

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use super::audit::{Audit, EventKind};
 use super::{OpContext, Permission, access};
 use crate::error::ApiError;
+use crate::host::EgressLive;
 use crate::ops::Core;
 
 /// The server's default for workspaces that were given no policy.
@@ -50,14 +51,6 @@ impl EgressDefault {
             Self::Allow => EgressPolicy::allow_public(),
         }
     }
-}
-
-/// One running workspace's proxy (kept in its host).
-pub struct EgressLive {
-    proxy: Arc<WorkspaceProxy>,
-    accept: JoinHandle<()>,
-    /// Keeps the workspace's browser from saving downloads itself.
-    downloads: JoinHandle<()>,
 }
 
 /// The egress of every workspace.
@@ -262,16 +255,6 @@ impl EgressHub {
         if let Some(task) = task {
             task.abort();
         }
-    }
-}
-
-impl EgressLive {
-    /// Ends the proxy: connections and downloads in flight go with it
-    /// (nothing partial is kept).
-    pub async fn stop(self) {
-        self.accept.abort();
-        self.downloads.abort();
-        self.proxy.shutdown().await;
     }
 }
 

@@ -34,7 +34,6 @@ use cubicle_policy::{BrowserState, Context, Decision, Outcome, Policy, PolicySet
 use cubicle_runtime::backend::Backend;
 use cubicle_runtime::state::{Store, now_ms};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::audit::{EventKind, digest};
@@ -46,59 +45,12 @@ use crate::browser_context::Lookup;
 use crate::error::ApiError;
 use crate::ops::Core;
 
-/// The longest a caller may ask to wait in one request.
-pub const MAX_WAIT: Duration = Duration::from_secs(300);
 /// How often a waiting MCP call is told it still waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// How long taking the screenshot of a held action may take.
 const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How the caller of one operation waits when it is held.
-#[derive(Debug, Clone, Default)]
-pub struct Hold {
-    /// How long to wait for a decision before answering 202 (HTTP `?wait=`).
-    pub wait: Duration,
-    /// An approval the caller holds for this operation (`?approval=`).
-    pub approval: Option<String>,
-    /// Told every few seconds while the call waits (MCP progress).
-    pub progress: Option<mpsc::Sender<Progress>>,
-}
-
-impl Hold {
-    /// From a query's `wait` (seconds, capped at [`MAX_WAIT`]) and `approval`.
-    pub fn from_query(raw: Option<&str>) -> Result<Self, ApiError> {
-        let mut hold = Hold::default();
-        for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
-            match key.as_ref() {
-                "wait" => {
-                    let secs: f64 = value
-                        .parse()
-                        .ok()
-                        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-                        .ok_or_else(|| {
-                            ApiError::bad_request(format!(
-                                "wait: {value:?} is not a number of seconds"
-                            ))
-                        })?;
-                    // Capped before the conversion, which panics past
-                    // u64::MAX seconds (schemathesis sent `wait=1.8e19`).
-                    hold.wait = Duration::from_secs_f64(secs.min(MAX_WAIT.as_secs_f64()));
-                }
-                "approval" => hold.approval = Some(value.into_owned()),
-                _ => {}
-            }
-        }
-        Ok(hold)
-    }
-}
-
-/// A note to a waiting caller.
-#[derive(Debug, Clone)]
-pub struct Progress {
-    pub approval: String,
-    pub waited: Duration,
-    pub expires_at: i64,
-}
+pub use super::context::{Hold, MAX_WAIT, Progress};
 
 /// The policies, each workspace's choice of one and the pending approvals:
 /// what the gate needs, one per daemon.

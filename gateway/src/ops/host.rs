@@ -44,7 +44,7 @@ pub async fn follow(
 async fn apply(state: &Core, Lifecycle { workspace, change }: Lifecycle) {
     if change == Change::Running {
         state.audit.activity().started(&workspace);
-        state.replay.start_recording(state, &workspace);
+        state.replay.start_recording(&state.recording(), &workspace);
         state.egress.start(state, &workspace).await;
     }
     if change.ends_running() {

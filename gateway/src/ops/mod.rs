@@ -10,6 +10,7 @@
 //! Read [`access::workspace`] and [`audit::Audit::run`] first.
 
 pub mod access;
+pub mod activity;
 pub mod actions;
 pub mod approvals;
 pub mod audit;

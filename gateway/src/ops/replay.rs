@@ -179,7 +179,7 @@ pub async fn opt_out(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiE
     recorded(state, ctx, id, Permission::WorkspacesCreate).await?;
     state
         .replay
-        .opt_out(state, id)
+        .opt_out(&state.recording(), id)
         .await
         .map_err(|e| ApiError::internal(format!("cannot turn recording off for {id}: {e}")))
 }

@@ -19,13 +19,15 @@ use cubicle_runtime::backend::Backend;
 use cubicle_runtime::chain_store;
 use cubicle_runtime::state::{WorkspaceState, now_ms};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::Replay;
-use crate::host::WorkspaceHost;
-use crate::ops::Core;
+use cubicle_runtime::any_backend::AnyBackend;
+use cubicle_runtime::manager::Manager;
+
+use super::{Replay, ReplayConfig};
+use crate::host::{Hosts, Recorder, WorkspaceHost};
 use crate::ops::EventKind;
+use crate::ops::audit::Audit;
 use crate::screen::ScreenSession;
 
 /// Frames waiting for the encoder; more are dropped.
@@ -35,11 +37,14 @@ pub const KEYFRAME_EVERY: Duration = Duration::from_secs(2);
 /// How long to wait before reconnecting a screen session that ended.
 const RECONNECT: Duration = Duration::from_secs(1);
 
-/// A workspace's running recorder.
-pub struct Recorder {
-    cancel: CancellationToken,
-    discard: Arc<std::sync::atomic::AtomicBool>,
-    task: JoinHandle<()>,
+/// What recording needs of the gateway: the runtime (to reach a display),
+/// the event writer (its records) and the hosts (a recorder lives in its
+/// workspace's host and shares its screen session).
+#[derive(Clone)]
+pub struct Recording {
+    pub manager: Arc<Manager<AnyBackend>>,
+    pub audit: Audit,
+    pub hosts: Arc<Hosts>,
 }
 
 /// What one recording did, for its `recording.stop` record.
@@ -49,27 +54,10 @@ struct Counts {
     dropped: u64,
 }
 
-impl Recorder {
-    pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
-    }
-
-    /// Stops it; returns once its last segment is sealed. `discard` throws
-    /// the open segment away unsealed instead.
-    pub async fn stop(self, id: &str, discard: bool) {
-        self.discard
-            .store(discard, std::sync::atomic::Ordering::SeqCst);
-        self.cancel.cancel();
-        if let Err(err) = self.task.await {
-            tracing::error!(workspace = id, %err, "the recorder task failed");
-        }
-    }
-}
-
 impl Replay {
     /// Starts recording workspace `id` (it just reached running) into its
     /// host unless recording is off or it already records.
-    pub fn start_recording(&self, state: &Core, id: &str) {
+    pub fn start_recording(&self, state: &Recording, id: &str) {
         if !self.config.record || opted_out(&self.config.recordings_of(id)) {
             return;
         }
@@ -79,23 +67,20 @@ impl Replay {
             let discard = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let task = tokio::spawn(record(
                 state.clone(),
+                self.config.clone(),
                 host.clone(),
                 id.to_owned(),
                 cancel.clone(),
                 discard.clone(),
             ));
-            Recorder {
-                cancel,
-                discard,
-                task,
-            }
+            Recorder::new(cancel, discard, task)
         });
     }
 
     /// Turns recording off for workspace `id` for good (it was created with
     /// `record: false`): a recorder already started is stopped and its open
     /// segment thrown away unsealed.
-    pub async fn opt_out(&self, state: &Core, id: &str) -> std::io::Result<()> {
+    pub async fn opt_out(&self, state: &Recording, id: &str) -> std::io::Result<()> {
         let dir = self.config.recordings_of(id);
         make_private_dir(&dir)?;
         std::fs::write(dir.join(OFF_MARKER), b"recording off for this workspace\n")?;
@@ -107,7 +92,7 @@ impl Replay {
 
     /// Seals the segments a dead daemon left open (as `partial`), then
     /// starts recording every running workspace: run once at start.
-    pub async fn resume(&self, state: &Core) {
+    pub async fn resume(&self, state: &Recording) {
         let root = self.config.data_dir.join("recordings");
         if let Err(err) = make_private_dir(&root) {
             tracing::error!(%err, "cannot make the recordings folder");
@@ -132,7 +117,7 @@ impl Replay {
         }
     }
 
-    async fn seal_orphans(&self, state: &Core, id: &str) {
+    async fn seal_orphans(&self, state: &Recording, id: &str) {
         let sealed: Vec<Value> = match chain_store::segments(self.store(), Some(id)).await {
             Ok(rows) => rows.into_iter().map(|r| r.detail["file"].clone()).collect(),
             Err(err) => {
@@ -183,7 +168,7 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Seals a closed segment into workspace `id`'s chain.
-async fn seal(state: &Core, id: &str, segment: &ClosedSegment, dropped: u64) {
+async fn seal(state: &Recording, id: &str, segment: &ClosedSegment, dropped: u64) {
     let detail = json!({
         "file": segment.file,
         "sha256": hex::encode(segment.sha256),
@@ -203,7 +188,7 @@ async fn seal(state: &Core, id: &str, segment: &ClosedSegment, dropped: u64) {
     }
 }
 
-async fn note(state: &Core, id: &str, kind: EventKind, detail: Value) {
+async fn note(state: &Recording, id: &str, kind: EventKind, detail: Value) {
     if let Err(err) = state.audit.note(None, kind, Some(id), detail, None).await {
         tracing::error!(workspace = id, err = %err.message, "cannot record a recording event");
     }
@@ -212,7 +197,7 @@ async fn note(state: &Core, id: &str, kind: EventKind, detail: Value) {
 /// The screen session of running workspace `id`, or `None` once it no
 /// longer runs or `cancel` fires.
 async fn session(
-    state: &Core,
+    state: &Recording,
     host: &WorkspaceHost,
     id: &str,
     cancel: &CancellationToken,
@@ -237,13 +222,13 @@ async fn session(
 /// The recording of workspace `id`, until `cancel` or until it stops
 /// running.
 async fn record(
-    state: Core,
+    state: Recording,
+    config: ReplayConfig,
     host: Arc<WorkspaceHost>,
     id: String,
     cancel: CancellationToken,
     discard: Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let config = &state.replay.config;
     let options = VideoOptions {
         dir: config.recordings_of(&id),
         fps: config.fps,

@@ -11,7 +11,6 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::ReplayConfig;
-use crate::ops::Core;
 use crate::ops::EventKind;
 use crate::ops::audit::Audit;
 
@@ -67,9 +66,9 @@ pub async fn sweep(store: &Store, audit: &Audit, config: &ReplayConfig, now: i64
 }
 
 /// Sweeps every minute until `cancel`.
-pub async fn run(state: Core, cancel: CancellationToken) {
+pub async fn run(store: Store, audit: Audit, config: ReplayConfig, cancel: CancellationToken) {
     loop {
-        sweep(&state.store, &state.audit, &state.replay.config, now_ms()).await;
+        sweep(&store, &audit, &config, now_ms()).await;
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(SWEEP) => {}
