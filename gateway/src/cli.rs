@@ -532,7 +532,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     egress.walls.add_listener(listener.local_addr()?);
     replay.resume(&state.recording()).await;
-    state.egress.resume(&state).await;
+    cubicle_gateway::ops::egress::resume(&state).await;
     let retention = tokio::spawn(cubicle_gateway::replay::retention::run(
         state.store.clone(),
         state.audit.clone(),

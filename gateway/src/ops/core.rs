@@ -25,13 +25,13 @@ pub struct Core {
     /// Writes the event log (no event, no operation).
     pub audit: super::audit::Audit,
     /// Policies, each workspace's choice, pending approvals.
-    pub gates: Arc<super::gates::Gates>,
+    pub gates: Arc<crate::gates::Gates>,
     /// Egress policies, the proxy's shared parts and the quarantine.
-    pub egress: Arc<super::egress::EgressHub>,
+    pub egress: Arc<crate::egress::EgressHub>,
     /// Checkpoint signing, recording and export (what auditors replay).
     pub replay: Arc<crate::replay::Replay>,
     /// The guard-rail templates a create may name (`--template NAME=FILE`).
-    pub templates: Arc<super::guard_rails::Templates>,
+    pub templates: Arc<crate::wire::guard_rails::Templates>,
 }
 
 impl Core {

@@ -6,10 +6,9 @@
 //! go into the event log like every other operation's, and it asks the
 //! workspace's policy through [`super::egress_gate`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cubicle_runtime::egress::listener::{self, EgressPeer};
-use cubicle_runtime::egress::store as egress_store;
 use cubicle_runtime::egress::{
     Egress, EgressEvent, EgressEvents, EgressPolicy, EgressPolicyDoc, PolicyCell, Walls,
     WorkspaceProxy,
@@ -17,243 +16,96 @@ use cubicle_runtime::egress::{
 use cubicle_runtime::microvm::layer::Layer;
 use cubicle_runtime::state::{Store, WorkspaceRecord};
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 use super::audit::{Audit, EventKind};
 use super::{OpContext, Permission, access};
+pub use crate::egress::{EgressDefault, EgressHub, PolicyView};
 use crate::error::ApiError;
 use crate::host::EgressLive;
 use crate::ops::Core;
 
-/// The server's default for workspaces that were given no policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EgressDefault {
-    /// No egress at all.
-    Deny,
-    /// Any public address, any port (special ranges stay closed).
-    Allow,
-}
-
-impl EgressDefault {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "deny" => Ok(Self::Deny),
-            "allow" => Ok(Self::Allow),
-            other => Err(format!(
-                "--egress-default {other:?}: use deny (no egress) or allow (public addresses)"
-            )),
-        }
-    }
-
-    fn policy(self) -> EgressPolicy {
-        match self {
-            Self::Deny => EgressPolicy::default(),
-            Self::Allow => EgressPolicy::allow_public(),
-        }
-    }
-}
-
-/// The egress of every workspace.
-pub struct EgressHub {
-    store: Store,
-    /// `None`: no proxy runs (tests of the HTTP layer).
-    egress: Option<Arc<Egress>>,
-    default: EgressDefault,
-    ca_pem: Option<String>,
-    /// Downloads just held, for the automatic release (taken by the first
-    /// start, which runs the task that reads it).
-    held: Mutex<Option<tokio::sync::mpsc::Receiver<(String, String)>>>,
-    auto_release: Mutex<Option<JoinHandle<()>>>,
-}
-
-/// A policy as `GET .../egress` shows it.
-#[derive(Debug, Clone)]
-pub struct PolicyView {
-    pub policy: EgressPolicy,
-    /// True when it is the server's default (none was set).
-    pub is_default: bool,
-}
-
-impl EgressHub {
-    pub fn new(
-        store: Store,
-        egress: Option<Arc<Egress>>,
-        default: EgressDefault,
-        ca_pem: Option<String>,
-    ) -> Self {
-        Self {
-            store,
-            egress,
-            default,
-            ca_pem,
-            held: Mutex::new(None),
-            auto_release: Mutex::new(None),
-        }
-    }
-
-    /// Where the event sink reports held downloads (see [`AuditEvents`]).
-    fn with_held(self, held: tokio::sync::mpsc::Receiver<(String, String)>) -> Self {
-        *self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(held);
-        self
-    }
-
-    /// No proxy at all (the fast tests).
-    pub fn disabled(store: Store) -> Self {
-        Self::new(store, None, EgressDefault::Deny, None)
-    }
-
-    /// The policy of workspaces given none (`--egress-default`).
-    pub fn default_policy(&self) -> EgressPolicy {
-        self.default.policy()
-    }
-
-    /// The interception CA's certificate (PEM), when there is one.
-    pub fn ca_pem(&self) -> Option<&str> {
-        self.ca_pem.as_deref()
-    }
-
-    pub fn quarantine(&self) -> Option<&cubicle_runtime::quarantine::Quarantine> {
-        self.egress.as_ref().and_then(|e| e.quarantine.as_ref())
-    }
-
-    /// The policy workspace `id` runs under.
-    pub async fn policy_of(&self, id: &str) -> Result<PolicyView, ApiError> {
-        let stored = egress_store::get(&self.store, id)
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let Some(doc) = stored else {
-            return Ok(PolicyView {
-                policy: self.default.policy(),
-                is_default: true,
-            });
-        };
-        let policy = EgressPolicy::from_doc(&doc)
-            .map_err(|e| ApiError::internal(format!("stored egress policy of {id}: {e}")))?;
-        Ok(PolicyView {
-            policy,
-            is_default: false,
-        })
-    }
-
-    /// Stores `policy` for `id` and applies it to its running proxy.
-    async fn store_policy(
-        &self,
-        hosts: &crate::host::Hosts,
-        id: &str,
-        policy: &EgressPolicy,
-        by: Option<&str>,
-    ) -> Result<(), ApiError> {
-        egress_store::set(&self.store, id, &policy.to_doc(), by)
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        if let Some(host) = hosts.find(id) {
-            host.with_egress(|live| live.proxy.policy().set(policy.clone()));
-        }
-        Ok(())
-    }
-
-    /// Starts the proxy of a workspace that just reached running.
-    pub async fn start(&self, state: &Core, workspace: &str) {
-        let Some(egress) = self.egress.clone() else {
-            return;
-        };
-        let held = self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(mut held) = held {
-            let state = state.clone();
-            let task = tokio::spawn(async move {
-                while let Some((workspace, id)) = held.recv().await {
-                    super::downloads::auto_release(&state, &workspace, &id).await;
-                }
-            });
-            *self
-                .auto_release
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
-        }
-        let record = match state.manager.get(workspace).await {
-            Ok(record) => record,
-            Err(err) => {
-                tracing::warn!(workspace, %err, "egress: the running workspace is gone");
-                return;
+/// Starts the proxy of a workspace that just reached running.
+pub async fn start(state: &Core, workspace: &str) {
+    let hub = &state.egress;
+    let Some(egress) = hub.proxies() else {
+        return;
+    };
+    let held = hub.take_held();
+    if let Some(mut held) = held {
+        let state = state.clone();
+        let task = tokio::spawn(async move {
+            while let Some((workspace, id)) = held.recv().await {
+                super::downloads::auto_release(&state, &workspace, &id).await;
             }
-        };
-        if let Err(err) = self.start_for(egress, state, &record).await {
-            tracing::error!(workspace, %err, "egress: cannot start the workspace's proxy; it has no way out");
-        }
+        });
+        hub.set_auto_release(task);
     }
-
-    async fn start_for(
-        &self,
-        egress: Arc<Egress>,
-        state: &Core,
-        record: &WorkspaceRecord,
-    ) -> Result<(), String> {
-        let spec = state.manager.spec(record);
-        let top_pid = spec.top_pid.ok_or("it has no top process")?;
-        let policy = self.policy_of(&record.id).await.map_err(|e| e.message)?;
-        // A jail's relay connects to a socket shown to it; a microVM's
-        // guest connects to vsock host port 3128, which its VMM (the top
-        // process, the workspace's uid) hands to this socket.
-        let listener = match record.backend.as_str() {
-            "jail" => listener::bind(&spec.dir),
-            "microvm" => listener::bind_at(
-                &Layer::of(&spec).vsock_port_socket(cubicle_runtime::microvm::EGRESS_VSOCK_PORT),
-            ),
-            other => return Err(format!("the {other} backend has no egress channel")),
-        }
-        .map_err(|e| e.to_string())?;
-        let proxy = WorkspaceProxy::new(egress, &record.id, PolicyCell::new(policy.policy));
-        // The user's uid and the services' (leased in pairs); the tree
-        // check is what ties a connection to this workspace.
-        let peer = EgressPeer {
-            uids: vec![spec.host_uid, spec.host_uid + 1],
-            top_pid,
-        };
-        let accept = tokio::spawn(listener::accept_loop(listener, peer, proxy.clone()));
-        let downloads = tokio::spawn(crate::browser_downloads::guard(
-            state.manager.clone(),
-            state.audit.clone(),
-            record.id.clone(),
-        ));
-        let live = EgressLive {
-            proxy,
-            accept,
-            downloads,
-        };
-        state.hosts.get(&record.id).set_egress(live).await;
-        Ok(())
-    }
-
-    /// Starts the proxies of workspaces that already run when the daemon
-    /// starts (re-attached by reconcile: no lifecycle event says so).
-    pub async fn resume(&self, state: &Core) {
-        let Ok(all) = state.manager.list().await else {
+    let record = match state.manager.get(workspace).await {
+        Ok(record) => record,
+        Err(err) => {
+            tracing::warn!(workspace, %err, "egress: the running workspace is gone");
             return;
-        };
-        for record in all {
-            if record.state == cubicle_runtime::state::WorkspaceState::Running {
-                self.start(state, &record.id).await;
-            }
         }
+    };
+    if let Err(err) = start_for(egress, state, &record).await {
+        tracing::error!(workspace, %err, "egress: cannot start the workspace's proxy; it has no way out");
     }
+}
 
-    /// Stops the automatic release of held downloads (daemon shutdown;
-    /// the proxies go with their hosts).
-    pub fn stop_auto_release(&self) {
-        let task = self
-            .auto_release
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(task) = task {
-            task.abort();
+async fn start_for(
+    egress: Arc<Egress>,
+    state: &Core,
+    record: &WorkspaceRecord,
+) -> Result<(), String> {
+    let spec = state.manager.spec(record);
+    let top_pid = spec.top_pid.ok_or("it has no top process")?;
+    let policy = state
+        .egress
+        .policy_of(&record.id)
+        .await
+        .map_err(|e| e.message)?;
+    // A jail's relay connects to a socket shown to it; a microVM's
+    // guest connects to vsock host port 3128, which its VMM (the top
+    // process, the workspace's uid) hands to this socket.
+    let listener = match record.backend.as_str() {
+        "jail" => listener::bind(&spec.dir),
+        "microvm" => listener::bind_at(
+            &Layer::of(&spec).vsock_port_socket(cubicle_runtime::microvm::EGRESS_VSOCK_PORT),
+        ),
+        other => return Err(format!("the {other} backend has no egress channel")),
+    }
+    .map_err(|e| e.to_string())?;
+    let proxy = WorkspaceProxy::new(egress, &record.id, PolicyCell::new(policy.policy));
+    // The user's uid and the services' (leased in pairs); the tree
+    // check is what ties a connection to this workspace.
+    let peer = EgressPeer {
+        uids: vec![spec.host_uid, spec.host_uid + 1],
+        top_pid,
+    };
+    let accept = tokio::spawn(listener::accept_loop(listener, peer, proxy.clone()));
+    let downloads = tokio::spawn(crate::browser_downloads::guard(
+        state.manager.clone(),
+        state.audit.clone(),
+        record.id.clone(),
+    ));
+    let live = EgressLive {
+        proxy,
+        accept,
+        downloads,
+    };
+    state.hosts.get(&record.id).set_egress(live).await;
+    Ok(())
+}
+
+/// Starts the proxies of workspaces that already run when the daemon
+/// starts (re-attached by reconcile: no lifecycle event says so).
+pub async fn resume(state: &Core) {
+    let Ok(all) = state.manager.list().await else {
+        return;
+    };
+    for record in all {
+        if record.state == cubicle_runtime::state::WorkspaceState::Running {
+            start(state, &record.id).await;
         }
     }
 }

@@ -25,22 +25,18 @@
 //! the one approved; it must not have expired; and its use is written to
 //! the database before the operation runs.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use cubicle_policy::{BrowserState, Context, Decision, Outcome, Policy, PolicySet, Subject};
+use cubicle_policy::{BrowserState, Context, Decision, Outcome, Subject};
 use cubicle_runtime::backend::Backend;
-use cubicle_runtime::state::{Store, now_ms};
+use cubicle_runtime::state::now_ms;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::audit::{EventKind, digest};
 use super::{OpContext, access};
-use crate::approvals::{
-    Approval, ApprovalError, ApprovalState, Approvals, NewApproval, binding_hash,
-};
+use crate::approvals::{Approval, ApprovalError, ApprovalState, NewApproval, binding_hash};
 use crate::browser_context::Lookup;
 use crate::error::ApiError;
 use crate::ops::Core;
@@ -52,93 +48,7 @@ const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub use super::context::{Hold, MAX_WAIT, Progress};
 
-/// The policies, each workspace's choice of one and the pending approvals:
-/// what the gate needs, one per daemon.
-pub struct Gates {
-    pub policies: PolicySet,
-    pub default_policy: String,
-    /// Each workspace's policy, once read.
-    assigned: Mutex<HashMap<String, String>>,
-    pub approvals: Approvals,
-}
-
-impl Gates {
-    /// Over `policies`, with `default_policy` for workspaces that name none.
-    pub fn new(
-        policies: PolicySet,
-        default_policy: &str,
-    ) -> Result<Self, cubicle_policy::PolicyError> {
-        policies.get(default_policy)?;
-        Ok(Self {
-            policies,
-            default_policy: default_policy.to_owned(),
-            assigned: Mutex::default(),
-            approvals: Approvals::default(),
-        })
-    }
-
-    /// The shipped policies with `default` as the default.
-    pub fn shipped() -> Self {
-        let policies =
-            PolicySet::shipped().expect("the shipped policies parse (a unit test checks them)");
-        Self::new(policies, "default").expect("the shipped policies include default")
-    }
-
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.assigned.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The name of workspace `id`'s policy.
-    pub async fn policy_name(&self, store: &Store, id: &str) -> Result<String, ApiError> {
-        if let Some(name) = self.cache().get(id) {
-            return Ok(name.clone());
-        }
-        let stored = cubicle_runtime::workspace_policy::get(store, id)
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let name = stored.unwrap_or_else(|| self.default_policy.clone());
-        self.cache().insert(id.to_owned(), name.clone());
-        Ok(name)
-    }
-
-    /// Workspace `id`'s policy. A name no longer loaded (the directory
-    /// changed between runs) falls back to the strictest shipped choice
-    /// there is: the default policy.
-    pub async fn policy_of(&self, store: &Store, id: &str) -> Result<Arc<Policy>, ApiError> {
-        let name = self.policy_name(store, id).await?;
-        match self.policies.get(&name) {
-            Ok(policy) => Ok(policy),
-            Err(_) => self
-                .policies
-                .get(&self.default_policy)
-                .map_err(|e| ApiError::internal(e.to_string())),
-        }
-    }
-
-    /// `name` if it is a loaded policy, else a 400 listing them.
-    pub fn resolve(&self, name: Option<&str>) -> Result<String, ApiError> {
-        let name = name.unwrap_or(&self.default_policy);
-        self.policies
-            .get(name)
-            .map(|_| name.to_owned())
-            .map_err(|e| ApiError::bad_request(format!("policy: {e}")))
-    }
-
-    /// Records `name` as workspace `id`'s policy.
-    pub async fn assign(
-        &self,
-        store: &Store,
-        id: &str,
-        name: &str,
-        by: Option<&str>,
-    ) -> Result<(), ApiError> {
-        cubicle_runtime::workspace_policy::set(store, id, name, by)
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        self.cache().insert(id.to_owned(), name.to_owned());
-        Ok(())
-    }
-}
+pub use crate::gates::Gates;
 
 /// Which control check an operation passes, before it is judged and
 /// again when its approval lands.

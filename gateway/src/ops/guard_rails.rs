@@ -18,7 +18,6 @@
 //! [`choose`] is called by the one create operation
 //! ([`super::workspaces::create`]), whichever door the create came through.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cubicle_runtime::egress::EgressPolicy;
@@ -34,99 +33,7 @@ use crate::wire::egress::EgressBody;
 use crate::wire::time_limits::TimeLimitsView;
 use crate::wire::workspace::LimitsBody;
 
-pub use crate::wire::guard_rails::GuardRails;
-
-/// The templates the admin configured (`cubicle serve --template NAME=FILE`).
-#[derive(Debug, Default)]
-pub struct Templates {
-    named: BTreeMap<String, GuardRails>,
-}
-
-/// Longest template name.
-pub const MAX_TEMPLATE_NAME: usize = 64;
-
-impl Templates {
-    /// Reads `NAME=FILE` specs; every error names the spec and what to fix.
-    pub fn load(specs: &[String]) -> Result<Self, String> {
-        let mut named = BTreeMap::new();
-        for spec in specs {
-            let Some((name, file)) = spec.split_once('=') else {
-                return Err(format!(
-                    "--template {spec:?}: give NAME=FILE (a JSON file with the create body's egress, policy, time_limits, record, limits)"
-                ));
-            };
-            let ok_name = !name.is_empty()
-                && name.len() <= MAX_TEMPLATE_NAME
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-            if !ok_name {
-                return Err(format!(
-                    "--template {spec:?}: the name must be 1..={MAX_TEMPLATE_NAME} letters, digits, '-', '_' or '.'"
-                ));
-            }
-            let text = std::fs::read(file).map_err(|e| format!("--template {name}={file}: {e}"))?;
-            let rails = crate::wire::workspace::TemplateBody::parse(&text)
-                .map_err(|e| format!("--template {name}={file}: {}", e.message))?;
-            if named.insert(name.to_owned(), rails).is_some() {
-                return Err(format!("--template {name}: given twice"));
-            }
-        }
-        Ok(Self { named })
-    }
-
-    /// Checks each template against what the server has: its policy is
-    /// loaded, its limits within the maxima.
-    pub fn check(
-        &self,
-        policies: &cubicle_policy::PolicySet,
-        limits: &LimitsPolicy,
-    ) -> Result<(), String> {
-        for (name, rails) in &self.named {
-            if let Some(policy) = &rails.policy {
-                policies
-                    .get(policy)
-                    .map_err(|e| format!("--template {name}: policy: {e}"))?;
-            }
-            if let Some(request) = &rails.limits {
-                limits
-                    .resolve(request)
-                    .map_err(|e| format!("--template {name}: {e}"))?;
-            }
-        }
-        Ok(())
-    }
-
-    pub fn names(&self) -> Vec<&str> {
-        self.named.keys().map(String::as_str).collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.named.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.named.is_empty()
-    }
-
-    fn get(&self, name: &str) -> Result<&GuardRails, ApiError> {
-        self.named.get(name).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "template: no template {name:?} on this server ({})",
-                self.listed()
-            ))
-        })
-    }
-
-    fn listed(&self) -> String {
-        match self.named.is_empty() {
-            true => {
-                "it has none; an admin adds them with `cubicle serve --template NAME=FILE`".into()
-            }
-            false => format!("it has: {}", self.names().join(", ")),
-        }
-    }
-}
+pub use crate::wire::guard_rails::{GuardRails, MAX_TEMPLATE_NAME, Templates};
 
 /// The guard rails a workspace is created with.
 #[derive(Debug, Clone)]

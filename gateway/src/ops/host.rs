@@ -45,7 +45,7 @@ async fn apply(state: &Core, Lifecycle { workspace, change }: Lifecycle) {
     if change == Change::Running {
         state.audit.activity().started(&workspace);
         state.replay.start_recording(&state.recording(), &workspace);
-        state.egress.start(state, &workspace).await;
+        super::egress::start(state, &workspace).await;
     }
     if change.ends_running() {
         // Egress first (downloads in flight go with it), then the last

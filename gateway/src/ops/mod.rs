@@ -10,8 +10,8 @@
 //! Read [`access::workspace`] and [`audit::Audit::run`] first.
 
 pub mod access;
-pub mod activity;
 pub mod actions;
+pub mod activity;
 pub mod approvals;
 pub mod audit;
 pub mod cdp;
