@@ -225,53 +225,6 @@ impl Hosts {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn a_host_is_made_on_first_use_and_gone_after_its_stop() {
-        let hosts = Hosts::default();
-        assert!(hosts.find("ws-a").is_none(), "nothing before first use");
-        let host = hosts.get("ws-a");
-        assert!(
-            Arc::ptr_eq(&host, &hosts.get("ws-a")),
-            "one host per workspace"
-        );
-        hosts.get("ws-b");
-        hosts.stop("ws-a").await;
-        assert!(hosts.find("ws-a").is_none(), "stopped: its host is gone");
-        assert!(
-            hosts.find("ws-b").is_some(),
-            "another workspace keeps its own"
-        );
-        assert!(
-            !Arc::ptr_eq(&host, &hosts.get("ws-a")),
-            "a new run gets a new host, nothing of the old one"
-        );
-        hosts.stop_all().await;
-        assert!(hosts.find("ws-a").is_none() && hosts.find("ws-b").is_none());
-    }
-
-    #[tokio::test]
-    async fn a_display_that_stalls_its_handshakes_holds_up_only_its_own_viewers() {
-        let hosts = Hosts::default();
-        let (stalled, other) = (hosts.get("ws-a"), hosts.get("ws-b"));
-        // Two viewers of ws-a are stuck in their handshake with its display.
-        let _first = stalled.display_turn().await.unwrap();
-        let _second = stalled.display_turn().await.unwrap();
-        let third = tokio::time::timeout(Duration::from_millis(50), stalled.display_turn()).await;
-        assert!(third.is_err(), "a third viewer of ws-a waits its turn");
-        let elsewhere = tokio::time::timeout(Duration::from_millis(50), other.display_turn()).await;
-        assert!(
-            matches!(elsewhere, Ok(Some(_))),
-            "a viewer of another workspace does not wait for ws-a's display"
-        );
-    }
-}
-
 /// A workspace's running recorder.
 pub struct Recorder {
     cancel: CancellationToken,
@@ -326,5 +279,52 @@ impl EgressLive {
         self.accept.abort();
         self.downloads.abort();
         self.proxy.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_host_is_made_on_first_use_and_gone_after_its_stop() {
+        let hosts = Hosts::default();
+        assert!(hosts.find("ws-a").is_none(), "nothing before first use");
+        let host = hosts.get("ws-a");
+        assert!(
+            Arc::ptr_eq(&host, &hosts.get("ws-a")),
+            "one host per workspace"
+        );
+        hosts.get("ws-b");
+        hosts.stop("ws-a").await;
+        assert!(hosts.find("ws-a").is_none(), "stopped: its host is gone");
+        assert!(
+            hosts.find("ws-b").is_some(),
+            "another workspace keeps its own"
+        );
+        assert!(
+            !Arc::ptr_eq(&host, &hosts.get("ws-a")),
+            "a new run gets a new host, nothing of the old one"
+        );
+        hosts.stop_all().await;
+        assert!(hosts.find("ws-a").is_none() && hosts.find("ws-b").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_display_that_stalls_its_handshakes_holds_up_only_its_own_viewers() {
+        let hosts = Hosts::default();
+        let (stalled, other) = (hosts.get("ws-a"), hosts.get("ws-b"));
+        // Two viewers of ws-a are stuck in their handshake with its display.
+        let _first = stalled.display_turn().await.unwrap();
+        let _second = stalled.display_turn().await.unwrap();
+        let third = tokio::time::timeout(Duration::from_millis(50), stalled.display_turn()).await;
+        assert!(third.is_err(), "a third viewer of ws-a waits its turn");
+        let elsewhere = tokio::time::timeout(Duration::from_millis(50), other.display_turn()).await;
+        assert!(
+            matches!(elsewhere, Ok(Some(_))),
+            "a viewer of another workspace does not wait for ws-a's display"
+        );
     }
 }
