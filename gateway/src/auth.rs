@@ -20,7 +20,7 @@ use axum::http::request::Parts;
 use cubicle_runtime::tokens;
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::OpError;
 pub use crate::ops::OpContext;
 
 /// The cookie the operator page authenticates with.
@@ -69,7 +69,7 @@ fn cookie(parts: &Parts, name: &str) -> Option<String> {
 }
 
 /// Refuses a cookie-authenticated request made by another origin's page.
-pub fn check_same_origin(parts: &Parts) -> Result<(), ApiError> {
+pub fn check_same_origin(parts: &Parts) -> Result<(), OpError> {
     let header = |name: &str| {
         parts
             .headers
@@ -81,7 +81,7 @@ pub fn check_same_origin(parts: &Parts) -> Result<(), ApiError> {
         && site != "same-origin"
         && site != "none"
     {
-        return Err(ApiError::forbidden(format!(
+        return Err(OpError::forbidden(format!(
             "a request authenticated by the page's cookie must come from the gateway's own page (Sec-Fetch-Site: {site}); other clients send `Authorization: Bearer <token>`"
         )));
     }
@@ -91,7 +91,7 @@ pub fn check_same_origin(parts: &Parts) -> Result<(), ApiError> {
             .iter()
             .any(|scheme| origin.strip_prefix(scheme) == Some(host.as_str()));
         if !own {
-            return Err(ApiError::forbidden(format!(
+            return Err(OpError::forbidden(format!(
                 "a request authenticated by the page's cookie must come from the gateway's own origin, not {origin:?}; other clients send `Authorization: Bearer <token>`"
             )));
         }
@@ -110,18 +110,18 @@ pub fn request_id(parts: &Parts) -> String {
 }
 
 impl FromRequestParts<AppState> for OpContext {
-    type Rejection = ApiError;
+    type Rejection = OpError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, OpError> {
         let (secret, presented) = presented_secret(parts).ok_or_else(|| {
-            ApiError::unauthorized(
+            OpError::unauthorized(
                 "missing token: send `Authorization: Bearer <token>` (the admin token is printed at first start)",
             )
         })?;
         let token = tokens::verify(&state.store, &secret)
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .ok_or_else(|| ApiError::unauthorized("token is not valid or was revoked"))?;
+            .map_err(|e| OpError::internal(e.to_string()))?
+            .ok_or_else(|| OpError::unauthorized("token is not valid or was revoked"))?;
         if presented == Presented::Cookie {
             check_same_origin(parts)?;
         }
@@ -139,15 +139,15 @@ impl FromRequestParts<AppState> for OpContext {
 }
 
 impl OptionalFromRequestParts<AppState> for OpContext {
-    type Rejection = ApiError;
+    type Rejection = OpError;
 
     async fn from_request_parts(
         parts: &mut Parts,
         state: &AppState,
-    ) -> Result<Option<Self>, ApiError> {
+    ) -> Result<Option<Self>, OpError> {
         match <OpContext as FromRequestParts<AppState>>::from_request_parts(parts, state).await {
             Ok(ctx) => Ok(Some(ctx)),
-            Err(err) if err.status == axum::http::StatusCode::UNAUTHORIZED => Ok(None),
+            Err(err) if err.kind == crate::error::ErrorKind::Unauthorized => Ok(None),
             Err(err) => Err(err),
         }
     }

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::app::AppState;
 use crate::cdp::{CdpError, MAX_MESSAGE, discovery, open_browser, rewrite};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::{EventKind, OpContext};
 use crate::revocation::RevocationWatch;
 
@@ -61,7 +61,7 @@ async fn discover(
     headers: &HeaderMap,
     uri: &Uri,
     path: &str,
-) -> Result<(Value, rewrite::PublicOrigin), ApiError> {
+) -> Result<(Value, rewrite::PublicOrigin), OpError> {
     let channel = crate::ops::cdp::may_use_browser(state, caller, id).await?;
     let origin = rewrite::PublicOrigin::of_request(headers, uri)?;
     Ok((discovery::get_json(&channel, path).await?, origin))
@@ -74,7 +74,7 @@ pub async fn json_version(
     Path(id): Path<String>,
     headers: HeaderMap,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let (version, origin) = discover(&state, &caller, &id, &headers, &uri, "/json/version").await?;
     Ok(Json(rewrite::version(version, &origin, &id)))
 }
@@ -86,7 +86,7 @@ pub async fn json_list(
     Path(id): Path<String>,
     headers: HeaderMap,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let (targets, origin) = discover(&state, &caller, &id, &headers, &uri, "/json/list").await?;
     Ok(Json(rewrite::list(targets, &origin, &id)))
 }
@@ -101,7 +101,7 @@ pub async fn browser_socket(
     caller: OpContext,
     Path(id): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let channel = crate::ops::cdp::may_use_browser(&state, &caller, &id).await?;
     let upgrade = upgrade.map_err(|e| CdpError::NotWebSocket(e.body_text()))?;
     let version = discovery::get_json(&channel, "/json/version").await?;
@@ -119,7 +119,7 @@ pub async fn page_socket(
     caller: OpContext,
     Path((id, target)): Path<(String, String)>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let channel = crate::ops::cdp::may_use_browser(&state, &caller, &id).await?;
     if !rewrite::valid_target(&target) {
         return Err(CdpError::BadTarget(target).into());
@@ -144,7 +144,7 @@ async fn accept(
     browser: crate::cdp::Browser,
     id: String,
     target: &str,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let revoked: RevocationWatch = state.revocations.watch(state.store.clone(), &ctx.token.id);
     let detail = json!({ "target": target });
     state

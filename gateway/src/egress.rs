@@ -11,7 +11,7 @@ use cubicle_runtime::egress::{Egress, EgressPolicy};
 use cubicle_runtime::state::Store;
 use tokio::task::JoinHandle;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// The server's default for workspaces that were given no policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,10 +108,10 @@ impl EgressHub {
     }
 
     /// The policy workspace `id` runs under.
-    pub async fn policy_of(&self, id: &str) -> Result<PolicyView, ApiError> {
+    pub async fn policy_of(&self, id: &str) -> Result<PolicyView, OpError> {
         let stored = egress_store::get(&self.store, id)
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| OpError::internal(e.to_string()))?;
         let Some(doc) = stored else {
             return Ok(PolicyView {
                 policy: self.default.policy(),
@@ -119,7 +119,7 @@ impl EgressHub {
             });
         };
         let policy = EgressPolicy::from_doc(&doc)
-            .map_err(|e| ApiError::internal(format!("stored egress policy of {id}: {e}")))?;
+            .map_err(|e| OpError::internal(format!("stored egress policy of {id}: {e}")))?;
         Ok(PolicyView {
             policy,
             is_default: false,
@@ -133,10 +133,10 @@ impl EgressHub {
         id: &str,
         policy: &EgressPolicy,
         by: Option<&str>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), OpError> {
         egress_store::set(&self.store, id, &policy.to_doc(), by)
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| OpError::internal(e.to_string()))?;
         if let Some(host) = hosts.find(id) {
             host.with_egress(|live| live.proxy.policy().set(policy.clone()));
         }

@@ -1,4 +1,8 @@
-//! API errors: a status and a JSON body `{"error": {"code", "message"}}`.
+//! The operations' error: what kind of refusal or failure it is, a stable
+//! code and a message naming the input and what to do. It knows nothing of
+//! HTTP: the REST doors map its kind to a status once ([`ErrorKind::status`],
+//! in [`IntoResponse`]); the MCP door answers it as a tool error carrying
+//! the same code (`mcp::server`).
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -8,10 +12,70 @@ use cubicle_runtime::guest_ops::GuestOpError;
 use cubicle_runtime::manager::ManagerError;
 use serde_json::json;
 
-/// An error as the API client sees it.
+/// What kind of refusal or failure an error is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Input the caller chose is wrong (the message names it).
+    BadRequest,
+    /// No valid token.
+    Unauthorized,
+    /// The caller may not do this.
+    Forbidden,
+    /// No such thing, or one outside the caller's scope.
+    NotFound,
+    /// Not in a state this applies to (or held by someone else).
+    Conflict,
+    /// It existed and is gone for good.
+    Gone,
+    /// Over a size limit.
+    TooLarge,
+    /// Too many of the caller's requests are pending.
+    TooMany,
+    /// Held for a person's approval: not done yet, ask again.
+    Held,
+    /// The workspace's disk is full.
+    NoSpace,
+    /// The gateway cannot do it now (its event log, its capacity).
+    Unavailable,
+    /// The workspace (its guest, display or browser) did not answer or
+    /// failed to.
+    Unreachable,
+    /// The workspace did not answer in time.
+    Timeout,
+    /// A fault of the gateway itself.
+    Internal,
+    /// A door's own refusal of the transport, before any operation runs
+    /// (a WebSocket upgrade it cannot take): HTTP's status as it is.
+    Transport(StatusCode),
+}
+
+impl ErrorKind {
+    /// The HTTP status of this kind: the one place the two meet.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::BadRequest => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Conflict => StatusCode::CONFLICT,
+            Self::Gone => StatusCode::GONE,
+            Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::TooMany => StatusCode::TOO_MANY_REQUESTS,
+            Self::Held => StatusCode::ACCEPTED,
+            Self::NoSpace => StatusCode::INSUFFICIENT_STORAGE,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unreachable => StatusCode::BAD_GATEWAY,
+            Self::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Transport(status) => status,
+        }
+    }
+}
+
+/// An error of an operation, as every door answers it.
 #[derive(Debug, Clone)]
-pub struct ApiError {
-    pub status: StatusCode,
+pub struct OpError {
+    pub kind: ErrorKind,
     pub code: &'static str,
     pub message: String,
     /// More fields of the answer's body, beside `error` (a held
@@ -19,10 +83,10 @@ pub struct ApiError {
     pub details: Option<Box<serde_json::Value>>,
 }
 
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+impl OpError {
+    pub fn new(kind: ErrorKind, code: &'static str, message: impl Into<String>) -> Self {
         Self {
-            status,
+            kind,
             code,
             message: message.into(),
             details: None,
@@ -36,25 +100,26 @@ impl ApiError {
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        Self::new(ErrorKind::BadRequest, "bad_request", message)
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        Self::new(ErrorKind::Unauthorized, "unauthorized", message)
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(ErrorKind::Forbidden, "forbidden", message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        Self::new(ErrorKind::Internal, "internal", message)
     }
 }
 
-impl IntoResponse for ApiError {
+impl IntoResponse for OpError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        let status = self.kind.status();
+        if status.is_server_error() {
             tracing::error!(code = self.code, message = %self.message, "request failed");
         }
         let mut body = json!({ "error": { "code": self.code, "message": self.message } });
@@ -63,57 +128,57 @@ impl IntoResponse for ApiError {
         {
             fields.extend(details);
         }
-        (self.status, Json(body)).into_response()
+        (status, Json(body)).into_response()
     }
 }
 
-impl From<ManagerError> for ApiError {
+impl From<ManagerError> for OpError {
     fn from(err: ManagerError) -> Self {
         let message = err.to_string();
         match err {
-            ManagerError::NotFound(_) => Self::new(StatusCode::NOT_FOUND, "not_found", message),
-            ManagerError::Conflict { .. } => Self::new(StatusCode::CONFLICT, "conflict", message),
+            ManagerError::NotFound(_) => Self::new(ErrorKind::NotFound, "not_found", message),
+            ManagerError::Conflict { .. } => Self::new(ErrorKind::Conflict, "conflict", message),
             ManagerError::StartFailed { .. } => {
-                Self::new(StatusCode::BAD_GATEWAY, "start_failed", message)
+                Self::new(ErrorKind::Unreachable, "start_failed", message)
             }
-            ManagerError::NoUid => Self::new(StatusCode::SERVICE_UNAVAILABLE, "capacity", message),
+            ManagerError::NoUid => Self::new(ErrorKind::Unavailable, "capacity", message),
             ManagerError::Backend(_) | ManagerError::State(_) => Self::internal(message),
         }
     }
 }
 
 /// The API's code and status for a guest's error code.
-fn guest_code(code: ErrorCode) -> (StatusCode, &'static str) {
+fn guest_code(code: ErrorCode) -> (ErrorKind, &'static str) {
     match code {
-        ErrorCode::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
-        ErrorCode::NotAbsolute => (StatusCode::BAD_REQUEST, "not_absolute"),
-        ErrorCode::BadPath => (StatusCode::BAD_REQUEST, "bad_path"),
-        ErrorCode::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-        ErrorCode::IsADirectory => (StatusCode::BAD_REQUEST, "is_a_directory"),
-        ErrorCode::NotADirectory => (StatusCode::BAD_REQUEST, "not_a_directory"),
-        ErrorCode::NotEmpty => (StatusCode::CONFLICT, "not_empty"),
-        ErrorCode::SpecialFile => (StatusCode::BAD_REQUEST, "special_file"),
-        ErrorCode::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-        ErrorCode::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
-        ErrorCode::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
-        ErrorCode::NotExecutable => (StatusCode::BAD_REQUEST, "not_executable"),
-        ErrorCode::Io => (StatusCode::BAD_GATEWAY, "guest_error"),
+        ErrorCode::BadRequest => (ErrorKind::BadRequest, "bad_request"),
+        ErrorCode::NotAbsolute => (ErrorKind::BadRequest, "not_absolute"),
+        ErrorCode::BadPath => (ErrorKind::BadRequest, "bad_path"),
+        ErrorCode::NotFound => (ErrorKind::NotFound, "not_found"),
+        ErrorCode::IsADirectory => (ErrorKind::BadRequest, "is_a_directory"),
+        ErrorCode::NotADirectory => (ErrorKind::BadRequest, "not_a_directory"),
+        ErrorCode::NotEmpty => (ErrorKind::Conflict, "not_empty"),
+        ErrorCode::SpecialFile => (ErrorKind::BadRequest, "special_file"),
+        ErrorCode::TooLarge => (ErrorKind::TooLarge, "too_large"),
+        ErrorCode::PermissionDenied => (ErrorKind::Forbidden, "permission_denied"),
+        ErrorCode::NoSpace => (ErrorKind::NoSpace, "no_space"),
+        ErrorCode::NotExecutable => (ErrorKind::BadRequest, "not_executable"),
+        ErrorCode::Io => (ErrorKind::Unreachable, "guest_error"),
     }
 }
 
-impl From<GuestOpError> for ApiError {
+impl From<GuestOpError> for OpError {
     fn from(err: GuestOpError) -> Self {
         let message = err.to_string();
-        let (status, code) = match &err {
+        let (kind, code) = match &err {
             GuestOpError::Invalid(invalid) => guest_code(invalid.code),
             GuestOpError::TooLarge { .. } => guest_code(ErrorCode::TooLarge),
             GuestOpError::Guest { code, .. } => guest_code(*code),
             GuestOpError::Channel(_) | GuestOpError::Io(_) => {
-                (StatusCode::BAD_GATEWAY, "guest_unreachable")
+                (ErrorKind::Unreachable, "guest_unreachable")
             }
-            GuestOpError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "guest_timeout"),
-            GuestOpError::BadReply(_) => (StatusCode::BAD_GATEWAY, "guest_error"),
+            GuestOpError::Timeout(_) => (ErrorKind::Timeout, "guest_timeout"),
+            GuestOpError::BadReply(_) => (ErrorKind::Unreachable, "guest_error"),
         };
-        ApiError::new(status, code, message)
+        OpError::new(kind, code, message)
     }
 }

@@ -10,7 +10,7 @@ use cubicle_policy::{Policy, PolicySet};
 use cubicle_runtime::state::Store;
 
 use crate::approvals::Approvals;
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// The policies, each workspace's choice of one and the pending approvals:
 /// what the gate needs, one per daemon.
@@ -49,13 +49,13 @@ impl Gates {
     }
 
     /// The name of workspace `id`'s policy.
-    pub async fn policy_name(&self, store: &Store, id: &str) -> Result<String, ApiError> {
+    pub async fn policy_name(&self, store: &Store, id: &str) -> Result<String, OpError> {
         if let Some(name) = self.cache().get(id) {
             return Ok(name.clone());
         }
         let stored = cubicle_runtime::workspace_policy::get(store, id)
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| OpError::internal(e.to_string()))?;
         let name = stored.unwrap_or_else(|| self.default_policy.clone());
         self.cache().insert(id.to_owned(), name.clone());
         Ok(name)
@@ -64,24 +64,24 @@ impl Gates {
     /// Workspace `id`'s policy. A name no longer loaded (the directory
     /// changed between runs) falls back to the strictest shipped choice
     /// there is: the default policy.
-    pub async fn policy_of(&self, store: &Store, id: &str) -> Result<Arc<Policy>, ApiError> {
+    pub async fn policy_of(&self, store: &Store, id: &str) -> Result<Arc<Policy>, OpError> {
         let name = self.policy_name(store, id).await?;
         match self.policies.get(&name) {
             Ok(policy) => Ok(policy),
             Err(_) => self
                 .policies
                 .get(&self.default_policy)
-                .map_err(|e| ApiError::internal(e.to_string())),
+                .map_err(|e| OpError::internal(e.to_string())),
         }
     }
 
     /// `name` if it is a loaded policy, else a 400 listing them.
-    pub fn resolve(&self, name: Option<&str>) -> Result<String, ApiError> {
+    pub fn resolve(&self, name: Option<&str>) -> Result<String, OpError> {
         let name = name.unwrap_or(&self.default_policy);
         self.policies
             .get(name)
             .map(|_| name.to_owned())
-            .map_err(|e| ApiError::bad_request(format!("policy: {e}")))
+            .map_err(|e| OpError::bad_request(format!("policy: {e}")))
     }
 
     /// Records `name` as workspace `id`'s policy.
@@ -91,10 +91,10 @@ impl Gates {
         id: &str,
         name: &str,
         by: Option<&str>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), OpError> {
         cubicle_runtime::workspace_policy::set(store, id, name, by)
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| OpError::internal(e.to_string()))?;
         self.cache().insert(id.to_owned(), name.to_owned());
         Ok(())
     }

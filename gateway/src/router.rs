@@ -13,7 +13,7 @@ use crate::api::{
     actions, approvals, control, downloads, events, exec, files, replay, tokens, workspaces,
 };
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 
 /// Every route of the gateway.
 pub fn router(state: AppState) -> Router {
@@ -123,9 +123,9 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
     tracing::info_span!("request", id, method = %request.method(), path = request.uri().path())
 }
 
-async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::NOT_FOUND,
+async fn not_found(uri: axum::http::Uri) -> OpError {
+    OpError::new(
+        ErrorKind::NotFound,
         "not_found",
         format!("no route {}", uri.path()),
     )

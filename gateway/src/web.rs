@@ -67,7 +67,7 @@ async fn index(
     }
     match tokio::fs::read(state.web_dir.join("index.html")).await {
         Ok(page) => ([(CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response(),
-        Err(err) => crate::error::ApiError::internal(format!(
+        Err(err) => crate::error::OpError::internal(format!(
             "the operator page is missing from {}: {err}",
             state.web_dir.display()
         ))
@@ -87,7 +87,7 @@ async fn replay(State(state): State<AppState>, caller: Option<OpContext>) -> Res
     }
     match tokio::fs::read(state.web_dir.join("replay.html")).await {
         Ok(page) => ([(CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response(),
-        Err(err) => crate::error::ApiError::internal(format!(
+        Err(err) => crate::error::OpError::internal(format!(
             "the replay page is missing from {}: {err}",
             state.web_dir.display()
         ))
@@ -105,8 +105,9 @@ async fn login(state: &AppState, secret: &str) -> Response {
             }
             response
         }
-        Ok(None) => crate::error::ApiError::unauthorized("token is not valid or was revoked")
-            .into_response(),
-        Err(err) => crate::error::ApiError::internal(err.to_string()).into_response(),
+        Ok(None) => {
+            crate::error::OpError::unauthorized("token is not valid or was revoked").into_response()
+        }
+        Err(err) => crate::error::OpError::internal(err.to_string()).into_response(),
     }
 }

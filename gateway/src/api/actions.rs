@@ -6,7 +6,6 @@ use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
@@ -15,41 +14,41 @@ use super::body::Body;
 use crate::actions::run::RunError;
 use crate::actions::{Action, MAX_BATCH, parse_action};
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::{self, OpContext};
 
-fn field_error(err: impl std::fmt::Display) -> ApiError {
-    ApiError::bad_request(err.to_string())
+fn field_error(err: impl std::fmt::Display) -> OpError {
+    OpError::bad_request(err.to_string())
 }
 
-impl From<RunError> for ApiError {
+impl From<RunError> for OpError {
     fn from(err: RunError) -> Self {
         match err {
             RunError::Field(field) => field_error(field),
-            RunError::Screen(screen) => ApiError::new(
-                StatusCode::BAD_GATEWAY,
+            RunError::Screen(screen) => OpError::new(
+                ErrorKind::Unreachable,
                 "display_unavailable",
                 screen.to_string(),
             ),
-            RunError::Encode(encode) => ApiError::internal(encode.to_string()),
+            RunError::Encode(encode) => OpError::internal(encode.to_string()),
         }
     }
 }
 
 /// Parses the body into the actions to run (and each as sent, for the
 /// event log); true if it was a batch.
-pub fn parse_body(body: &[u8]) -> Result<(Vec<Action>, Vec<Value>, bool), ApiError> {
+pub fn parse_body(body: &[u8]) -> Result<(Vec<Action>, Vec<Value>, bool), OpError> {
     let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
+        .map_err(|e| OpError::bad_request(format!("request body is not valid JSON: {e}")))?;
     let Some(list) = value.get("actions") else {
         let action = parse_action(&value).map_err(field_error)?;
         return Ok((vec![action], vec![value], false));
     };
     let list = list
         .as_array()
-        .ok_or_else(|| ApiError::bad_request("actions: must be a list of action objects"))?;
+        .ok_or_else(|| OpError::bad_request("actions: must be a list of action objects"))?;
     if list.is_empty() || list.len() > MAX_BATCH {
-        return Err(ApiError::bad_request(format!(
+        return Err(OpError::bad_request(format!(
             "actions: needs 1..={MAX_BATCH} actions, got {}",
             list.len()
         )));
@@ -70,7 +69,7 @@ pub async fn actions(
     ctx: OpContext,
     Path(id): Path<String>,
     Body(body): Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let (actions, sent, batch) = parse_body(&body)?;
     let mut outcome = ops::actions::run_batch(&state, &ctx, &id, &actions, &sent).await?;
     if let Some((index, err)) = outcome.failed {
@@ -87,8 +86,8 @@ pub async fn actions(
     Ok(Json(body).into_response())
 }
 
-fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
-    let message = if err.status == StatusCode::BAD_REQUEST {
+fn batch_error(index: usize, err: OpError, results: Vec<Value>) -> Response {
+    let message = if err.kind == ErrorKind::BadRequest {
         format!("actions[{index}].{}", err.message)
     } else {
         err.message
@@ -97,7 +96,7 @@ fn batch_error(index: usize, err: ApiError, results: Vec<Value>) -> Response {
         "error": { "code": err.code, "message": message, "index": index },
         "results": results,
     });
-    (err.status, Json(body)).into_response()
+    (err.kind.status(), Json(body)).into_response()
 }
 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/screenshot", tag = "computer", params(("id" = String, Path), ("format" = Option<crate::wire::doc::ImageFormat>, Query, description = "png (default) or jpeg"), ("quality" = Option<u8>, Query, minimum = 1, maximum = 100, description = "JPEG quality (default 80)"), ("width" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this width; alone, the height keeps the screen's aspect"), ("height" = Option<u32>, Query, minimum = 16, maximum = 7680, description = "Scale to this height; alone, the width keeps the screen's aspect")), responses((status = 200, content(("image/png"), ("image/jpeg")), description = "The screen, PNG or (`format=jpeg`) JPEG"), crate::wire::doc::InGuest))]
@@ -106,8 +105,8 @@ pub async fn screenshot(
     ctx: OpContext,
     Path(id): Path<String>,
     query: Result<Query<Map<String, Value>>, QueryRejection>,
-) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+) -> Result<Response, OpError> {
+    let Query(query) = query.map_err(|e| OpError::bad_request(e.body_text()))?;
     // Query values arrive as strings; the screenshot action wants numbers.
     let mut fields: Map<String, Value> = query
         .into_iter()
@@ -136,7 +135,7 @@ pub async fn screenshot(
     fields.insert("action".into(), "screenshot".into());
     let Action::Screenshot(request) = parse_action(&Value::Object(fields)).map_err(field_error)?
     else {
-        return Err(ApiError::internal(
+        return Err(OpError::internal(
             "screenshot query parsed as another action",
         ));
     };

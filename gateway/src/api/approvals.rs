@@ -28,7 +28,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::body::Body;
 use crate::app::AppState;
 use crate::approvals::{Approval, ApprovalState};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::OpContext;
 use crate::ops::approvals::{self as core, Filter};
 use crate::wire::approval::{Decide, SetPolicy};
@@ -53,7 +53,7 @@ fn view(approval: &Approval) -> Value {
     value
 }
 
-fn filter(raw: Option<&str>) -> Result<Filter, ApiError> {
+fn filter(raw: Option<&str>) -> Result<Filter, OpError> {
     let params = super::files::query_params(raw, &["state", "workspace"])?;
     let state = match params.get("state").map(String::as_str) {
         None | Some("all") => None,
@@ -62,7 +62,7 @@ fn filter(raw: Option<&str>) -> Result<Filter, ApiError> {
         Some("denied") => Some(ApprovalState::Denied),
         Some("expired") => Some(ApprovalState::Expired),
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(OpError::bad_request(format!(
                 "state: {other:?} is not one of pending, approved, denied, expired, all"
             )));
         }
@@ -79,7 +79,7 @@ pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let filter = filter(query.as_deref())?;
     let approvals = core::list(&state, &ctx, &filter).await?;
     Ok(Json(
@@ -93,7 +93,7 @@ pub async fn one(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let approval = core::get(&state, &ctx, &id, ctx.hold.wait).await?;
     Ok(Json(view(&approval)))
 }
@@ -104,7 +104,7 @@ pub async fn screenshot(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let png = core::screenshot(&state, &ctx, &id).await?;
     Ok(([(CONTENT_TYPE, "image/png")], png).into_response())
 }
@@ -116,7 +116,7 @@ pub async fn approve(
     ctx: OpContext,
     Path(id): Path<String>,
     Body(body): Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     decide(state, ctx, id, body, true).await
 }
 
@@ -127,7 +127,7 @@ pub async fn deny(
     ctx: OpContext,
     Path(id): Path<String>,
     Body(body): Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     decide(state, ctx, id, body, false).await
 }
 
@@ -137,7 +137,7 @@ async fn decide(
     id: String,
     body: axum::body::Bytes,
     approve: bool,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let body = Decide::parse(&body)?;
     let approval = core::decide(&state, &ctx, &id, approve, body.reason, body.scope).await?;
     Ok(Json(view(&approval)))
@@ -148,7 +148,7 @@ async fn decide(
 pub async fn events(
     State(state): State<AppState>,
     ctx: OpContext,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, OpError> {
     // Subscribed before the snapshot, so nothing falls between them (the
     // snapshot's operation checks the caller; a refusal drops both).
     let changes = state.gates.approvals.subscribe();
@@ -201,7 +201,7 @@ pub async fn policy(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let name = core::policy_of(&state, &ctx, &id).await?;
     Ok(Json(policy_view(&state, &name)))
 }
@@ -213,7 +213,7 @@ pub async fn set_policy(
     ctx: OpContext,
     Path(id): Path<String>,
     Body(body): Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let body: SetPolicy = crate::wire::parse(&body)?;
     let name = core::switch_policy(&state, &ctx, &id, &body.policy).await?;
     Ok(Json(policy_view(&state, &name)))

@@ -8,15 +8,15 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 
 /// The whole request body, as bytes.
 pub struct Body(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = ApiError;
+    type Rejection = OpError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(request: Request, state: &S) -> Result<Self, OpError> {
         Bytes::from_request(request, state)
             .await
             .map(Body)
@@ -25,15 +25,15 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 }
 
 /// The API error for a body axum could not take.
-fn body_error(rejection: BytesRejection) -> ApiError {
+fn body_error(rejection: BytesRejection) -> OpError {
     let status = rejection.status();
     let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
         "too_large"
     } else {
         "bad_request"
     };
-    ApiError::new(
-        status,
+    OpError::new(
+        ErrorKind::Transport(status),
         code,
         format!("request body: {}", rejection.body_text()),
     )
@@ -50,7 +50,7 @@ mod tests {
             panic!("a body over the default 2 MB limit was taken");
         };
         assert_eq!(
-            (err.status, err.code),
+            (err.kind.status(), err.code),
             (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
         );
         assert!(err.message.starts_with("request body:"), "{}", err.message);

@@ -12,26 +12,25 @@ use std::time::Duration;
 use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde_json::Value;
 
 use crate::app::AppState;
 use crate::control::ControlError;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::{self, OpContext};
 
-impl From<ControlError> for ApiError {
+impl From<ControlError> for OpError {
     fn from(err: ControlError) -> Self {
         let message = err.to_string();
         match err {
             ControlError::Held { .. } | ControlError::NotHolder { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "control_held", message)
+                OpError::new(ErrorKind::Conflict, "control_held", message)
             }
-            ControlError::Paused { .. } => ApiError::new(StatusCode::CONFLICT, "paused", message),
-            ControlError::Role(_) => ApiError::forbidden(message),
-            ControlError::Record(_) => ApiError::internal(message),
+            ControlError::Paused { .. } => OpError::new(ErrorKind::Conflict, "paused", message),
+            ControlError::Role(_) => OpError::forbidden(message),
+            ControlError::Record(_) => OpError::internal(message),
         }
     }
 }
@@ -41,7 +40,7 @@ pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let control = ops::control::get(&state, &ctx, &id).await?;
     Ok(Json(control.view(&id)))
 }
@@ -51,7 +50,7 @@ pub async fn take(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let control = ops::control::take(&state, &ctx, &id).await?;
     Ok(Json(control.view(&id)))
 }
@@ -61,7 +60,7 @@ pub async fn release(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let control = ops::control::release(&state, &ctx, &id).await?;
     Ok(Json(control.view(&id)))
 }
@@ -71,7 +70,7 @@ pub async fn events(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, OpError> {
     let control = ops::control::follow(&state, &ctx, &id).await?;
     let revoked = state.revocations.watch(state.store.clone(), &ctx.token.id);
     let stream = futures_util::stream::unfold(

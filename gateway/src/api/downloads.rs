@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 use super::body::Body as RequestBody;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::{self, OpContext};
 use crate::wire::download::{Decision, DownloadList, DownloadView};
 use crate::wire::egress::{EgressBody, EgressView};
@@ -57,12 +57,12 @@ pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<DownloadList>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+) -> Result<Json<DownloadList>, OpError> {
+    let Query(query) = query.map_err(|e| OpError::bad_request(e.body_text()))?;
     let held_state = match query.state.as_deref() {
         None => None,
         Some(text) => Some(DownloadState::parse(text).ok_or_else(|| {
-            ApiError::bad_request(format!("state: {text:?} is not held, released or rejected"))
+            OpError::bad_request(format!("state: {text:?} is not held, released or rejected"))
         })?),
     };
     let records =
@@ -78,7 +78,7 @@ pub async fn one(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<DownloadView>, ApiError> {
+) -> Result<Json<DownloadView>, OpError> {
     let record = ops::downloads::get(&state, &ctx, &id).await?;
     Ok(Json(DownloadView::from(&record)))
 }
@@ -89,11 +89,11 @@ pub async fn content(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let (record, path) = ops::downloads::content(&state, &ctx, &id).await?;
     let file = tokio::fs::File::open(&path)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| OpError::internal(e.to_string()))?;
     let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
     // The cleaned name, ASCII only in the plain parameter.
     let ascii: String = record
@@ -132,7 +132,7 @@ pub async fn release(
     ctx: OpContext,
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
-) -> Result<Json<DownloadView>, ApiError> {
+) -> Result<Json<DownloadView>, OpError> {
     let reason = Decision::parse(&body)?;
     let record = ops::downloads::release(&state, &ctx, &id, reason.as_deref()).await?;
     Ok(Json(DownloadView::from(&record)))
@@ -145,7 +145,7 @@ pub async fn reject(
     ctx: OpContext,
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
-) -> Result<Json<DownloadView>, ApiError> {
+) -> Result<Json<DownloadView>, OpError> {
     let reason = Decision::parse(&body)?;
     let record = ops::downloads::reject(&state, &ctx, &id, reason.as_deref()).await?;
     Ok(Json(DownloadView::from(&record)))
@@ -165,7 +165,7 @@ pub async fn egress(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<EgressView>, ApiError> {
+) -> Result<Json<EgressView>, OpError> {
     let view = ops::egress::get(&state, &ctx, &id).await?;
     Ok(Json(egress_view(&id, &view)))
 }
@@ -177,7 +177,7 @@ pub async fn set_egress(
     ctx: OpContext,
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
-) -> Result<Json<EgressView>, ApiError> {
+) -> Result<Json<EgressView>, OpError> {
     let policy = EgressBody::parse(&body)?;
     let view = ops::egress::put(&state, &ctx, &id, policy).await?;
     Ok(Json(egress_view(&id, &view)))
@@ -185,10 +185,10 @@ pub async fn set_egress(
 
 #[utoipa::path(get, path = "/v1/egress/ca", tag = "egress",
     responses((status = 200, description = "The interception CA certificate, PEM", content_type = "application/x-pem-file"), (status = 404, body = crate::wire::doc::ErrorBody, description = "Interception is off")))]
-pub async fn ca(State(state): State<AppState>, _ctx: OpContext) -> Result<Response, ApiError> {
+pub async fn ca(State(state): State<AppState>, _ctx: OpContext) -> Result<Response, OpError> {
     let pem = state.egress.ca_pem().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
+        OpError::new(
+            ErrorKind::NotFound,
             "not_found",
             "TLS interception is off: no CA",
         )

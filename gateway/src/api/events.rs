@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::{self, OpContext};
 
 #[derive(Debug, Deserialize)]
@@ -29,8 +29,8 @@ pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
     query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+) -> Result<Json<Value>, OpError> {
+    let Query(query) = query.map_err(|e| OpError::bad_request(e.body_text()))?;
     let limit = query.limit.unwrap_or(100);
     let events =
         ops::events::list(&state, &ctx, query.workspace.as_deref(), query.after, limit).await?;

@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 
 use super::body::Body;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::{self, OpContext};
 use crate::wire::exec::{ExecBody, ExecResult, text_and_bytes};
 
@@ -48,7 +48,7 @@ pub async fn run(
     ctx: OpContext,
     Path(id): Path<String>,
     Body(body): Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let request = ExecBody::parse(&body)?;
     let output = ops::exec::run(&state, &ctx, &id, &request).await?;
     Ok(Json(view(output)))
@@ -77,7 +77,7 @@ fn view(output: ExecOutput) -> Value {
 }
 
 /// Parses the WebSocket form's query.
-pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
+pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, OpError> {
     let mut request = ExecRequest {
         timeout_ms: MAX_TIMEOUT_MS,
         ..ExecRequest::default()
@@ -93,20 +93,20 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
                     .ok()
                     .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
                     .ok_or_else(|| {
-                        ApiError::bad_request(format!(
+                        OpError::bad_request(format!(
                             "timeout_ms: must be a whole number of milliseconds in 1..={MAX_TIMEOUT_MS}, not {value:?}"
                         ))
                     })?;
             }
             "env" => {
                 let (name, val) = value.split_once('=').ok_or_else(|| {
-                    ApiError::bad_request(format!("env: {value:?} is not NAME=VALUE"))
+                    OpError::bad_request(format!("env: {value:?} is not NAME=VALUE"))
                 })?;
                 request.env.insert(name.to_owned(), val.to_owned());
             }
             "access_token" | "wait" | "approval" => {}
             other => {
-                return Err(ApiError::bad_request(format!(
+                return Err(OpError::bad_request(format!(
                     "unknown query parameter {other:?}: allowed are arg, command, cwd, timeout_ms, env"
                 )));
             }
@@ -114,7 +114,7 @@ pub fn parse_ws_query(raw: Option<&str>) -> Result<ExecRequest, ApiError> {
     }
     request
         .validate()
-        .map_err(|e| ApiError::from(GuestOpError::from(e)))?;
+        .map_err(|e| OpError::from(GuestOpError::from(e)))?;
     Ok(request)
 }
 
@@ -131,13 +131,13 @@ pub async fn upgrade(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     // The gate before the upgrade check: another caller's workspace is a
     // 404 whatever the request looks like.
     ops::exec::may_stream(&state, &ctx, &id).await?;
     let ws = ws.map_err(|rejection| {
-        ApiError::new(
-            rejection.status(),
+        OpError::new(
+            ErrorKind::Transport(rejection.status()),
             "bad_request",
             format!("expected a WebSocket upgrade: {}", rejection.body_text()),
         )
@@ -173,11 +173,11 @@ async fn bridge(socket: WebSocket, mut events: ExecEvents, mut stdin: ExecStdin)
 
 type WsTx = SplitSink<WebSocket, Message>;
 
-async fn send_json(ws_tx: &mut WsTx, value: Value) -> Result<(), ApiError> {
+async fn send_json(ws_tx: &mut WsTx, value: Value) -> Result<(), OpError> {
     ws_tx
         .send(Message::Text(value.to_string().into()))
         .await
-        .map_err(|e| ApiError::bad_request(format!("the client went away: {e}")))
+        .map_err(|e| OpError::bad_request(format!("the client went away: {e}")))
 }
 
 /// Bytes of one output stream, with a split UTF-8 sequence carried over to
@@ -206,10 +206,10 @@ impl Utf8Carry {
     }
 }
 
-async fn forward_output(events: &mut ExecEvents, ws_tx: &mut WsTx) -> Result<(), ApiError> {
+async fn forward_output(events: &mut ExecEvents, ws_tx: &mut WsTx) -> Result<(), OpError> {
     let (mut out, mut err) = (Utf8Carry::default(), Utf8Carry::default());
     loop {
-        let (frame, exit) = match events.next().await.map_err(ApiError::from)? {
+        let (frame, exit) = match events.next().await.map_err(OpError::from)? {
             Some(StreamEvent::Stdout(bytes)) => (out.frame("stdout", &bytes, false), None),
             Some(StreamEvent::Stderr(bytes)) => (err.frame("stderr", &bytes, false), None),
             Some(StreamEvent::Exit(exit)) => (None, Some(exit)),
@@ -234,10 +234,10 @@ async fn forward_output(events: &mut ExecEvents, ws_tx: &mut WsTx) -> Result<(),
 async fn forward_input(
     ws_rx: &mut SplitStream<WebSocket>,
     stdin: &mut ExecStdin,
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     while let Some(Ok(message)) = ws_rx.next().await {
         match message {
-            Message::Binary(bytes) => stdin.write(&bytes).await.map_err(ApiError::from)?,
+            Message::Binary(bytes) => stdin.write(&bytes).await.map_err(OpError::from)?,
             Message::Text(text) => stdin_message(text.as_str(), stdin).await?,
             Message::Close(_) => break,
             Message::Ping(_) | Message::Pong(_) => {}
@@ -247,19 +247,19 @@ async fn forward_input(
     Ok(())
 }
 
-async fn stdin_message(text: &str, stdin: &mut ExecStdin) -> Result<(), ApiError> {
+async fn stdin_message(text: &str, stdin: &mut ExecStdin) -> Result<(), OpError> {
     let bad = || {
-        ApiError::bad_request(format!(
+        OpError::bad_request(format!(
             "client message {:.100?} is not {{\"stdin\": text}} or {{\"stdin_eof\": true}}",
             text
         ))
     };
     let value: Value = serde_json::from_str(text).map_err(|_| bad())?;
     if let Some(data) = value.get("stdin").and_then(Value::as_str) {
-        return stdin.write(data.as_bytes()).await.map_err(ApiError::from);
+        return stdin.write(data.as_bytes()).await.map_err(OpError::from);
     }
     if value.get("stdin_eof") == Some(&Value::Bool(true)) {
-        return stdin.close().await.map_err(ApiError::from);
+        return stdin.close().await.map_err(OpError::from);
     }
     Err(bad())
 }

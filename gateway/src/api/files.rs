@@ -21,14 +21,14 @@ use std::collections::HashMap;
 use crate::wire::path::Path;
 use axum::Json;
 use axum::extract::{RawQuery, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use cubicle_image::control::MAX_FILE;
 use serde_json::{Value, json};
 
 use super::body::Body;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::{self, OpContext};
 
 /// The request body limit of `PUT .../files`.
@@ -37,7 +37,7 @@ pub const BODY_LIMIT: usize = MAX_FILE as usize;
 pub fn query_params(
     raw: Option<&str>,
     allowed: &[&str],
-) -> Result<HashMap<String, String>, ApiError> {
+) -> Result<HashMap<String, String>, OpError> {
     let mut params = HashMap::new();
     for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
         // The token, and how to wait when a policy holds the operation
@@ -46,7 +46,7 @@ pub fn query_params(
             continue;
         }
         if !allowed.contains(&key.as_ref()) {
-            return Err(ApiError::bad_request(format!(
+            return Err(OpError::bad_request(format!(
                 "unknown query parameter {key:?}: allowed are {allowed:?}"
             )));
         }
@@ -55,13 +55,13 @@ pub fn query_params(
     Ok(params)
 }
 
-fn required_path(params: &HashMap<String, String>) -> Result<String, ApiError> {
+fn required_path(params: &HashMap<String, String>) -> Result<String, OpError> {
     let path = params
         .get("path")
         .filter(|p| !p.is_empty())
         .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
+            OpError::new(
+                ErrorKind::BadRequest,
                 "not_absolute",
                 "path: missing: give ?path=/home/user/... (an absolute path inside the workspace)",
             )
@@ -69,28 +69,28 @@ fn required_path(params: &HashMap<String, String>) -> Result<String, ApiError> {
     Ok(path.clone())
 }
 
-fn flag(params: &HashMap<String, String>, name: &str) -> Result<bool, ApiError> {
+fn flag(params: &HashMap<String, String>, name: &str) -> Result<bool, OpError> {
     match params.get(name).map(String::as_str) {
         None | Some("false" | "0") => Ok(false),
         Some("true" | "1" | "") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
+        Some(other) => Err(OpError::bad_request(format!(
             "{name}: {other:?} is not true or false"
         ))),
     }
 }
 
-fn number(params: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
+fn number(params: &HashMap<String, String>, name: &str) -> Result<Option<u64>, OpError> {
     params
         .get(name)
         .map(|text| {
             text.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!("{name}: {text:?} is not a non-negative integer"))
+                OpError::bad_request(format!("{name}: {text:?} is not a non-negative integer"))
             })
         })
         .transpose()
 }
 
-fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, ApiError> {
+fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, OpError> {
     params
         .get("mode")
         .map(|text| {
@@ -98,7 +98,7 @@ fn mode(params: &HashMap<String, String>) -> Result<Option<u32>, ApiError> {
                 .ok()
                 .filter(|&mode| mode <= 0o7777)
                 .ok_or_else(|| {
-                    ApiError::bad_request(format!("mode: {text:?} is not an octal mode like 0644"))
+                    OpError::bad_request(format!("mode: {text:?} is not an octal mode like 0644"))
                 })
         })
         .transpose()
@@ -111,7 +111,7 @@ pub async fn get(
     ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let allowed = ["path", "list", "stat", "offset", "length"];
     let params = query_params(query.as_deref(), &allowed)?;
     let path = required_path(&params)?;
@@ -144,7 +144,7 @@ pub async fn list(
     ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let params = query_params(query.as_deref(), &["path"])?;
     let path = required_path(&params)?;
     let listing = ops::files::list(&state, &ctx, &id, &path).await?;
@@ -159,7 +159,7 @@ pub async fn put(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
     Body(body): Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let params = query_params(query.as_deref(), &["path", "mode"])?;
     let path = required_path(&params)?;
     let mode = mode(&params)?;
@@ -174,7 +174,7 @@ pub async fn delete(
     ctx: OpContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let params = query_params(query.as_deref(), &["path", "recursive"])?;
     let path = required_path(&params)?;
     let recursive = flag(&params, "recursive")?;

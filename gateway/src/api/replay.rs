@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::{self, OpContext};
 use crate::wire::replay::{self as wire, RecordingList, RecordingView};
 
@@ -30,7 +30,7 @@ pub async fn export(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let (_, file) = ops::replay::export(&state, &ctx, &id).await?;
     let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file));
     let disposition = format!("attachment; filename=\"cubicle-audit-{id}.tar\"");
@@ -52,9 +52,9 @@ pub async fn verify(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let report = ops::replay::verify(&state, &ctx, &id).await?;
-    let mut body = serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut body = serde_json::to_value(&report).map_err(|e| OpError::internal(e.to_string()))?;
     body["ok"] = Value::Bool(report.ok());
     Ok(Json(body))
 }
@@ -64,7 +64,7 @@ pub async fn verify(
 pub async fn list(
     State(state): State<AppState>,
     ctx: OpContext,
-) -> Result<Json<RecordingList>, ApiError> {
+) -> Result<Json<RecordingList>, OpError> {
     let recordings = ops::replay::recordings(&state, &ctx)
         .await?
         .iter()
@@ -84,7 +84,7 @@ pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<RecordingView>, ApiError> {
+) -> Result<Json<RecordingView>, OpError> {
     let (recorded, events) = ops::replay::recording(&state, &ctx, &id).await?;
     let segments = wire::segments(&id, &recorded.segments);
     Ok(Json(RecordingView {
@@ -102,11 +102,11 @@ pub async fn segment(
     State(state): State<AppState>,
     ctx: OpContext,
     Path((id, file)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let path = ops::replay::segment(&state, &ctx, &id, &file).await?;
     let bytes = tokio::fs::read(&path)
         .await
-        .map_err(|e| ApiError::internal(format!("cannot read segment {file}: {e}")))?;
+        .map_err(|e| OpError::internal(format!("cannot read segment {file}: {e}")))?;
     Ok((
         [
             (CONTENT_TYPE, "video/mp4"),

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::body::Body;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::{self, OpContext, permission};
 use crate::wire::token::NewToken;
 
@@ -44,7 +44,7 @@ pub async fn create(
     State(state): State<AppState>,
     ctx: OpContext,
     Body(body): Body,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Value>), OpError> {
     let new = NewToken::parse(&body)?;
     let (token, secret) = ops::tokens::create(&state.store, &state.audit, &ctx, new).await?;
     let mut body = json!({
@@ -55,7 +55,7 @@ pub async fn create(
 }
 
 #[utoipa::path(get, path = "/v1/tokens", tag = "tokens", responses((status = 200, description = "Every token (never a secret)")))]
-pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, OpError> {
     let all = ops::tokens::list(&state.store, &ctx).await?;
     Ok(Json(
         json!({ "tokens": all.iter().map(view).collect::<Vec<_>>() }),
@@ -67,7 +67,7 @@ pub async fn revoke(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<StatusCode, OpError> {
     ops::tokens::revoke_live(&state, &ctx, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

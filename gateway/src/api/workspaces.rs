@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::body::Body;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::{self, OpContext};
 use crate::wire::workspace::{CreateWorkspace, WorkspaceView};
 
@@ -19,7 +19,7 @@ pub fn view(record: &WorkspaceRecord) -> Value {
 }
 
 #[utoipa::path(get, path = "/v1/workspaces", tag = "workspaces", responses((status = 200, body = crate::wire::workspace::WorkspaceList)))]
-pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, OpError> {
     let records = ops::workspaces::list(&state, &ctx).await?;
     let items: Vec<Value> = records.iter().map(view).collect();
     Ok(Json(json!({ "workspaces": items })))
@@ -30,7 +30,7 @@ pub async fn get(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     let record = ops::workspaces::get(&state, &ctx, &id).await?;
     let usage = ops::workspaces::usage(&state, &ctx, &id).await?;
     let mut view = WorkspaceView::from(&record);
@@ -47,7 +47,7 @@ pub async fn create(
     State(state): State<AppState>,
     ctx: OpContext,
     Body(body): Body,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Value>), OpError> {
     let ask = CreateWorkspace::parse(&body)?;
     let created = ops::workspaces::create(&state, &ctx, ask).await?;
     Ok((StatusCode::CREATED, Json(created_view(&state, &created))))
@@ -73,7 +73,7 @@ pub fn created_view(
 }
 
 #[utoipa::path(get, path = "/v1/pool", tag = "workspaces", responses((status = 200, description = "The warm pool (`cubicle serve --warm N`): `size`, `ready`, `filling`, `hits` (creates served from it), `misses` (creates that matched but found it empty), `failures`")))]
-pub async fn pool(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, ApiError> {
+pub async fn pool(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, OpError> {
     let stats = ops::workspaces::pool(&state, &ctx)?;
     Ok(Json(serde_json::to_value(stats).unwrap_or(Value::Null)))
 }
@@ -83,7 +83,7 @@ pub async fn start(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     Ok(Json(view(
         &ops::workspaces::start(&state, &ctx, &id).await?,
     )))
@@ -94,7 +94,7 @@ pub async fn stop(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     Ok(Json(view(&ops::workspaces::stop(&state, &ctx, &id).await?)))
 }
 
@@ -103,7 +103,7 @@ pub async fn pause(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     Ok(Json(view(
         &ops::workspaces::pause(&state, &ctx, &id).await?,
     )))
@@ -114,7 +114,7 @@ pub async fn resume(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, OpError> {
     Ok(Json(view(
         &ops::workspaces::resume(&state, &ctx, &id).await?,
     )))
@@ -125,7 +125,7 @@ pub async fn delete(
     State(state): State<AppState>,
     ctx: OpContext,
     Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<StatusCode, OpError> {
     ops::workspaces::delete(&state, &ctx, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -10,14 +10,13 @@ pub mod discovery;
 pub mod inspect;
 pub mod rewrite;
 
-use axum::http::StatusCode;
 use cubicle_image::ports;
 use cubicle_runtime::channel::{ChannelError, GuestChannel};
 use tokio::net::UnixStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 
 /// The largest CDP message relayed either way (a full-page screenshot of a
 /// long page is tens of MB of base64).
@@ -57,21 +56,21 @@ pub enum CdpError {
     NotWebSocket(String),
 }
 
-impl From<CdpError> for ApiError {
+impl From<CdpError> for OpError {
     fn from(err: CdpError) -> Self {
         let message = err.to_string();
-        let (status, code) = match err {
+        let (kind, code) = match err {
             CdpError::Channel(_) | CdpError::Discovery { .. } | CdpError::Handshake { .. } => {
-                (StatusCode::BAD_GATEWAY, "browser_unreachable")
+                (ErrorKind::Unreachable, "browser_unreachable")
             }
-            CdpError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "browser_timeout"),
-            CdpError::NoTarget(_) => (StatusCode::NOT_FOUND, "not_found"),
+            CdpError::Timeout { .. } => (ErrorKind::Timeout, "browser_timeout"),
+            CdpError::NoTarget(_) => (ErrorKind::NotFound, "not_found"),
             CdpError::BadTarget(_)
             | CdpError::BadHost(_)
             | CdpError::Malformed(_)
-            | CdpError::NotWebSocket(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            | CdpError::NotWebSocket(_) => (ErrorKind::BadRequest, "bad_request"),
         };
-        ApiError::new(status, code, message)
+        OpError::new(kind, code, message)
     }
 }
 

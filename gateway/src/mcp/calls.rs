@@ -12,13 +12,13 @@ use serde_json::{Map, Value, json};
 use crate::api::actions::parse_body;
 use crate::api::workspaces::view;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::{self, OpContext};
 use crate::wire::exec::ExecBody;
 use crate::wire::workspace::CreateWorkspace;
 
 type Args = Map<String, Value>;
-type Outcome = Result<CallToolResult, ApiError>;
+type Outcome = Result<CallToolResult, OpError>;
 
 /// Runs tool `name`; `None` if there is no such tool.
 pub async fn call(state: &AppState, caller: &OpContext, name: &str, args: Args) -> Option<Outcome> {
@@ -47,53 +47,53 @@ fn bytes_of(args: &Args) -> Vec<u8> {
 }
 
 /// Removes and returns the required `workspace` argument.
-fn take_workspace(args: &mut Args) -> Result<String, ApiError> {
+fn take_workspace(args: &mut Args) -> Result<String, OpError> {
     match args.remove("workspace") {
         Some(Value::String(id)) if !id.is_empty() => Ok(id),
-        Some(_) => Err(ApiError::bad_request(
+        Some(_) => Err(OpError::bad_request(
             "workspace: must be a workspace id string such as \"ws-...\"",
         )),
-        None => Err(ApiError::bad_request(
+        None => Err(OpError::bad_request(
             "workspace: missing: give the id of a workspace (see list_workspaces)",
         )),
     }
 }
 
 /// Refuses any argument not in `allowed`, naming it.
-fn only(args: &Args, allowed: &[&str]) -> Result<(), ApiError> {
+fn only(args: &Args, allowed: &[&str]) -> Result<(), OpError> {
     match args.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(key) => Err(ApiError::bad_request(format!(
+        Some(key) => Err(OpError::bad_request(format!(
             "unknown argument {key:?}: allowed are {allowed:?}"
         ))),
         None => Ok(()),
     }
 }
 
-fn string_arg(args: &Args, name: &str) -> Result<Option<String>, ApiError> {
+fn string_arg(args: &Args, name: &str) -> Result<Option<String>, OpError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(other) => Err(ApiError::bad_request(format!(
+        Some(other) => Err(OpError::bad_request(format!(
             "{name}: must be a string, not {other}"
         ))),
     }
 }
 
-fn required_path(args: &Args) -> Result<String, ApiError> {
+fn required_path(args: &Args) -> Result<String, OpError> {
     string_arg(args, "path")?
         .filter(|p| !p.is_empty())
         .ok_or_else(|| {
-            ApiError::bad_request(
+            OpError::bad_request(
                 "path: missing: give an absolute path inside the workspace, e.g. /home/user/notes.txt",
             )
         })
 }
 
-fn number_arg(args: &Args, name: &str) -> Result<Option<u64>, ApiError> {
+fn number_arg(args: &Args, name: &str) -> Result<Option<u64>, OpError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => value.as_u64().map(Some).ok_or_else(|| {
-            ApiError::bad_request(format!("{name}: {value} is not a non-negative integer"))
+            OpError::bad_request(format!("{name}: {value} is not a non-negative integer"))
         }),
     }
 }
@@ -227,7 +227,7 @@ async fn write_file(state: &AppState, caller: &OpContext, mut args: Args) -> Out
 }
 
 /// The bytes to write: `content` (text) or `content_base64`, exactly one.
-fn content_bytes(args: &Args) -> Result<Vec<u8>, ApiError> {
+fn content_bytes(args: &Args) -> Result<Vec<u8>, OpError> {
     match (
         string_arg(args, "content")?,
         string_arg(args, "content_base64")?,
@@ -235,14 +235,14 @@ fn content_bytes(args: &Args) -> Result<Vec<u8>, ApiError> {
         (Some(text), None) => Ok(text.into_bytes()),
         (None, Some(encoded)) => B64
             .decode(encoded.as_bytes())
-            .map_err(|e| ApiError::bad_request(format!("content_base64: not valid base64: {e}"))),
-        _ => Err(ApiError::bad_request(
+            .map_err(|e| OpError::bad_request(format!("content_base64: not valid base64: {e}"))),
+        _ => Err(OpError::bad_request(
             "content: give exactly one of content (text) or content_base64",
         )),
     }
 }
 
-fn mode_arg(args: &Args) -> Result<Option<u32>, ApiError> {
+fn mode_arg(args: &Args) -> Result<Option<u32>, OpError> {
     let Some(text) = string_arg(args, "mode")? else {
         return Ok(None);
     };
@@ -251,7 +251,7 @@ fn mode_arg(args: &Args) -> Result<Option<u32>, ApiError> {
         .filter(|&mode| mode <= 0o7777)
         .map(Some)
         .ok_or_else(|| {
-            ApiError::bad_request(format!("mode: {text:?} is not an octal mode like \"0644\""))
+            OpError::bad_request(format!("mode: {text:?} is not an octal mode like \"0644\""))
         })
 }
 

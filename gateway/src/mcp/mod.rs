@@ -34,7 +34,7 @@ use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::OpContext;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 
 /// The endpoint's path.
 pub const PATH: &str = "/v1/mcp";
@@ -48,7 +48,7 @@ const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 
 /// What can go wrong in the MCP layer itself (tool failures are
-/// [`ApiError`]s, reported as tool results).
+/// [`OpError`]s, reported as tool results).
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
     #[error("unknown tool {0:?}: call tools/list for the tools this server has")]
@@ -96,10 +96,10 @@ pub async fn described() {}
 /// (403), as a JSON-RPC error an MCP client can show; hands the caller to
 /// the tools through the request's extensions.
 async fn authenticate(
-    caller: Result<OpContext, ApiError>,
+    caller: Result<OpContext, OpError>,
     mut request: Request,
     next: Next,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     let caller = match caller.and_then(crate::ops::access::mcp_session) {
         Ok(caller) => caller,
         Err(refused) => return Ok(json_rpc_refusal(refused)),
@@ -112,8 +112,8 @@ async fn authenticate(
         .is_some_and(|v| v.starts_with("application/json"));
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, MAX_MESSAGE).await.map_err(|e| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        OpError::new(
+            ErrorKind::TooLarge,
             "too_large",
             format!("MCP message: {e} (at most {MAX_MESSAGE} bytes)"),
         )
@@ -130,9 +130,9 @@ const UNAUTHORIZED: i64 = -32001;
 
 /// A refusal of the caller as the HTTP status it is, with a JSON-RPC error
 /// body whose message says why and what to do.
-fn json_rpc_refusal(refused: ApiError) -> Response {
+fn json_rpc_refusal(refused: OpError) -> Response {
     let mut message = refused.message;
-    if refused.status == StatusCode::UNAUTHORIZED {
+    if refused.kind == ErrorKind::Unauthorized {
         message.push_str(" (MCP clients: send the header `Authorization: Bearer <token>`)");
     }
     let body = json!({
@@ -140,7 +140,7 @@ fn json_rpc_refusal(refused: ApiError) -> Response {
         "id": null,
         "error": { "code": UNAUTHORIZED, "message": message, "data": { "code": refused.code } },
     });
-    (refused.status, Json(body)).into_response()
+    (refused.kind.status(), Json(body)).into_response()
 }
 
 /// The SDK refuses transport-level mistakes (a body that is not JSON, a

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::{McpError, calls, tools};
 use crate::app::AppState;
 use crate::auth::OpContext;
-use crate::error::ApiError;
+use crate::error::OpError;
 
 const INSTRUCTIONS: &str = "Cubicle workspaces are isolated Linux desktops (XFCE, Chromium, a shell). \
 List or create a workspace, then drive it with `computer` (Anthropic computer-use actions; \
@@ -47,10 +47,10 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Result<OpContext, McpError
 }
 
 /// A failed tool call as the agent sees it: the HTTP API's message, flagged.
-fn tool_error(err: ApiError) -> CallToolResult {
+fn tool_error(err: OpError) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(err.message.clone())]);
     result.structured_content = Some(json!({
-        "error": { "code": err.code, "message": err.message, "status": err.status.as_u16() }
+        "error": { "code": err.code, "message": err.message, "status": err.kind.status().as_u16() }
     }));
     result
 }

@@ -8,7 +8,6 @@
 //! connections that were open before the pause ([`under_control`],
 //! [`agent_held_off`]).
 
-use axum::http::StatusCode;
 use cubicle_runtime::backend::Backend;
 use cubicle_runtime::channel::GuestChannel;
 use cubicle_runtime::manager::ManagerError;
@@ -16,7 +15,7 @@ use cubicle_runtime::state::{WorkspaceRecord, WorkspaceState};
 
 use super::{OpContext, Permission, permission};
 use crate::control::ControlError;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 
 /// Workspace `id`, if the caller has `permission` and may see it (a
@@ -26,7 +25,7 @@ pub async fn workspace(
     ctx: &OpContext,
     id: &str,
     permission: Permission,
-) -> Result<WorkspaceRecord, ApiError> {
+) -> Result<WorkspaceRecord, OpError> {
     let record = any_workspace(state, ctx, id, permission).await?;
     if record.state == WorkspaceState::Deleted {
         return Err(ManagerError::NotFound(id.to_owned()).into());
@@ -41,13 +40,13 @@ pub async fn any_workspace(
     ctx: &OpContext,
     id: &str,
     permission: Permission,
-) -> Result<WorkspaceRecord, ApiError> {
+) -> Result<WorkspaceRecord, OpError> {
     ctx.require(permission)?;
     let record = state
         .store
         .get(id)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| OpError::internal(e.to_string()))?;
     match record {
         Some(record) if ctx.sees(&record) => Ok(record),
         _ => Err(ManagerError::NotFound(id.to_owned()).into()),
@@ -60,7 +59,7 @@ pub async fn running(
     ctx: &OpContext,
     id: &str,
     permission: Permission,
-) -> Result<WorkspaceRecord, ApiError> {
+) -> Result<WorkspaceRecord, OpError> {
     let record = workspace(state, ctx, id, permission).await?;
     if record.state == WorkspaceState::Paused {
         return Err(ControlError::Paused {
@@ -85,7 +84,7 @@ pub async fn guest(
     ctx: &OpContext,
     id: &str,
     permission: Permission,
-) -> Result<GuestChannel, ApiError> {
+) -> Result<GuestChannel, OpError> {
     let record = running(state, ctx, id, permission).await?;
     Ok(state
         .manager
@@ -97,11 +96,11 @@ pub async fn guest(
 /// operator other than the caller holds its controls (409 `control_held`),
 /// and anyone's while it is paused (409 `paused`). Only the holder's input
 /// reaches the desktop then.
-pub fn under_control(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub fn under_control(state: &Core, ctx: &OpContext, id: &str) -> Result<(), OpError> {
     state
         .control
         .check_input(id, &ctx.token)
-        .map_err(ApiError::from)
+        .map_err(OpError::from)
 }
 
 /// Refuses any other change to workspace `id` (exec, file writes and
@@ -109,7 +108,7 @@ pub fn under_control(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiE
 /// holds its controls. People who may hold control themselves (operators,
 /// admins) may still look and fix things during a take-over: the lock is
 /// there to stop the agent, and their actions are in the event log.
-pub fn agent_held_off(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub fn agent_held_off(state: &Core, ctx: &OpContext, id: &str) -> Result<(), OpError> {
     state.control.check_running(id)?;
     if permission::granted(ctx.token.role, Permission::ControlHold) {
         return Ok(());
@@ -123,20 +122,20 @@ pub fn agent_held_off(state: &Core, ctx: &OpContext, id: &str) -> Result<(), Api
 /// stop and start its way out of a take-over. Operators and admins still
 /// may. Unlike [`agent_held_off`], a paused workspace passes: resuming it
 /// is one of these changes.
-pub fn lifecycle_held_off(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub fn lifecycle_held_off(state: &Core, ctx: &OpContext, id: &str) -> Result<(), OpError> {
     if permission::granted(ctx.token.role, Permission::ControlHold) {
         return Ok(());
     }
     state
         .control
         .check_holder(id, &ctx.token)
-        .map_err(ApiError::from)
+        .map_err(OpError::from)
 }
 
 /// The 502 for a workspace whose display cannot be reached.
-pub fn display_unavailable(err: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        StatusCode::BAD_GATEWAY,
+pub fn display_unavailable(err: impl std::fmt::Display) -> OpError {
+    OpError::new(
+        ErrorKind::Unreachable,
         "display_unavailable",
         err.to_string(),
     )
@@ -144,7 +143,7 @@ pub fn display_unavailable(err: impl std::fmt::Display) -> ApiError {
 
 /// Whether the caller may open an MCP session: its tools act on
 /// workspaces (input, exec, files), so auditors may not.
-pub fn mcp_session(ctx: OpContext) -> Result<OpContext, ApiError> {
+pub fn mcp_session(ctx: OpContext) -> Result<OpContext, OpError> {
     ctx.require(Permission::Input)?;
     Ok(ctx)
 }

@@ -11,7 +11,7 @@ use super::audit::{EventKind, digest};
 use super::{OpContext, Permission, access, gates};
 use crate::actions::Action;
 use crate::actions::run;
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 use crate::screen::ScreenSession;
 use crate::screen::image_out::Encoded;
@@ -20,7 +20,7 @@ use crate::screen::image_out::Encoded;
 /// that stopped it (with the index of the failing action), if any.
 pub struct BatchOutcome {
     pub results: Vec<Value>,
-    pub failed: Option<(usize, ApiError)>,
+    pub failed: Option<(usize, OpError)>,
 }
 
 /// The workspace's screen session, once the caller may use it.
@@ -29,7 +29,7 @@ async fn session(
     ctx: &OpContext,
     id: &str,
     permission: Permission,
-) -> Result<Arc<ScreenSession>, ApiError> {
+) -> Result<Arc<ScreenSession>, OpError> {
     let channel = access::guest(state, ctx, id, permission).await?;
     state
         .hosts
@@ -57,7 +57,7 @@ pub async fn run_batch(
     id: &str,
     actions: &[Action],
     sent: &[Value],
-) -> Result<BatchOutcome, ApiError> {
+) -> Result<BatchOutcome, OpError> {
     let permission = if actions.iter().any(Action::is_input) {
         Permission::Input
     } else {
@@ -88,7 +88,7 @@ pub async fn run_batch(
                 false => Ok(()),
             };
             let ran = match allowed {
-                Ok(()) => run::run(&session, action).await.map_err(ApiError::from),
+                Ok(()) => run::run(&session, action).await.map_err(OpError::from),
                 Err(held) => Err(held),
             };
             match ran {
@@ -117,7 +117,7 @@ pub async fn run_batch(
 /// like any operation. A paste a rule holds is not forwarded; once an
 /// operator approves it, the same paste again goes through. The approval
 /// is bound to the text's digest; operators are shown the text.
-pub async fn paste(state: &Core, ctx: &OpContext, id: &str, text: &str) -> Result<(), ApiError> {
+pub async fn paste(state: &Core, ctx: &OpContext, id: &str, text: &str) -> Result<(), OpError> {
     let gated = gates::Gated {
         operation: "clipboard",
         subject: cubicle_policy::Subject::Clipboard {
@@ -137,15 +137,15 @@ pub async fn screenshot(
     ctx: &OpContext,
     id: &str,
     request: crate::actions::ImageRequest,
-) -> Result<Arc<Encoded>, ApiError> {
+) -> Result<Arc<Encoded>, OpError> {
     let session = session(state, ctx, id, Permission::ScreenView).await?;
     let detail = json!({ "format": format!("{:?}", request.format), "size": request.size });
     let run = async {
         let session = session.clone();
         tokio::task::spawn_blocking(move || session.screenshot(request.format, request.size))
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .map_err(|e| ApiError::internal(e.to_string()))
+            .map_err(|e| OpError::internal(e.to_string()))?
+            .map_err(|e| OpError::internal(e.to_string()))
     };
     let kind = EventKind::Screenshot;
     state

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use cubicle_runtime::state::now_ms;
 use cubicle_runtime::tokens::Role;
 use serde_json::json;
@@ -16,7 +15,7 @@ use super::audit::EventKind;
 use super::gates::{approval_error, expire};
 use super::{OpContext, Permission, access};
 use crate::approvals::{Approval, ApprovalError, ApprovalState, Scope};
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 
 /// The longest reason kept with a decision.
@@ -65,7 +64,7 @@ pub async fn list(
     state: &Core,
     ctx: &OpContext,
     filter: &Filter,
-) -> Result<Vec<Approval>, ApiError> {
+) -> Result<Vec<Approval>, OpError> {
     ctx.require(Permission::WorkspacesView)?;
     if let Some(id) = &filter.workspace {
         // A workspace outside the caller's scope is answered exactly as one
@@ -94,7 +93,7 @@ pub async fn get(
     ctx: &OpContext,
     id: &str,
     wait: Duration,
-) -> Result<Approval, ApiError> {
+) -> Result<Approval, OpError> {
     ctx.require(Permission::WorkspacesView)?;
     sweep_due(state).await;
     let approvals = &state.gates.approvals;
@@ -128,12 +127,12 @@ pub async fn decide(
     approve: bool,
     reason: Option<String>,
     scope: Option<Scope>,
-) -> Result<Approval, ApiError> {
+) -> Result<Approval, OpError> {
     ctx.require(Permission::ApprovalsDecide)?;
     sweep_due(state).await;
     let reason = reason.unwrap_or_default();
     if reason.chars().count() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\n') {
-        return Err(ApiError::bad_request(format!(
+        return Err(OpError::bad_request(format!(
             "reason: at most {MAX_REASON} characters of text without control characters"
         )));
     }
@@ -144,18 +143,18 @@ pub async fn decide(
         return Err(not_found());
     }
     if approval.asked_by.id == ctx.token.id {
-        return Err(ApiError::forbidden(
+        return Err(OpError::forbidden(
             "the token that asked for an approval cannot decide it: another operator must",
         ));
     }
     match (scope, approve, approval.operation.as_str()) {
         (Some(Scope::Workspace), false, _) => {
-            return Err(ApiError::bad_request(
+            return Err(OpError::bad_request(
                 "scope: a deny has no scope; send scope only with approve",
             ));
         }
         (Some(Scope::Workspace), true, op) if op != "egress" => {
-            return Err(ApiError::bad_request(format!(
+            return Err(OpError::bad_request(format!(
                 "scope: \"workspace\" is for egress approvals (a destination added to the workspace's allowlist); approval {id} is a {op}: approve it once"
             )));
         }
@@ -188,14 +187,14 @@ pub async fn decide(
 }
 
 /// The PNG taken when approval `id` was asked.
-pub async fn screenshot(state: &Core, ctx: &OpContext, id: &str) -> Result<Vec<u8>, ApiError> {
+pub async fn screenshot(state: &Core, ctx: &OpContext, id: &str) -> Result<Vec<u8>, OpError> {
     let approval = get(state, ctx, id, Duration::ZERO).await?;
     state
         .gates
         .approvals
         .screenshot(&approval.id)
         .map(|png| png.to_vec())
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("approval {id} has no screenshot (the screen could not be read when it was asked)")))
+        .ok_or_else(|| OpError::new(ErrorKind::NotFound, "not_found", format!("approval {id} has no screenshot (the screen could not be read when it was asked)")))
 }
 
 /// Whether `ctx` may see `approval` (for the stream).
@@ -209,7 +208,7 @@ pub async fn may_see(
 }
 
 /// The name of workspace `id`'s policy.
-pub async fn policy_of(state: &Core, ctx: &OpContext, id: &str) -> Result<String, ApiError> {
+pub async fn policy_of(state: &Core, ctx: &OpContext, id: &str) -> Result<String, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
     state.gates.policy_name(&state.store, id).await
 }
@@ -220,7 +219,7 @@ pub async fn switch_policy(
     ctx: &OpContext,
     id: &str,
     name: &str,
-) -> Result<String, ApiError> {
+) -> Result<String, OpError> {
     access::workspace(state, ctx, id, Permission::PolicySwitch).await?;
     let name = state.gates.resolve(Some(name))?;
     let from = state.gates.policy_name(&state.store, id).await?;

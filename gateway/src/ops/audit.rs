@@ -9,14 +9,13 @@
 
 use std::future::Future;
 
-use axum::http::StatusCode;
 use cubicle_runtime::events::{self, NewEvent};
 use cubicle_runtime::state::Store;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::OpContext;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 
 pub use cubicle_runtime::events::EventKind;
 
@@ -33,9 +32,9 @@ pub struct Audit {
     activity: std::sync::Arc<super::activity::Activity>,
 }
 
-fn unavailable(err: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
+fn unavailable(err: impl std::fmt::Display) -> OpError {
+    OpError::new(
+        ErrorKind::Unavailable,
         "audit_unavailable",
         format!("the event log cannot be written, so nothing was done: {err}"),
     )
@@ -62,7 +61,7 @@ impl Audit {
         workspace: Option<&str>,
         detail: Value,
         outcome: Option<&str>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), OpError> {
         // Reading a workspace's record afterwards is not using it.
         let uses = !matches!(kind, EventKind::EventsRead | EventKind::AuditExport);
         if let (Some(_), Some(id), true) = (ctx, workspace, uses) {
@@ -93,7 +92,7 @@ impl Audit {
         kind: EventKind,
         workspace: Option<&'a str>,
         detail: Value,
-    ) -> Result<Started<'a>, ApiError> {
+    ) -> Result<Started<'a>, OpError> {
         self.note(Some(ctx), kind, workspace, detail, Some("started"))
             .await?;
         Ok(Started {
@@ -117,9 +116,9 @@ impl Audit {
         detail: Value,
         operation: F,
         summary: impl FnOnce(&T) -> Value,
-    ) -> Result<T, ApiError>
+    ) -> Result<T, OpError>
     where
-        F: Future<Output = Result<T, ApiError>>,
+        F: Future<Output = Result<T, OpError>>,
     {
         let started = self.begin(ctx, kind, workspace, detail).await?;
         let result = operation.await;
@@ -144,7 +143,7 @@ pub struct Started<'a> {
 impl Started<'_> {
     /// Appends the outcome. The operation already ran, so a failure here
     /// cannot undo it: it is logged loudly and the `started` row stands.
-    pub async fn finish<T>(self, result: &Result<T, ApiError>, detail: Value) {
+    pub async fn finish<T>(self, result: &Result<T, OpError>, detail: Value) {
         let workspace = self.workspace;
         self.finish_on(workspace, result, detail).await;
     }
@@ -154,12 +153,12 @@ impl Started<'_> {
     pub async fn finish_on<T>(
         self,
         workspace: Option<&str>,
-        result: &Result<T, ApiError>,
+        result: &Result<T, OpError>,
         detail: Value,
     ) {
         let outcome = match result {
             Ok(_) => "ok".to_owned(),
-            Err(err) if err.status == StatusCode::CONFLICT && err.code == "control_held" => {
+            Err(err) if err.kind == ErrorKind::Conflict && err.code == "control_held" => {
                 "denied".to_owned()
             }
             Err(err) => format!("error:{}", err.code),

@@ -20,7 +20,7 @@ use super::gates::{self, Gated, Verdict};
 use super::{EventKind, OpContext, Permission, access};
 use crate::approvals::Approval;
 use crate::cdp::inspect::{self, CdpMessage, Direction, parse};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 
 /// The guest channel of running workspace `id`, if the caller may use its
@@ -29,7 +29,7 @@ pub async fn may_use_browser(
     state: &Core,
     ctx: &OpContext,
     id: &str,
-) -> Result<GuestChannel, ApiError> {
+) -> Result<GuestChannel, OpError> {
     access::guest(state, ctx, id, Permission::Browser).await
 }
 

@@ -11,7 +11,7 @@ use cubicle_runtime::tokens::{Role, Scope, Token};
 use tokio::sync::mpsc;
 
 use super::permission::{self, Permission};
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// The caller of one operation.
 #[derive(Debug, Clone)]
@@ -27,11 +27,11 @@ pub struct OpContext {
 
 impl OpContext {
     /// Refuses the operation unless the caller's role has `permission`.
-    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
+    pub fn require(&self, permission: Permission) -> Result<(), OpError> {
         if permission::granted(self.token.role, permission) {
             return Ok(());
         }
-        Err(ApiError::forbidden(format!(
+        Err(OpError::forbidden(format!(
             "a token with role {} cannot {}",
             self.token.role.as_str(),
             permission.action()
@@ -97,7 +97,7 @@ pub struct Hold {
 
 impl Hold {
     /// From a query's `wait` (seconds, capped at [`MAX_WAIT`]) and `approval`.
-    pub fn from_query(raw: Option<&str>) -> Result<Self, ApiError> {
+    pub fn from_query(raw: Option<&str>) -> Result<Self, OpError> {
         let mut hold = Hold::default();
         for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
             match key.as_ref() {
@@ -107,7 +107,7 @@ impl Hold {
                         .ok()
                         .filter(|s: &f64| s.is_finite() && *s >= 0.0)
                         .ok_or_else(|| {
-                            ApiError::bad_request(format!(
+                            OpError::bad_request(format!(
                                 "wait: {value:?} is not a number of seconds"
                             ))
                         })?;

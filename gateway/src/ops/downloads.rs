@@ -18,7 +18,6 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use axum::http::StatusCode;
 use cubicle_image::control::{ExecRequest, MAX_FILE};
 use cubicle_runtime::quarantine::records::{self, DownloadRecord, DownloadState};
 use serde_json::json;
@@ -26,7 +25,7 @@ use tokio::io::AsyncReadExt;
 
 use super::audit::EventKind;
 use super::{OpContext, Permission, access};
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 
 /// Where released files go in the workspace.
@@ -34,20 +33,20 @@ pub const DOWNLOADS_DIR: &str = "/home/user/Downloads";
 /// Mode of a released file: never executable.
 const RELEASED_MODE: u32 = 0o644;
 
-fn not_found(id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
+fn not_found(id: &str) -> OpError {
+    OpError::new(
+        ErrorKind::NotFound,
         "not_found",
         format!("no download {id}"),
     )
 }
 
-fn internal(err: impl std::fmt::Display) -> ApiError {
-    ApiError::internal(err.to_string())
+fn internal(err: impl std::fmt::Display) -> OpError {
+    OpError::internal(err.to_string())
 }
 
 /// Whether the caller may see downloads of `workspace` (deleted ones too).
-async fn sees(state: &Core, ctx: &OpContext, workspace: &str) -> Result<bool, ApiError> {
+async fn sees(state: &Core, ctx: &OpContext, workspace: &str) -> Result<bool, OpError> {
     Ok(
         matches!(state.store.get(workspace).await.map_err(internal)?, Some(record) if ctx.sees(&record)),
     )
@@ -60,7 +59,7 @@ async fn visible(
     ctx: &OpContext,
     id: &str,
     permission: Permission,
-) -> Result<DownloadRecord, ApiError> {
+) -> Result<DownloadRecord, OpError> {
     ctx.require(permission)?;
     let record = records::get(&state.store, id)
         .await
@@ -78,7 +77,7 @@ pub async fn list(
     ctx: &OpContext,
     workspace: Option<&str>,
     held_state: Option<DownloadState>,
-) -> Result<Vec<DownloadRecord>, ApiError> {
+) -> Result<Vec<DownloadRecord>, OpError> {
     ctx.require(Permission::DownloadsRead)?;
     if let Some(ws) = workspace {
         // Outside the caller's scope reads exactly as unknown.
@@ -119,7 +118,7 @@ pub async fn list(
         .await
 }
 
-pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<DownloadRecord, ApiError> {
+pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<DownloadRecord, OpError> {
     visible(state, ctx, id, Permission::DownloadsRead).await
 }
 
@@ -128,7 +127,7 @@ pub async fn content(
     state: &Core,
     ctx: &OpContext,
     id: &str,
-) -> Result<(DownloadRecord, PathBuf), ApiError> {
+) -> Result<(DownloadRecord, PathBuf), OpError> {
     let record = visible(state, ctx, id, Permission::DownloadsContent).await?;
     let path = state
         .egress
@@ -136,8 +135,8 @@ pub async fn content(
         .and_then(|q| q.content_path(&record.sha256))
         .filter(|p| p.exists())
         .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::GONE,
+            OpError::new(
+                ErrorKind::Gone,
                 "content_gone",
                 format!(
                     "the content of {id} is no longer kept (it was {})",
@@ -161,9 +160,9 @@ pub async fn content(
     Ok((record, path))
 }
 
-fn conflict(record: &DownloadRecord) -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
+fn conflict(record: &DownloadRecord) -> OpError {
+    OpError::new(
+        ErrorKind::Conflict,
         "already_decided",
         format!(
             "download {} was already {} by {}",
@@ -178,7 +177,7 @@ fn conflict(record: &DownloadRecord) -> ApiError {
 async fn free_name(
     channel: &cubicle_runtime::channel::GuestChannel,
     name: &str,
-) -> Result<String, ApiError> {
+) -> Result<String, OpError> {
     let (stem, ext) = match name.rsplit_once('.') {
         Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
         _ => (name, String::new()),
@@ -194,8 +193,8 @@ async fn free_name(
             return Ok(path);
         }
     }
-    Err(ApiError::new(
-        StatusCode::CONFLICT,
+    Err(OpError::new(
+        ErrorKind::Conflict,
         "name_taken",
         format!("{DOWNLOADS_DIR} already has 100 files named like {name}"),
     ))
@@ -207,7 +206,7 @@ pub async fn release(
     ctx: &OpContext,
     id: &str,
     reason: Option<&str>,
-) -> Result<DownloadRecord, ApiError> {
+) -> Result<DownloadRecord, OpError> {
     let record = visible(state, ctx, id, Permission::DownloadsDecide).await?;
     if record.state != DownloadState::Held {
         return Err(conflict(&record));
@@ -269,11 +268,11 @@ fn release_gated(record: &DownloadRecord) -> super::gates::Gated {
 async fn downloads_dir_is_real(
     channel: &cubicle_runtime::channel::GuestChannel,
     absent_ok: bool,
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     use cubicle_image::control::FileKind;
     let refused = |what: String| {
-        ApiError::new(
-            StatusCode::CONFLICT,
+        OpError::new(
+            ErrorKind::Conflict,
             "downloads_not_a_folder",
             format!(
                 "{DOWNLOADS_DIR} {what}, so a release would not land where it says;                  make it a plain folder in the workspace (rm {DOWNLOADS_DIR}; mkdir {DOWNLOADS_DIR}) and release again"
@@ -302,7 +301,7 @@ async fn deliver(
     record: &DownloadRecord,
     by: &str,
     reason: Option<&str>,
-) -> Result<DownloadRecord, ApiError> {
+) -> Result<DownloadRecord, OpError> {
     let source = state
         .egress
         .quarantine()
@@ -315,8 +314,8 @@ async fn deliver(
     };
     let made = channel.exec(&mkdir).await?;
     if made.exit.exit_code != Some(0) {
-        return Err(ApiError::new(
-            StatusCode::BAD_GATEWAY,
+        return Err(OpError::new(
+            ErrorKind::Unreachable,
             "guest_error",
             format!(
                 "cannot make {DOWNLOADS_DIR}: {}",
@@ -357,8 +356,8 @@ async fn deliver(
     downloads_dir_is_real(channel, false).await?;
     let written = channel.stat(&path).await?;
     if written.kind != cubicle_image::control::FileKind::File || written.size != record.size {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
+        return Err(OpError::new(
+            ErrorKind::Conflict,
             "release_not_verified",
             format!(
                 "{path} is not the {} bytes released (it is a {:?} of {} bytes): the workspace changed it during the release; the download stays held",
@@ -470,7 +469,7 @@ pub async fn reject(
     ctx: &OpContext,
     id: &str,
     reason: Option<&str>,
-) -> Result<DownloadRecord, ApiError> {
+) -> Result<DownloadRecord, OpError> {
     let record = visible(state, ctx, id, Permission::DownloadsDecide).await?;
     if record.state != DownloadState::Held {
         return Err(conflict(&record));

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::audit::{Audit, EventKind};
 use super::{OpContext, Permission, access};
 pub use crate::egress::{EgressDefault, EgressHub, PolicyView};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::host::EgressLive;
 use crate::ops::Core;
 
@@ -111,12 +111,12 @@ pub async fn resume(state: &Core) {
 }
 
 /// Checks a policy document from a request; the error names the field.
-pub fn parse_policy(doc: &EgressPolicyDoc) -> Result<EgressPolicy, ApiError> {
-    EgressPolicy::from_doc(doc).map_err(|e| ApiError::bad_request(e.to_string()))
+pub fn parse_policy(doc: &EgressPolicyDoc) -> Result<EgressPolicy, OpError> {
+    EgressPolicy::from_doc(doc).map_err(|e| OpError::bad_request(e.to_string()))
 }
 
 /// `GET /v1/workspaces/{id}/egress`.
-pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<PolicyView, ApiError> {
+pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<PolicyView, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
     state.egress.policy_of(id).await
 }
@@ -127,7 +127,7 @@ pub async fn set_at_create(
     ctx: &OpContext,
     id: &str,
     policy: EgressPolicy,
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     let detail = json!({ "policy": policy.to_doc(), "at": "create" });
     let run = async {
         state
@@ -149,7 +149,7 @@ pub async fn put(
     ctx: &OpContext,
     id: &str,
     policy: EgressPolicy,
-) -> Result<PolicyView, ApiError> {
+) -> Result<PolicyView, OpError> {
     access::workspace(state, ctx, id, Permission::EgressManage).await?;
     let before = state.egress.policy_of(id).await?;
     let detail = json!({ "policy": policy.to_doc(), "before": before.policy.to_doc() });

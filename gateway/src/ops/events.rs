@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use cubicle_runtime::events::{self, Event};
 
 use super::{OpContext, Permission, access};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 
 /// Most events one page returns.
@@ -21,10 +21,10 @@ pub async fn list(
     workspace: Option<&str>,
     after: i64,
     limit: u32,
-) -> Result<Vec<Event>, ApiError> {
+) -> Result<Vec<Event>, OpError> {
     ctx.require(Permission::EventsRead)?;
     if limit == 0 || limit > MAX_LIMIT {
-        return Err(ApiError::bad_request(format!(
+        return Err(OpError::bad_request(format!(
             "limit must be 1..={MAX_LIMIT}, got {limit}"
         )));
     }
@@ -33,14 +33,14 @@ pub async fn list(
     }
     let mut events = events::list(&state.store, workspace, after, limit)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| OpError::internal(e.to_string()))?;
     if !ctx.sees_all() {
         let visible: HashSet<String> = state
             .manager
             .store()
             .list_all()
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(|e| OpError::internal(e.to_string()))?
             .into_iter()
             .filter(|ws| ctx.sees(ws))
             .map(|ws| ws.id)

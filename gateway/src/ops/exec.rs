@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::audit::{EventKind, digest};
 use super::{OpContext, Permission, access, gates};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 
 /// What the event keeps of a request: the command, never stdin or env values.
@@ -55,11 +55,11 @@ pub async fn run(
     ctx: &OpContext,
     id: &str,
     request: &ExecRequest,
-) -> Result<ExecOutput, ApiError> {
+) -> Result<ExecOutput, OpError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::agent_held_off(state, ctx, id)?;
     gates::check(state, ctx, id, gated(request, "exec")).await?;
-    let run = async { channel.exec(request).await.map_err(ApiError::from) };
+    let run = async { channel.exec(request).await.map_err(OpError::from) };
     let summary = |out: &ExecOutput| {
         json!({
             "exit_code": out.exit.exit_code,
@@ -82,11 +82,11 @@ pub async fn open_stream(
     ctx: &OpContext,
     id: &str,
     request: &ExecRequest,
-) -> Result<(ExecEvents, ExecStdin), ApiError> {
+) -> Result<(ExecEvents, ExecStdin), OpError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::agent_held_off(state, ctx, id)?;
     gates::check(state, ctx, id, gated(request, "exec.stream")).await?;
-    let run = async { channel.exec_stream(request).await.map_err(ApiError::from) };
+    let run = async { channel.exec_stream(request).await.map_err(OpError::from) };
     let kind = EventKind::ExecStream;
     state
         .audit
@@ -97,7 +97,7 @@ pub async fn open_stream(
 /// Whether the caller may open a streamed exec on workspace `id`: asked
 /// before the WebSocket upgrade, so another caller's workspace is a 404
 /// whatever the request looks like.
-pub async fn may_stream(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn may_stream(state: &Core, ctx: &OpContext, id: &str) -> Result<(), OpError> {
     access::workspace(state, ctx, id, Permission::Exec).await?;
     Ok(())
 }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 pub use super::activity::{Activity, Watching};
 use super::audit::EventKind;
 use super::{OpContext, Permission, access};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 use crate::wire::time_limits::TimeLimitsView;
 
@@ -31,14 +31,14 @@ pub async fn set_at_create(
     ctx: &OpContext,
     id: &str,
     setting: TimeLimitsSetting,
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesCreate).await?;
     let effective = setting.over(state.manager.default_time_limits());
     let detail = json!({ "time_limits": TimeLimitsView::from(&effective) });
     let run = async {
         time_limits::set(&state.store, id, &setting)
             .await
-            .map_err(|e| ApiError::internal(format!("cannot store the time limits: {e}")))
+            .map_err(|e| OpError::internal(format!("cannot store the time limits: {e}")))
     };
     let kind = EventKind::WorkspaceTimeLimits;
     state
@@ -48,7 +48,7 @@ pub async fn set_at_create(
 }
 
 /// The time limits workspace `id` runs under, for its view.
-pub async fn view_of(state: &Core, id: &str) -> Result<TimeLimitsView, ApiError> {
+pub async fn view_of(state: &Core, id: &str) -> Result<TimeLimitsView, OpError> {
     let limits = state.manager.time_limits(id).await?;
     Ok(TimeLimitsView::from(&limits))
 }
@@ -116,7 +116,7 @@ async fn expire(state: &Core, id: &str, why: Expiry, action: OnExpiry) {
         OnExpiry::Stop => state.manager.stop(id).await.map(|_| ()),
         OnExpiry::Delete => state.manager.delete(id).await,
     };
-    let outcome = match result.map_err(ApiError::from) {
+    let outcome = match result.map_err(OpError::from) {
         Ok(()) => "ok".to_owned(),
         Err(err) => {
             tracing::warn!(workspace = id, err = %err.message, "expiry failed; trying again");

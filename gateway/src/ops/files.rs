@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::audit::{EventKind, digest};
 use super::{OpContext, Permission, access, gates};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 
 /// The one spelling of a path that is judged, approved and sent to the
@@ -16,12 +16,12 @@ use crate::ops::Core;
 /// so the path a rule sees is the path the guest opens. The guest does
 /// not follow symbolic links on writes and deletes (it refuses them and
 /// names where they lead), so a link cannot take a write past a rule.
-fn judged_path(path: &str) -> Result<String, ApiError> {
+fn judged_path(path: &str) -> Result<String, OpError> {
     cubicle_image::control::normalise_path("path", path)
         .map(|clean| clean.display().to_string())
         .map_err(|invalid| {
             // The same answer the guest gives (`bad_path`, `not_absolute`).
-            ApiError::from(cubicle_runtime::guest_ops::GuestOpError::from(invalid))
+            OpError::from(cubicle_runtime::guest_ops::GuestOpError::from(invalid))
         })
 }
 
@@ -32,7 +32,7 @@ pub async fn read(
     path: &str,
     offset: u64,
     length: Option<u64>,
-) -> Result<FileChunk, ApiError> {
+) -> Result<FileChunk, OpError> {
     let channel = access::guest(state, ctx, id, Permission::FilesRead).await?;
     let detail = json!({ "path": path, "offset": offset, "length": length });
     let run = async {
@@ -52,7 +52,7 @@ pub async fn list(
     ctx: &OpContext,
     id: &str,
     path: &str,
-) -> Result<DirListing, ApiError> {
+) -> Result<DirListing, OpError> {
     let channel = access::guest(state, ctx, id, Permission::FilesRead).await?;
     let run = async { Ok(channel.list_dir(path).await?) };
     let kind = EventKind::FileList;
@@ -69,7 +69,7 @@ pub async fn stat(
     ctx: &OpContext,
     id: &str,
     path: &str,
-) -> Result<FileInfo, ApiError> {
+) -> Result<FileInfo, OpError> {
     let channel = access::guest(state, ctx, id, Permission::FilesRead).await?;
     let run = async { Ok(channel.stat(path).await?) };
     let detail = json!({ "path": path, "stat": true });
@@ -87,7 +87,7 @@ pub async fn write(
     path: &str,
     bytes: &[u8],
     mode: Option<u32>,
-) -> Result<FileInfo, ApiError> {
+) -> Result<FileInfo, OpError> {
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
     access::agent_held_off(state, ctx, id)?;
     let path = &judged_path(path)?;
@@ -123,7 +123,7 @@ pub async fn delete(
     id: &str,
     path: &str,
     recursive: bool,
-) -> Result<FileInfo, ApiError> {
+) -> Result<FileInfo, OpError> {
     let channel = access::guest(state, ctx, id, Permission::FilesWrite).await?;
     access::agent_held_off(state, ctx, id)?;
     let path = &judged_path(path)?;

@@ -27,7 +27,6 @@
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use cubicle_policy::{BrowserState, Context, Decision, Outcome, Subject};
 use cubicle_runtime::backend::Backend;
 use cubicle_runtime::state::now_ms;
@@ -38,7 +37,7 @@ use super::audit::{EventKind, digest};
 use super::{OpContext, access};
 use crate::approvals::{Approval, ApprovalError, ApprovalState, NewApproval, binding_hash};
 use crate::browser_context::Lookup;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 
 /// How often a waiting MCP call is told it still waits.
@@ -93,7 +92,7 @@ pub async fn check(
     ctx: &OpContext,
     workspace: &str,
     gated: Gated,
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     check_all(state, ctx, workspace, gated, &[]).await
 }
 
@@ -104,7 +103,7 @@ pub async fn check_all(
     workspace: &str,
     gated: Gated,
     more: &[Subject],
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     match decide_all(state, ctx, workspace, &gated, more).await? {
         Verdict::Allow => Ok(()),
         Verdict::Held(approval) => wait(state, ctx, &approval, &gated, more, ctx.hold.wait).await,
@@ -118,7 +117,7 @@ pub async fn decide(
     ctx: &OpContext,
     workspace: &str,
     gated: &Gated,
-) -> Result<Verdict, ApiError> {
+) -> Result<Verdict, OpError> {
     decide_all(state, ctx, workspace, gated, &[]).await
 }
 
@@ -131,7 +130,7 @@ pub async fn decide_all(
     workspace: &str,
     gated: &Gated,
     more: &[Subject],
-) -> Result<Verdict, ApiError> {
+) -> Result<Verdict, OpError> {
     let (outcome, lookup) = judge(state, workspace, gated, more).await?;
     match outcome.decision {
         Decision::Allow => Ok(Verdict::Allow),
@@ -150,7 +149,7 @@ async fn judge(
     workspace: &str,
     gated: &Gated,
     more: &[Subject],
-) -> Result<(Outcome, Lookup), ApiError> {
+) -> Result<(Outcome, Lookup), OpError> {
     let gates = &state.gates;
     let policy = gates.policy_of(&state.store, workspace).await?;
     let needs_browser = std::iter::once(&gated.subject)
@@ -208,7 +207,7 @@ async fn refuse(
     workspace: &str,
     gated: &Gated,
     outcome: &Outcome,
-) -> ApiError {
+) -> OpError {
     let detail = json!({
         "operation": gated.operation,
         "rule": outcome.rule,
@@ -228,8 +227,8 @@ async fn refuse(
     {
         return err;
     }
-    ApiError::new(
-        StatusCode::FORBIDDEN,
+    OpError::new(
+        ErrorKind::Forbidden,
         "policy_denied",
         format!("denied by policy ({}): {}", outcome.rule, outcome.reason),
     )
@@ -244,7 +243,7 @@ async fn held(
     gated: &Gated,
     outcome: Outcome,
     lookup: Lookup,
-) -> Result<Approval, ApiError> {
+) -> Result<Approval, OpError> {
     let approvals = &state.gates.approvals;
     let sha256 = binding_hash(
         workspace,
@@ -355,7 +354,7 @@ pub async fn wait(
     gated: &Gated,
     more: &[Subject],
     wait: Duration,
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     let approvals = &state.gates.approvals;
     let id = approval.id.clone();
     let Some(mut decided) = approvals.watch(&id) else {
@@ -408,14 +407,14 @@ async fn land(
     approval: &Approval,
     gated: &Gated,
     more: &[Subject],
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     let workspace = approval.workspace.as_str();
     let checked = async {
         still_may_act(state, ctx, workspace, gated.lock).await?;
         let (outcome, lookup) = judge(state, workspace, gated, more).await?;
         if outcome.decision == Decision::Deny {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+            return Err(OpError::new(
+                ErrorKind::Forbidden,
                 "policy_denied",
                 format!(
                     "approval {} landed, but the policy now denies it ({}): {}",
@@ -430,8 +429,8 @@ async fn land(
             bound_context(&lookup),
         );
         if sha256 != approval.sha256 {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+            return Err(OpError::new(
+                ErrorKind::Forbidden,
                 "approval_mismatch",
                 format!(
                     "approval {} was for another page or focus than the browser shows now (or other parameters): it cannot run here; ask again",
@@ -475,14 +474,14 @@ async fn still_may_act(
     ctx: &OpContext,
     workspace: &str,
     lock: Lock,
-) -> Result<(), ApiError> {
+) -> Result<(), OpError> {
     let record = state
         .store
         .get(workspace)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| OpError::internal(e.to_string()))?;
     let record = record.ok_or_else(|| {
-        ApiError::from(cubicle_runtime::manager::ManagerError::NotFound(
+        OpError::from(cubicle_runtime::manager::ManagerError::NotFound(
             workspace.to_owned(),
         ))
     })?;
@@ -506,7 +505,7 @@ async fn still_may_act(
         Lock::Read => state
             .control
             .check_running(workspace)
-            .map_err(ApiError::from),
+            .map_err(OpError::from),
     }
 }
 
@@ -556,9 +555,9 @@ pub fn url_of(id: &str) -> String {
 }
 
 /// 202: still waiting for an operator.
-fn still_held(approval: &Approval) -> ApiError {
-    ApiError::new(
-        StatusCode::ACCEPTED,
+fn still_held(approval: &Approval) -> OpError {
+    OpError::new(
+        ErrorKind::Held,
         "held",
         format!(
             "held for an operator's approval ({}): {}. Wait at GET {}?wait=SECONDS, then send the same request again (or with approval={})",
@@ -578,7 +577,7 @@ fn still_held(approval: &Approval) -> ApiError {
 }
 
 /// 403 for a denied or expired approval, with the operator's reason.
-fn decided_error(approval: &Approval) -> ApiError {
+fn decided_error(approval: &Approval) -> OpError {
     let reason = approval.decision_reason.clone().unwrap_or_default();
     let (code, message) = match approval.state {
         ApprovalState::Expired => (
@@ -594,33 +593,31 @@ fn decided_error(approval: &Approval) -> ApiError {
             ("denied", format!("denied by {by}: {reason}"))
         }
     };
-    ApiError::new(StatusCode::FORBIDDEN, code, message)
+    OpError::new(ErrorKind::Forbidden, code, message)
         .with_details(json!({ "approval": { "id": approval.id, "state": approval.state } }))
 }
 
 /// How an approval error reaches the caller.
-pub fn approval_error(err: ApprovalError) -> ApiError {
+pub fn approval_error(err: ApprovalError) -> OpError {
     let message = err.to_string();
     match err {
-        ApprovalError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
-        ApprovalError::Decided { .. } => ApiError::new(StatusCode::CONFLICT, "decided", message),
+        ApprovalError::NotFound(_) => OpError::new(ErrorKind::NotFound, "not_found", message),
+        ApprovalError::Decided { .. } => OpError::new(ErrorKind::Conflict, "decided", message),
         ApprovalError::Mismatch { .. } => {
-            ApiError::new(StatusCode::FORBIDDEN, "approval_mismatch", message)
+            OpError::new(ErrorKind::Forbidden, "approval_mismatch", message)
         }
         ApprovalError::NotAsker { .. }
         | ApprovalError::Used { .. }
         | ApprovalError::NotApproved { .. } => {
-            ApiError::new(StatusCode::FORBIDDEN, "approval_refused", message)
+            OpError::new(ErrorKind::Forbidden, "approval_refused", message)
         }
         ApprovalError::ExpiredUnused { .. } => {
-            ApiError::new(StatusCode::FORBIDDEN, "expired", message)
+            OpError::new(ErrorKind::Forbidden, "expired", message)
         }
         ApprovalError::NotDurable { .. } => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_recorded", message)
+            OpError::new(ErrorKind::Unavailable, "not_recorded", message)
         }
-        ApprovalError::TooMany => {
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending", message)
-        }
+        ApprovalError::TooMany => OpError::new(ErrorKind::TooMany, "too_many_pending", message),
     }
 }
 

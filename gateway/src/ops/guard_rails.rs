@@ -27,7 +27,7 @@ use cubicle_runtime::time_limits::{TimeLimits, TimeLimitsSetting};
 use serde_json::{Value, json};
 
 use super::{OpContext, Permission, permission};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 use crate::wire::egress::EgressBody;
 use crate::wire::time_limits::TimeLimitsView;
@@ -82,7 +82,7 @@ pub fn choose(
     ctx: &OpContext,
     asked: &GuardRails,
     template: Option<&str>,
-) -> Result<Chosen, ApiError> {
+) -> Result<Chosen, OpError> {
     let none = GuardRails::default();
     let rails = match template {
         Some(name) => state.templates.get(name)?,
@@ -119,7 +119,7 @@ fn decide(
     ctx: &OpContext,
     asked: &GuardRails,
     base: &Base<'_>,
-) -> Result<Chosen, ApiError> {
+) -> Result<Chosen, OpError> {
     let refuse = |field: &str, what: String, permission: Permission| {
         refused(ctx, base, field, &what, permission)
     };
@@ -201,12 +201,12 @@ fn decide(
     let limits = base
         .limits
         .resolve(&request)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        .map_err(|e| OpError::bad_request(e.to_string()))?;
     if asked.limits.is_some() && !may(Permission::LimitsManage) {
         let most = base
             .limits
             .resolve(&base_request)
-            .map_err(|e| ApiError::internal(format!("the template's limits: {e}")))?;
+            .map_err(|e| OpError::internal(format!("the template's limits: {e}")))?;
         let over = [
             ("memory_mb", limits.memory_bytes() > most.memory_bytes()),
             ("cpus", limits.cpus() > most.cpus()),
@@ -266,12 +266,12 @@ fn refused(
     field: &str,
     what: &str,
     permission: Permission,
-) -> ApiError {
+) -> OpError {
     let from = match base.template {
         Some(name) => format!("template {name:?}'s guard rails"),
         None => "the server's default guard rails".into(),
     };
-    ApiError::forbidden(format!(
+    OpError::forbidden(format!(
         "{field}: {what}. A token with role {} gets {from} and may ask only narrower ones (only a role that may {} chooses wider). \
          Ask an operator or admin to create the workspace with it, or name a template an admin configured (\"template\": NAME; {})",
         ctx.token.role.as_str(),
@@ -309,7 +309,7 @@ mod tests {
         .unwrap()
     }
 
-    fn run(role: Role, asked: &GuardRails, rails: &GuardRails) -> Result<Chosen, ApiError> {
+    fn run(role: Role, asked: &GuardRails, rails: &GuardRails) -> Result<Chosen, OpError> {
         let templates = Templates::default();
         let base = Base {
             rails,
@@ -342,8 +342,8 @@ mod tests {
             Ok(_) => None,
             Err(err) => {
                 assert_eq!(
-                    err.status,
-                    axum::http::StatusCode::FORBIDDEN,
+                    err.kind,
+                    crate::error::ErrorKind::Forbidden,
                     "{}",
                     err.message
                 );

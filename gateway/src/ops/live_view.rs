@@ -11,7 +11,7 @@ use tokio::net::UnixStream;
 
 use super::expiry::Watching;
 use super::{EventKind, OpContext, Permission, access};
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 use crate::vnc::bridge::{Close, Viewer};
 use crate::vnc::handshake;
@@ -19,7 +19,7 @@ use crate::vnc::handshake;
 /// The channel to workspace `id`'s display, if the caller may watch it:
 /// asked before the WebSocket upgrade, so a workspace the caller may not
 /// see is a 404 whatever the request looks like.
-pub async fn may_view(state: &Core, ctx: &OpContext, id: &str) -> Result<GuestChannel, ApiError> {
+pub async fn may_view(state: &Core, ctx: &OpContext, id: &str) -> Result<GuestChannel, OpError> {
     access::guest(state, ctx, id, Permission::ScreenView).await
 }
 
@@ -40,23 +40,19 @@ pub async fn open(
     ctx: &OpContext,
     id: &str,
     channel: &GuestChannel,
-) -> Result<Opened, ApiError> {
+) -> Result<Opened, OpError> {
     let host = state.hosts.get(id);
     let turn = host.display_turn().await;
     let mut guest = channel.connect(ports::RFB).await.map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::BAD_GATEWAY,
+        OpError::new(
+            ErrorKind::Unreachable,
             "guest_unreachable",
             format!("cannot reach the workspace's display: {e}"),
         )
     })?;
-    let server_init = handshake::with_display(&mut guest).await.map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::BAD_GATEWAY,
-            "display_unavailable",
-            e.to_string(),
-        )
-    })?;
+    let server_init = handshake::with_display(&mut guest)
+        .await
+        .map_err(|e| OpError::new(ErrorKind::Unreachable, "display_unavailable", e.to_string()))?;
     drop(turn);
     let watching = state.audit.activity().watch(id);
     state

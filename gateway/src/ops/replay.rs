@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use axum::http::StatusCode;
 use cubicle_recorder::bundle::is_segment_name;
 use cubicle_recorder::verify::Report;
 use cubicle_runtime::chain_store::{self, SegmentRow};
@@ -16,7 +15,7 @@ use serde_json::json;
 
 use super::audit::EventKind;
 use super::{OpContext, Permission};
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 use crate::replay::export::ExportError;
 
@@ -30,17 +29,17 @@ async fn recorded(
     ctx: &OpContext,
     id: &str,
     permission: Permission,
-) -> Result<WorkspaceRecord, ApiError> {
+) -> Result<WorkspaceRecord, OpError> {
     ctx.require(permission)?;
     match state.store.get(id).await {
         Ok(Some(record)) if ctx.sees(&record) => Ok(record),
         Ok(_) => Err(ManagerError::NotFound(id.to_owned()).into()),
-        Err(err) => Err(ApiError::internal(err.to_string())),
+        Err(err) => Err(OpError::internal(err.to_string())),
     }
 }
 
-fn export_error(err: ExportError) -> ApiError {
-    ApiError::internal(format!("cannot export the audit record: {err}"))
+fn export_error(err: ExportError) -> OpError {
+    OpError::internal(format!("cannot export the audit record: {err}"))
 }
 
 /// The bundle of workspace `id` (a tar in an unnamed file) and the seq its
@@ -49,7 +48,7 @@ pub async fn export(
     state: &Core,
     ctx: &OpContext,
     id: &str,
-) -> Result<(u64, std::fs::File), ApiError> {
+) -> Result<(u64, std::fs::File), OpError> {
     recorded(state, ctx, id, Permission::AuditExport).await?;
     let replay = state.replay.clone();
     let run = async move {
@@ -74,7 +73,7 @@ pub async fn export(
 }
 
 /// Exports workspace `id` and verifies the bundle against this daemon's key.
-pub async fn verify(state: &Core, ctx: &OpContext, id: &str) -> Result<Report, ApiError> {
+pub async fn verify(state: &Core, ctx: &OpContext, id: &str) -> Result<Report, OpError> {
     recorded(state, ctx, id, Permission::AuditExport).await?;
     state.replay.verify(id).await.map_err(export_error)
 }
@@ -87,9 +86,9 @@ pub struct Recorded {
 
 /// Every workspace the caller may see that has recorded segments, deleted
 /// ones included, newest first.
-pub async fn recordings(state: &Core, ctx: &OpContext) -> Result<Vec<Recorded>, ApiError> {
+pub async fn recordings(state: &Core, ctx: &OpContext) -> Result<Vec<Recorded>, OpError> {
     ctx.require(Permission::AuditExport)?;
-    let internal = |e: cubicle_runtime::state::StateError| ApiError::internal(e.to_string());
+    let internal = |e: cubicle_runtime::state::StateError| OpError::internal(e.to_string());
     let workspaces = state.store.list_all().await.map_err(internal)?;
     let segments = chain_store::segments(&state.store, None)
         .await
@@ -116,9 +115,9 @@ pub async fn recording(
     state: &Core,
     ctx: &OpContext,
     id: &str,
-) -> Result<(Recorded, Vec<Event>), ApiError> {
+) -> Result<(Recorded, Vec<Event>), OpError> {
     let workspace = recorded(state, ctx, id, Permission::AuditExport).await?;
-    let internal = |e: cubicle_runtime::state::StateError| ApiError::internal(e.to_string());
+    let internal = |e: cubicle_runtime::state::StateError| OpError::internal(e.to_string());
     let segments = chain_store::segments(&state.store, Some(id))
         .await
         .map_err(internal)?;
@@ -148,11 +147,11 @@ pub async fn segment(
     ctx: &OpContext,
     id: &str,
     file: &str,
-) -> Result<PathBuf, ApiError> {
+) -> Result<PathBuf, OpError> {
     recorded(state, ctx, id, Permission::AuditExport).await?;
     let missing = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
+        OpError::new(
+            ErrorKind::NotFound,
             "not_found",
             format!("workspace {id} has no sealed segment {file:?}"),
         )
@@ -162,7 +161,7 @@ pub async fn segment(
     }
     let sealed = chain_store::segments(&state.store, Some(id))
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| OpError::internal(e.to_string()))?
         .iter()
         .any(|s| s.detail["file"] == file);
     let path = state.replay.config.recordings_of(id).join(file);
@@ -175,11 +174,11 @@ pub async fn segment(
 /// Turns recording off for workspace `id`, which the caller just created
 /// with `record: false`: what was recorded since it started is thrown away
 /// unsealed, and it is not recorded again.
-pub async fn opt_out(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn opt_out(state: &Core, ctx: &OpContext, id: &str) -> Result<(), OpError> {
     recorded(state, ctx, id, Permission::WorkspacesCreate).await?;
     state
         .replay
         .opt_out(&state.recording(), id)
         .await
-        .map_err(|e| ApiError::internal(format!("cannot turn recording off for {id}: {e}")))
+        .map_err(|e| OpError::internal(format!("cannot turn recording off for {id}: {e}")))
 }

@@ -6,19 +6,18 @@
 //! These take the store and the event writer rather than the daemon's
 //! whole state: the CLI has no daemon.
 
-use axum::http::StatusCode;
 use cubicle_runtime::state::Store;
 use cubicle_runtime::tokens::{self, Role, Token, TokenInfo};
 use serde_json::json;
 
 use super::audit::Audit;
 use super::{EventKind, OpContext, Permission};
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 use crate::wire::token::TokenRequest;
 
-fn store_error(err: impl std::fmt::Display) -> ApiError {
-    ApiError::internal(err.to_string())
+fn store_error(err: impl std::fmt::Display) -> OpError {
+    OpError::internal(err.to_string())
 }
 
 /// Makes a token; returns it with its secret (shown this once).
@@ -27,7 +26,7 @@ pub async fn create(
     audit: &Audit,
     ctx: &OpContext,
     new: TokenRequest,
-) -> Result<(Token, String), ApiError> {
+) -> Result<(Token, String), OpError> {
     ctx.require(Permission::TokensManage)?;
     let detail = json!({ "name": new.name, "role": new.role, "scope": new.scope });
     let run = async move {
@@ -42,7 +41,7 @@ pub async fn create(
 }
 
 /// Every token (never a secret).
-pub async fn list(store: &Store, ctx: &OpContext) -> Result<Vec<TokenInfo>, ApiError> {
+pub async fn list(store: &Store, ctx: &OpContext) -> Result<Vec<TokenInfo>, OpError> {
     ctx.require(Permission::TokensManage)?;
     tokens::list(store).await.map_err(store_error)
 }
@@ -64,14 +63,14 @@ pub async fn revoke(
     ctx: &OpContext,
     id: &str,
     also: impl FnOnce(),
-) -> Result<Revoked, ApiError> {
+) -> Result<Revoked, OpError> {
     ctx.require(Permission::TokensManage)?;
     let token = tokens::get(store, id)
         .await
         .map_err(store_error)?
         .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
+            OpError::new(
+                ErrorKind::NotFound,
                 "not_found",
                 format!(
                     "no token with id {id:?} (`cubicle token list` or GET /v1/tokens lists them)"
@@ -83,8 +82,8 @@ pub async fn revoke(
     }
     let admins = tokens::live_admins(store).await.map_err(store_error)?;
     if token.role == Role::Admin && admins <= 1 {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
+        return Err(OpError::new(
+            ErrorKind::Conflict,
             "last_admin",
             format!(
                 "{id} is the last live admin token: create another admin token before revoking it"
@@ -112,7 +111,7 @@ pub async fn revoke(
 
 /// Revokes token `id` in the running daemon: its open live views and event
 /// streams close, and any control it holds goes back to the agent.
-pub async fn revoke_live(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn revoke_live(state: &Core, ctx: &OpContext, id: &str) -> Result<(), OpError> {
     let revoked = revoke(&state.store, &state.audit, ctx, id, || {
         state.revocations.revoke(id);
     })

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::audit::EventKind;
 use super::guard_rails::{self, Chosen};
 use super::{OpContext, Permission, access};
-use crate::error::ApiError;
+use crate::error::OpError;
 use crate::ops::Core;
 use crate::wire::workspace::CreateAsk;
 
@@ -23,7 +23,7 @@ pub async fn create(
     state: &Core,
     ctx: &OpContext,
     ask: CreateAsk,
-) -> Result<(WorkspaceRecord, Chosen), ApiError> {
+) -> Result<(WorkspaceRecord, Chosen), OpError> {
     ctx.require(Permission::WorkspacesCreate)?;
     let CreateAsk {
         mut request,
@@ -85,7 +85,7 @@ pub async fn create(
         }
         Err(err) => (None, json!({ "reason": err.to_string() })),
     };
-    let created = created.map(|(ws, _)| (ws, chosen)).map_err(ApiError::from);
+    let created = created.map(|(ws, _)| (ws, chosen)).map_err(OpError::from);
     started
         .finish_on(workspace.as_deref(), &created, detail)
         .await;
@@ -94,7 +94,7 @@ pub async fn create(
 
 /// Puts workspace `id`'s guard rails where its start reads them (each
 /// setting its own event in its chain), before it runs.
-async fn apply(state: &Core, ctx: &OpContext, id: &str, chosen: &Chosen) -> Result<(), ApiError> {
+async fn apply(state: &Core, ctx: &OpContext, id: &str, chosen: &Chosen) -> Result<(), OpError> {
     state
         .gates
         .assign(&state.store, id, &chosen.policy, Some(&ctx.token.id))
@@ -112,33 +112,33 @@ async fn apply(state: &Core, ctx: &OpContext, id: &str, chosen: &Chosen) -> Resu
 }
 
 /// The warm pool's counters (size, ready, filling, hits, misses, failures).
-pub fn pool(state: &Core, ctx: &OpContext) -> Result<cubicle_runtime::pool::PoolStats, ApiError> {
+pub fn pool(state: &Core, ctx: &OpContext) -> Result<cubicle_runtime::pool::PoolStats, OpError> {
     ctx.require(Permission::WorkspacesView)?;
     Ok(state.manager.pool_stats())
 }
 
 /// The workspaces the caller may see.
-pub async fn list(state: &Core, ctx: &OpContext) -> Result<Vec<WorkspaceRecord>, ApiError> {
+pub async fn list(state: &Core, ctx: &OpContext) -> Result<Vec<WorkspaceRecord>, OpError> {
     ctx.require(Permission::WorkspacesView)?;
     let all = state.manager.list().await?;
     Ok(all.into_iter().filter(|ws| ctx.sees(ws)).collect())
 }
 
-pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
+pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await
 }
 
 /// What the workspace uses now, next to its limits.
-pub async fn usage(state: &Core, ctx: &OpContext, id: &str) -> Result<Usage, ApiError> {
+pub async fn usage(state: &Core, ctx: &OpContext, id: &str) -> Result<Usage, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
     Ok(state.manager.usage(id).await?)
 }
 
-pub async fn start(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
+pub async fn start(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let manager = state.manager.clone();
-    let run = async move { manager.start(id).await.map_err(ApiError::from) };
+    let run = async move { manager.start(id).await.map_err(OpError::from) };
     let kind = EventKind::WorkspaceStart;
     state
         .audit
@@ -146,12 +146,12 @@ pub async fn start(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceR
         .await
 }
 
-pub async fn stop(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
+pub async fn stop(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async {
         state.hosts.close_screen(id);
-        state.manager.stop(id).await.map_err(ApiError::from)
+        state.manager.stop(id).await.map_err(OpError::from)
     };
     let kind = EventKind::WorkspaceStop;
     state
@@ -162,10 +162,10 @@ pub async fn stop(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRe
 
 /// Freezes a running workspace (memory kept, no CPU); until it is resumed
 /// it refuses input and every other change with 409 `paused`.
-pub async fn pause(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
+pub async fn pause(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
-    let run = async { state.manager.pause(id).await.map_err(ApiError::from) };
+    let run = async { state.manager.pause(id).await.map_err(OpError::from) };
     let kind = EventKind::WorkspacePause;
     state
         .audit
@@ -174,10 +174,10 @@ pub async fn pause(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceR
 }
 
 /// Thaws a paused workspace: the same desktop continues.
-pub async fn resume(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, ApiError> {
+pub async fn resume(state: &Core, ctx: &OpContext, id: &str) -> Result<WorkspaceRecord, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
-    let run = async { state.manager.resume(id).await.map_err(ApiError::from) };
+    let run = async { state.manager.resume(id).await.map_err(OpError::from) };
     let kind = EventKind::WorkspaceResume;
     state
         .audit
@@ -185,12 +185,12 @@ pub async fn resume(state: &Core, ctx: &OpContext, id: &str) -> Result<Workspace
         .await
 }
 
-pub async fn delete(state: &Core, ctx: &OpContext, id: &str) -> Result<(), ApiError> {
+pub async fn delete(state: &Core, ctx: &OpContext, id: &str) -> Result<(), OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesManage).await?;
     access::lifecycle_held_off(state, ctx, id)?;
     let run = async {
         state.hosts.close_screen(id);
-        state.manager.delete(id).await.map_err(ApiError::from)
+        state.manager.delete(id).await.map_err(OpError::from)
     };
     let kind = EventKind::WorkspaceDelete;
     state

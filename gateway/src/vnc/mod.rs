@@ -21,7 +21,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::response::Response;
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ErrorKind, OpError};
 use crate::ops::{self, OpContext};
 
 /// Largest WebSocket message a viewer may send (a whole ClientCutText fits).
@@ -36,13 +36,13 @@ pub async fn upgrade(
     caller: OpContext,
     Path(id): Path<String>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, OpError> {
     // The gate first: a workspace the caller may not see is a 404 whatever
     // the request looks like.
     let channel = ops::live_view::may_view(&state, &caller, &id).await?;
     let ws = ws.map_err(|rejection| {
-        ApiError::new(
-            rejection.status(),
+        OpError::new(
+            ErrorKind::Transport(rejection.status()),
             "bad_request",
             format!("expected a WebSocket upgrade: {}", rejection.body_text()),
         )

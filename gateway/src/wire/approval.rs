@@ -21,7 +21,7 @@ pub struct Decide {
 }
 
 impl Decide {
-    pub fn parse(body: &[u8]) -> Result<Self, crate::error::ApiError> {
+    pub fn parse(body: &[u8]) -> Result<Self, crate::error::OpError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self::default());
         }

@@ -4,7 +4,7 @@ use cubicle_runtime::quarantine::records::DownloadRecord;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// Longest reason accepted.
 pub const MAX_REASON: usize = 1000;
@@ -103,7 +103,7 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn parse(body: &[u8]) -> Result<Option<String>, ApiError> {
+    pub fn parse(body: &[u8]) -> Result<Option<String>, OpError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
@@ -112,7 +112,7 @@ impl Decision {
             Some(reason)
                 if reason.chars().count() > MAX_REASON || reason.chars().any(char::is_control) =>
             {
-                Err(ApiError::bad_request(format!(
+                Err(OpError::bad_request(format!(
                     "reason: at most {MAX_REASON} characters, no control characters"
                 )))
             }

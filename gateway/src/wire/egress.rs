@@ -5,7 +5,7 @@ use cubicle_runtime::egress::{EgressPolicy, EgressPolicyDoc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// What a workspace may reach. Default: nothing.
 ///
@@ -45,8 +45,8 @@ impl EgressBody {
     }
 
     /// Checks it; the error names the field (`egress.allow[2]: ...`).
-    pub fn validated(&self) -> Result<EgressPolicy, ApiError> {
-        EgressPolicy::from_doc(&self.doc()).map_err(|e| ApiError::bad_request(e.to_string()))
+    pub fn validated(&self) -> Result<EgressPolicy, OpError> {
+        EgressPolicy::from_doc(&self.doc()).map_err(|e| OpError::bad_request(e.to_string()))
     }
 
     pub fn of(policy: &EgressPolicy) -> Self {
@@ -60,7 +60,7 @@ impl EgressBody {
     }
 
     /// Parses a `PUT` body.
-    pub fn parse(body: &[u8]) -> Result<EgressPolicy, ApiError> {
+    pub fn parse(body: &[u8]) -> Result<EgressPolicy, OpError> {
         super::parse::<Self>(body)?.validated()
     }
 }

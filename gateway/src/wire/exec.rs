@@ -9,7 +9,7 @@ use cubicle_runtime::guest_ops::{ExecOutput, GuestOpError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// A command to run as the workspace user: `argv`, or `command` (a shell
 /// line run by `/bin/bash -lc`).
@@ -36,11 +36,11 @@ pub struct ExecBody {
 }
 
 impl ExecBody {
-    pub fn parse(body: &[u8]) -> Result<ExecRequest, ApiError> {
+    pub fn parse(body: &[u8]) -> Result<ExecRequest, OpError> {
         super::parse::<Self>(body)?.into_request()
     }
 
-    pub fn into_request(self) -> Result<ExecRequest, ApiError> {
+    pub fn into_request(self) -> Result<ExecRequest, OpError> {
         let mut request = ExecRequest {
             argv: self.argv,
             command: self.command,
@@ -50,7 +50,7 @@ impl ExecBody {
         };
         if let Some(ms) = self.timeout_ms {
             if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
-                return Err(ApiError::bad_request(format!(
+                return Err(OpError::bad_request(format!(
                     "timeout_ms: must be a whole number of milliseconds in 1..={MAX_TIMEOUT_MS}, not {ms}"
                 )));
             }
@@ -58,14 +58,14 @@ impl ExecBody {
         }
         request.stdin = match (self.stdin, self.stdin_base64) {
             (Some(_), Some(_)) => {
-                return Err(ApiError::bad_request(
+                return Err(OpError::bad_request(
                     "stdin: give stdin (text) or stdin_base64, not both",
                 ));
             }
             (Some(text), None) => Some(B64.encode(text)),
             (None, Some(encoded)) => {
                 B64.decode(&encoded).map_err(|e| {
-                    ApiError::bad_request(format!("stdin_base64: not valid base64: {e}"))
+                    OpError::bad_request(format!("stdin_base64: not valid base64: {e}"))
                 })?;
                 Some(encoded)
             }
@@ -73,7 +73,7 @@ impl ExecBody {
         };
         request
             .validate()
-            .map_err(|e| ApiError::from(GuestOpError::from(e)))?;
+            .map_err(|e| OpError::from(GuestOpError::from(e)))?;
         Ok(request)
     }
 }

@@ -9,7 +9,7 @@ use cubicle_runtime::limits::{LimitsPolicy, LimitsRequest};
 use cubicle_runtime::time_limits::TimeLimitsSetting;
 use serde_json::{Value, json};
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// Guard rails as a create body or a template gives them; `None`: not
 /// given (the base's).
@@ -123,9 +123,9 @@ impl Templates {
         self.named.is_empty()
     }
 
-    pub(crate) fn get(&self, name: &str) -> Result<&GuardRails, ApiError> {
+    pub(crate) fn get(&self, name: &str) -> Result<&GuardRails, OpError> {
         self.named.get(name).ok_or_else(|| {
-            ApiError::bad_request(format!(
+            OpError::bad_request(format!(
                 "template: no template {name:?} on this server ({})",
                 self.listed()
             ))

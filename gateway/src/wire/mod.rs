@@ -22,18 +22,18 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use utoipa::PartialSchema;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// Parses a JSON body into `T`; an error names the field (`geometry.width:
 /// invalid type: string "wide", expected u64`) or says the body is not JSON.
-pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, OpError> {
     // Serde would read a list into a struct's fields in order; every body
     // here is an object.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(
             match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-                Ok(_) => ApiError::bad_request("request body must be a JSON object"),
-                Err(err) => ApiError::bad_request(format!("request body is not valid JSON: {err}")),
+                Ok(_) => OpError::bad_request("request body must be a JSON object"),
+                Err(err) => OpError::bad_request(format!("request body is not valid JSON: {err}")),
             },
         );
     }
@@ -42,11 +42,11 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         let path = err.path().to_string();
         let inner = err.into_inner();
         if inner.is_syntax() || inner.is_eof() {
-            return ApiError::bad_request(format!("request body is not valid JSON: {inner}"));
+            return OpError::bad_request(format!("request body is not valid JSON: {inner}"));
         }
         match path.as_str() {
-            "." => ApiError::bad_request(format!("request body: {inner}")),
-            _ => ApiError::bad_request(format!("{path}: {inner}")),
+            "." => OpError::bad_request(format!("request body: {inner}")),
+            _ => OpError::bad_request(format!("{path}: {inner}")),
         }
     })
 }

@@ -6,7 +6,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// The route's path parameters, as `T`.
 pub struct Path<T>(pub T);
@@ -16,14 +16,14 @@ where
     T: DeserializeOwned + Send,
     S: Send + Sync,
 {
-    type Rejection = ApiError;
+    type Rejection = OpError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, OpError> {
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|path| Path(path.0))
             .map_err(|rejection| {
-                ApiError::bad_request(format!(
+                OpError::bad_request(format!(
                     "path {}: {} (ids are ASCII; percent-encode nothing else)",
                     parts.uri.path(),
                     rejection.body_text()

@@ -8,7 +8,7 @@ use cubicle_runtime::time_limits::{OnExpiry, TimeLimits, TimeLimitsSetting};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// Longest TTL or idle timeout accepted: one year.
 pub const MAX_SECONDS: u64 = 365 * 24 * 3600;
@@ -60,9 +60,9 @@ pub struct TimeLimitsBody {
 
 impl TimeLimitsBody {
     /// The runtime's setting; refuses values past [`MAX_SECONDS`].
-    pub fn setting(&self) -> Result<TimeLimitsSetting, ApiError> {
+    pub fn setting(&self) -> Result<TimeLimitsSetting, OpError> {
         let seconds = |field: &str, value: Option<u64>| match value {
-            Some(s) if s > MAX_SECONDS => Err(ApiError::bad_request(format!(
+            Some(s) if s > MAX_SECONDS => Err(OpError::bad_request(format!(
                 "time_limits.{field}: must be 0..={MAX_SECONDS} seconds (0: no limit), got {s}"
             ))),
             other => Ok(other.map(Duration::from_secs)),

@@ -4,7 +4,7 @@ use cubicle_runtime::tokens::{Role, Scope};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// Longest token name accepted.
 pub const MAX_NAME: usize = 128;
@@ -57,23 +57,23 @@ pub struct TokenRequest {
 }
 
 impl NewToken {
-    pub fn parse(body: &[u8]) -> Result<TokenRequest, ApiError> {
+    pub fn parse(body: &[u8]) -> Result<TokenRequest, OpError> {
         let new = super::parse::<Self>(body)?;
         if new.name.is_empty()
             || new.name.chars().count() > MAX_NAME
             || new.name.chars().any(char::is_control)
         {
-            return Err(ApiError::bad_request(format!(
+            return Err(OpError::bad_request(format!(
                 "name: must be a string of 1..={MAX_NAME} characters without control characters"
             )));
         }
         let role = Role::parse(&new.role).ok_or_else(|| {
-            ApiError::bad_request(
+            OpError::bad_request(
                 "role: must be one of \"admin\", \"agent\", \"operator\", \"auditor\"",
             )
         })?;
         let bad_scope = || {
-            ApiError::bad_request(
+            OpError::bad_request(
                 "scope: must be \"all\" or a list of workspace ids such as [\"ws-0123456789ab\"]",
             )
         };

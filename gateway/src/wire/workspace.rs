@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::guard_rails::GuardRails;
-use crate::error::ApiError;
+use crate::error::OpError;
 
 /// Longest workspace name accepted.
 pub const MAX_NAME: usize = 128;
@@ -74,7 +74,7 @@ pub struct TemplateBody {
 
 impl TemplateBody {
     /// Parses a template file; errors name the field.
-    pub fn parse(text: &[u8]) -> Result<GuardRails, ApiError> {
+    pub fn parse(text: &[u8]) -> Result<GuardRails, OpError> {
         let body: Self = super::parse(text)?;
         guard_rails(
             body.egress,
@@ -93,11 +93,11 @@ fn guard_rails(
     time_limits: Option<super::time_limits::TimeLimitsBody>,
     record: Option<bool>,
     limits: Option<LimitsBody>,
-) -> Result<GuardRails, ApiError> {
+) -> Result<GuardRails, OpError> {
     if let Some(name) = &policy
         && (name.is_empty() || name.len() > 64)
     {
-        return Err(ApiError::bad_request(
+        return Err(OpError::bad_request(
             "policy: must be the name of a policy the server loaded (1..=64 bytes)",
         ));
     }
@@ -161,18 +161,18 @@ pub enum GeometryBody {
 
 impl GeometryBody {
     /// Reads and checks a `geometry` value; errors name the side.
-    fn validated(value: &Value) -> Result<Geometry, ApiError> {
+    fn validated(value: &Value) -> Result<Geometry, OpError> {
         let geometry = match value {
             Value::String(text) => Geometry::parse(text),
             Value::Object(fields) => {
                 if let Some(other) = fields.keys().find(|k| *k != "width" && *k != "height") {
-                    return Err(ApiError::bad_request(format!(
+                    return Err(OpError::bad_request(format!(
                         "geometry.{other}: unknown field, expected width and height"
                     )));
                 }
                 let side = |name: &str| {
                     fields.get(name).and_then(Value::as_u64).ok_or_else(|| {
-                        ApiError::bad_request(format!(
+                        OpError::bad_request(format!(
                             "geometry.{name}: must be a positive integer number of pixels"
                         ))
                     })
@@ -180,30 +180,30 @@ impl GeometryBody {
                 Geometry::validated(side("width")?, side("height")?)
             }
             _ => {
-                return Err(ApiError::bad_request(
+                return Err(OpError::bad_request(
                     "geometry: must be {\"width\": W, \"height\": H} or \"WxH\"",
                 ));
             }
         };
-        geometry.map_err(|e| ApiError::bad_request(e.to_string()))
+        geometry.map_err(|e| OpError::bad_request(e.to_string()))
     }
 }
 
 impl CreateWorkspace {
     /// Parses a create body (empty means all defaults) and checks its
     /// values; who may have its guard rails is the operations core's call.
-    pub fn parse(body: &[u8]) -> Result<CreateAsk, ApiError> {
+    pub fn parse(body: &[u8]) -> Result<CreateAsk, OpError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(CreateAsk::default());
         }
         super::parse::<Self>(body)?.into_ask()
     }
 
-    pub fn into_ask(self) -> Result<CreateAsk, ApiError> {
+    pub fn into_ask(self) -> Result<CreateAsk, OpError> {
         let mut request = CreateRequest::default();
         if let Some(name) = self.name {
             if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
-                return Err(ApiError::bad_request(format!(
+                return Err(OpError::bad_request(format!(
                     "name: must be 1..={MAX_NAME} bytes without control characters"
                 )));
             }
@@ -215,7 +215,7 @@ impl CreateWorkspace {
         if let Some(template) = &self.template
             && (template.is_empty() || template.len() > 64)
         {
-            return Err(ApiError::bad_request(
+            return Err(OpError::bad_request(
                 "template: must be the name of a template the server was started with (1..=64 bytes)",
             ));
         }

@@ -6,4 +6,4 @@
 pub mod http;
 pub mod server;
 
-pub use server::{ApiError, serve_running, serve_until_stopped};
+pub use server::{OpError, serve_running, serve_until_stopped};

@@ -18,7 +18,7 @@ use crate::vstate::exit::ExitReason;
 
 /// Errors that end the API server.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub enum OpError {
     /// The socket cannot be created.
     #[error("cannot listen on API socket {path}: remove a stale file there or choose another path")]
     Bind {
@@ -55,12 +55,12 @@ struct Server {
 }
 
 /// Serves an unconfigured VM until it stops.
-pub fn serve_until_stopped(socket: &Path, seccomp: bool) -> Result<ExitCode, ApiError> {
+pub fn serve_until_stopped(socket: &Path, seccomp: bool) -> Result<ExitCode, OpError> {
     Server::bind(socket, None, seccomp)?.run()
 }
 
 /// Serves an already built VM (started here) until it stops.
-pub fn serve_running(socket: &Path, mut vmm: Vmm, seccomp: bool) -> Result<ExitCode, ApiError> {
+pub fn serve_running(socket: &Path, mut vmm: Vmm, seccomp: bool) -> Result<ExitCode, OpError> {
     let server = Server::bind(socket, None, seccomp)?;
     vmm.start()?;
     let mut server = Server {
@@ -122,8 +122,8 @@ fn bind_listening(socket: &Path) -> std::io::Result<UnixListener> {
 }
 
 impl Server {
-    fn bind(socket: &Path, config: Option<VmConfig>, seccomp: bool) -> Result<Server, ApiError> {
-        let listener = bind_listening(socket).map_err(|source| ApiError::Bind {
+    fn bind(socket: &Path, config: Option<VmConfig>, seccomp: bool) -> Result<Server, OpError> {
+        let listener = bind_listening(socket).map_err(|source| OpError::Bind {
             path: socket.into(),
             source,
         })?;
@@ -138,14 +138,14 @@ impl Server {
         })
     }
 
-    fn harden(&self) -> Result<(), ApiError> {
+    fn harden(&self) -> Result<(), OpError> {
         if self.seccomp {
             hardening::apply(ThreadKind::Vmm)?;
         }
         Ok(())
     }
 
-    fn run(&mut self) -> Result<ExitCode, ApiError> {
+    fn run(&mut self) -> Result<ExitCode, OpError> {
         while self.done.is_none() {
             let (listener_ready, vm_exited) = self.poll();
             if vm_exited && let Some(vmm) = self.vmm.as_mut() {
