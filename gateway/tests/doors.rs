@@ -1001,3 +1001,75 @@ async fn an_agent_cannot_pause_resume_stop_start_or_delete_while_an_operator_hol
         }
     }
 }
+
+/// A caller whose role may not use a door is refused for that, whatever it
+/// sends: a malformed body or query gets the same 403, never a 400 that
+/// would tell it something about a door it may not use.
+#[tokio::test]
+async fn the_role_is_refused_before_the_request_is_read() {
+    use Permission as P;
+    let fx = fixture().await;
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    // Not the actions door: a screenshot is an action, so a role with
+    // ScreenView alone may use it, and which permission applies depends on
+    // the body (a malformed one is that role's 400).
+    let mut all: Vec<Door> = doors()
+        .into_iter()
+        .filter(|d| !d.websocket && !d.path.ends_with("/actions"))
+        .collect();
+    all.extend([
+        door(Method::POST, "/v1/tokens", "", P::TokensManage),
+        door(
+            Method::POST,
+            "/v1/approvals/ap-ffffffffffff/approve",
+            "",
+            P::ApprovalsDecide,
+        ),
+        door(
+            Method::POST,
+            "/v1/downloads/dl-ffffffffffff/release",
+            "",
+            P::DownloadsDecide,
+        ),
+        door(
+            Method::POST,
+            "/v1/downloads/dl-ffffffffffff/reject",
+            "",
+            P::DownloadsDecide,
+        ),
+    ]);
+    for door in &all {
+        for who in EVERYONE {
+            if granted(who.role(), door.permission) {
+                continue;
+            }
+            let uri = door.path.replace("{id}", &fx.own);
+            let uri = match uri.contains('?') {
+                true => format!("{uri}&limit=many&after=soon"),
+                false => format!("{uri}?limit=many&after=soon"),
+            };
+            let request = Request::builder()
+                .method(door.method.clone())
+                .uri(uri)
+                .header("authorization", format!("Bearer {}", fx.secrets[&who]))
+                .header("content-type", "application/json")
+                .body(Body::from("{not json"))
+                .unwrap();
+            let (status, body) = send(&fx.router, request).await;
+            if status != StatusCode::FORBIDDEN || body["error"]["code"] != "forbidden" {
+                wrong.push(format!(
+                    "{who:?} {} {}: {status} {body}",
+                    door.method, door.path
+                ));
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "not refused for the role:\n{}",
+        wrong.join("\n")
+    );
+    assert!(checked > 50, "only {checked} refusals checked");
+}

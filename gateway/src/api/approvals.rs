@@ -138,6 +138,7 @@ async fn decide(
     body: axum::body::Bytes,
     approve: bool,
 ) -> Result<Json<Value>, OpError> {
+    core::may_decide(&ctx)?;
     let body = Decide::parse(&body)?;
     let approval = core::decide(&state, &ctx, &id, approve, body.reason, body.scope).await?;
     Ok(Json(view(&approval)))
@@ -214,6 +215,7 @@ pub async fn set_policy(
     Path(id): Path<String>,
     Body(body): Body,
 ) -> Result<Json<Value>, OpError> {
+    core::may_switch_policy(&ctx)?;
     let body: SetPolicy = crate::wire::parse(&body)?;
     let name = core::switch_policy(&state, &ctx, &id, &body.policy).await?;
     Ok(Json(policy_view(&state, &name)))

@@ -133,6 +133,7 @@ pub async fn release(
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
 ) -> Result<Json<DownloadView>, OpError> {
+    ops::downloads::may_decide(&ctx)?;
     let reason = Decision::parse(&body)?;
     let record = ops::downloads::release(&state, &ctx, &id, reason.as_deref()).await?;
     Ok(Json(DownloadView::from(&record)))
@@ -146,6 +147,7 @@ pub async fn reject(
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
 ) -> Result<Json<DownloadView>, OpError> {
+    ops::downloads::may_decide(&ctx)?;
     let reason = Decision::parse(&body)?;
     let record = ops::downloads::reject(&state, &ctx, &id, reason.as_deref()).await?;
     Ok(Json(DownloadView::from(&record)))
@@ -178,6 +180,7 @@ pub async fn set_egress(
     Path(id): Path<String>,
     RequestBody(body): RequestBody,
 ) -> Result<Json<EgressView>, OpError> {
+    ops::egress::may_put(&ctx)?;
     let policy = EgressBody::parse(&body)?;
     let view = ops::egress::put(&state, &ctx, &id, policy).await?;
     Ok(Json(egress_view(&id, &view)))

@@ -30,6 +30,7 @@ pub async fn list(
     ctx: OpContext,
     query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, OpError> {
+    ops::events::may_list(&ctx)?;
     let Query(query) = query.map_err(|e| OpError::bad_request(e.body_text()))?;
     let limit = query.limit.unwrap_or(100);
     let events =

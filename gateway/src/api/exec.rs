@@ -49,6 +49,7 @@ pub async fn run(
     Path(id): Path<String>,
     Body(body): Body,
 ) -> Result<Json<Value>, OpError> {
+    ops::exec::may_run(&ctx)?;
     let request = ExecBody::parse(&body)?;
     let output = ops::exec::run(&state, &ctx, &id, &request).await?;
     Ok(Json(view(output)))

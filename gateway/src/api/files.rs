@@ -113,6 +113,7 @@ pub async fn get(
     RawQuery(query): RawQuery,
 ) -> Result<Response, OpError> {
     let allowed = ["path", "list", "stat", "offset", "length"];
+    ops::files::may_read(&ctx)?;
     let params = query_params(query.as_deref(), &allowed)?;
     let path = required_path(&params)?;
     let (list, stat) = (flag(&params, "list")?, flag(&params, "stat")?);
@@ -145,6 +146,7 @@ pub async fn list(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, OpError> {
+    ops::files::may_read(&ctx)?;
     let params = query_params(query.as_deref(), &["path"])?;
     let path = required_path(&params)?;
     let listing = ops::files::list(&state, &ctx, &id, &path).await?;
@@ -160,6 +162,7 @@ pub async fn put(
     RawQuery(query): RawQuery,
     Body(body): Body,
 ) -> Result<Json<Value>, OpError> {
+    ops::files::may_write(&ctx)?;
     let params = query_params(query.as_deref(), &["path", "mode"])?;
     let path = required_path(&params)?;
     let mode = mode(&params)?;
@@ -175,6 +178,7 @@ pub async fn delete(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, OpError> {
+    ops::files::may_write(&ctx)?;
     let params = query_params(query.as_deref(), &["path", "recursive"])?;
     let path = required_path(&params)?;
     let recursive = flag(&params, "recursive")?;

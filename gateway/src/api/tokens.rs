@@ -45,6 +45,7 @@ pub async fn create(
     ctx: OpContext,
     Body(body): Body,
 ) -> Result<(StatusCode, Json<Value>), OpError> {
+    ops::tokens::may_create(&ctx)?;
     let new = NewToken::parse(&body)?;
     let (token, secret) = ops::tokens::create(&state.store, &state.audit, &ctx, new).await?;
     let mut body = json!({

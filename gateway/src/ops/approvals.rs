@@ -117,6 +117,14 @@ pub async fn get(
     approvals.get(id).ok_or_else(not_found)
 }
 
+/// Whether the caller's role may decide approvals at all: doors ask this before they
+/// read the request, so a caller without the role gets 403, never a 400
+/// about a body it may not send. The operation checks it again, with the
+/// workspace's scope.
+pub fn may_decide(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::ApprovalsDecide)
+}
+
 /// Approves or denies approval `id`; `scope` (approve only) says how far
 /// an approval reaches: `workspace` is for egress destinations (added to
 /// the workspace's allowlist for its lifetime).
@@ -211,6 +219,14 @@ pub async fn may_see(
 pub async fn policy_of(state: &Core, ctx: &OpContext, id: &str) -> Result<String, OpError> {
     access::workspace(state, ctx, id, Permission::WorkspacesView).await?;
     state.gates.policy_name(&state.store, id).await
+}
+
+/// Whether the caller's role may switch a workspace's policy at all: doors ask this before they
+/// read the request, so a caller without the role gets 403, never a 400
+/// about a body it may not send. The operation checks it again, with the
+/// workspace's scope.
+pub fn may_switch_policy(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::PolicySwitch)
 }
 
 /// Switches workspace `id` to policy `name`.

@@ -200,6 +200,14 @@ async fn free_name(
     ))
 }
 
+/// Whether the caller's role may release or reject held downloads at all: doors ask this before they
+/// read the request, so a caller without the role gets 403, never a 400
+/// about a body it may not send. The operation checks it again, with the
+/// workspace's scope.
+pub fn may_decide(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::DownloadsDecide)
+}
+
 /// Writes the file into the workspace and marks it released.
 pub async fn release(
     state: &Core,

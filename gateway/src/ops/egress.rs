@@ -143,6 +143,14 @@ pub async fn set_at_create(
         .await
 }
 
+/// Whether the caller's role may change a workspace's egress at all: doors ask this before they
+/// read the request, so a caller without the role gets 403, never a 400
+/// about a body it may not send. The operation checks it again, with the
+/// workspace's scope.
+pub fn may_put(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::EgressManage)
+}
+
 /// `PUT /v1/workspaces/{id}/egress` (operators and admins).
 pub async fn put(
     state: &Core,

@@ -12,6 +12,14 @@ use crate::ops::Core;
 /// Most events one page returns.
 pub const MAX_LIMIT: u32 = 1000;
 
+/// Whether the caller's role may read events at all: doors ask this before they
+/// read the request, so a caller without the role gets 403, never a 400
+/// about a body it may not send. The operation checks it again, with the
+/// workspace's scope.
+pub fn may_list(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::EventsRead)
+}
+
 /// One page of the log: `limit` events after id `after`, of `workspace`
 /// (deleted ones included: their history is what auditors read) or of
 /// every workspace the caller may see.

@@ -49,6 +49,14 @@ fn gated(request: &ExecRequest, operation: &'static str) -> gates::Gated {
     }
 }
 
+/// Whether the caller's role may run commands at all: the door asks before it
+/// reads the request, so a caller without the role gets 403, never a 400
+/// about a request it may not send. The operation checks it again, with
+/// the workspace's scope.
+pub fn may_run(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::Exec)
+}
+
 /// Runs a command to completion.
 pub async fn run(
     state: &Core,

@@ -25,6 +25,22 @@ fn judged_path(path: &str) -> Result<String, OpError> {
         })
 }
 
+/// Whether the caller's role may read files at all: the door asks before it
+/// reads the request, so a caller without the role gets 403, never a 400
+/// about a request it may not send. The operation checks it again, with
+/// the workspace's scope.
+pub fn may_read(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::FilesRead)
+}
+
+/// Whether the caller's role may write or delete files at all: the door asks before it
+/// reads the request, so a caller without the role gets 403, never a 400
+/// about a request it may not send. The operation checks it again, with
+/// the workspace's scope.
+pub fn may_write(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::FilesWrite)
+}
+
 pub async fn read(
     state: &Core,
     ctx: &OpContext,

@@ -21,13 +21,20 @@ fn store_error(err: impl std::fmt::Display) -> OpError {
 }
 
 /// Makes a token; returns it with its secret (shown this once).
+/// Whether the caller's role may create tokens at all: the door asks before
+/// it reads the body, so a caller without the role gets 403, never a 400
+/// about a body it may not send.
+pub fn may_create(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::TokensManage)
+}
+
 pub async fn create(
     store: &Store,
     audit: &Audit,
     ctx: &OpContext,
     new: TokenRequest,
 ) -> Result<(Token, String), OpError> {
-    ctx.require(Permission::TokensManage)?;
+    may_create(ctx)?;
     let detail = json!({ "name": new.name, "role": new.role, "scope": new.scope });
     let run = async move {
         tokens::create(store, &new.name, new.role, new.scope)
