@@ -8,7 +8,6 @@
 //! is how the test tells "passed the gate" from "refused at the gate".
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -173,26 +172,7 @@ async fn fixture() -> Fixture {
     };
     let manager = Manager::new(store.clone(), AnyBackend::Jail(jail), config);
     let state = AppState::new(
-        cubicle_gateway::ops::Core {
-            manager,
-            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
-            store: store.clone(),
-            hosts: Arc::default(),
-            control: Arc::default(),
-            revocations: Arc::default(),
-            egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
-                store.clone(),
-            )),
-            templates: Default::default(),
-            gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
-            replay: Arc::new(
-                cubicle_gateway::replay::Replay::open(
-                    store.clone(),
-                    cubicle_gateway::replay::ReplayConfig::new(dir.path()),
-                )
-                .unwrap(),
-            ),
-        },
+        cubicle_gateway::ops::Core::bare(manager, store.clone(), dir.path()).unwrap(),
         dir.path().join("web"),
     );
     Fixture {

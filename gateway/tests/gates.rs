@@ -125,24 +125,8 @@ async fn fixture() -> Fixture {
     policies.insert(Policy::parse("quick.toml", "quick", QUICK).unwrap());
     let state = AppState::new(
         cubicle_gateway::ops::Core {
-            manager,
-            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
-            store: store.clone(),
-            hosts: Arc::default(),
-            control: Arc::default(),
-            revocations: Arc::default(),
-            egress: Arc::new(cubicle_gateway::ops::egress::EgressHub::disabled(
-                store.clone(),
-            )),
-            templates: Default::default(),
             gates: Arc::new(Gates::new(policies, "default").unwrap()),
-            replay: Arc::new(
-                cubicle_gateway::replay::Replay::open(
-                    store.clone(),
-                    cubicle_gateway::replay::ReplayConfig::new(dir.path()),
-                )
-                .unwrap(),
-            ),
+            ..cubicle_gateway::ops::Core::bare(manager, store.clone(), dir.path()).unwrap()
         },
         dir.path().join("web"),
     );

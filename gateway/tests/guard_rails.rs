@@ -88,12 +88,6 @@ async fn fixture() -> Fixture {
     let templates = Templates::load(&[format!("wide={}", file.display())]).unwrap();
     let state = AppState::new(
         cubicle_gateway::ops::Core {
-            manager,
-            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
-            store: store.clone(),
-            hosts: Arc::default(),
-            control: Arc::default(),
-            revocations: Arc::default(),
             // The server's default: any public address (a wider base than deny,
             // so narrower asks can be shown to pass).
             egress: Arc::new(EgressHub::new(
@@ -103,14 +97,7 @@ async fn fixture() -> Fixture {
                 None,
             )),
             templates: Arc::new(templates),
-            gates: Arc::new(cubicle_gateway::ops::gates::Gates::shipped()),
-            replay: Arc::new(
-                cubicle_gateway::replay::Replay::open(
-                    store.clone(),
-                    cubicle_gateway::replay::ReplayConfig::new(dir.path()),
-                )
-                .unwrap(),
-            ),
+            ..cubicle_gateway::ops::Core::bare(manager, store.clone(), dir.path()).unwrap()
         },
         dir.path().join("web"),
     );

@@ -35,6 +35,31 @@ pub struct Core {
 }
 
 impl Core {
+    /// A core with no egress proxy, the shipped policies, no templates and
+    /// its signing key and recordings under `data_dir`: what tests of the
+    /// HTTP layer stand on (a field or two replaced with `..`). `serve`
+    /// builds its own.
+    pub fn bare(
+        manager: Arc<Manager<AnyBackend>>,
+        store: Store,
+        data_dir: &std::path::Path,
+    ) -> Result<Self, cubicle_recorder::checkpoint::CheckpointError> {
+        let replay =
+            crate::replay::Replay::open(store.clone(), crate::replay::ReplayConfig::new(data_dir))?;
+        Ok(Self {
+            manager,
+            audit: super::audit::Audit::new(store.clone()),
+            hosts: Arc::default(),
+            control: Arc::default(),
+            revocations: Arc::default(),
+            gates: Arc::new(crate::gates::Gates::shipped()),
+            egress: Arc::new(crate::egress::EgressHub::disabled(store.clone())),
+            replay: Arc::new(replay),
+            templates: Arc::default(),
+            store,
+        })
+    }
+
     /// What the recorders need of it.
     pub fn recording(&self) -> crate::replay::record::Recording {
         crate::replay::record::Recording {
