@@ -2,7 +2,7 @@
 //! and build the error reply a refused call gets.
 #![no_main]
 
-use cubicle_gateway::cdp_proxy::inspect::{Direction, answer, changes_page, inspect, parse};
+use cubicle_gateway::cdp::inspect::{Direction, answer, changes_page, inspect, parse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
