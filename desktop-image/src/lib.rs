@@ -18,4 +18,5 @@ pub mod handshake;
 pub mod http_get;
 pub mod ports;
 pub mod recipe;
+pub mod splice;
 pub mod vm_init;

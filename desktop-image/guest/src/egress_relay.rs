@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::copy_bidirectional;
+use cubicle_image::splice::splice;
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::Semaphore;
 
@@ -59,18 +59,24 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    /// Relays `client` to the host until either side closes.
+    /// Relays `client` to the host until both sides close.
     async fn relay(&self, client: &mut TcpStream) {
         let outcome = match self {
             Upstream::Unix(socket) => match UnixStream::connect(socket).await {
-                Ok(mut host) => copy_bidirectional(client, &mut host).await.map(drop),
+                Ok(mut host) => {
+                    let _ = splice(client, &mut host).await;
+                    Ok(())
+                }
                 Err(err) => Err(err),
             },
             Upstream::Vsock => {
                 let host =
                     tokio_vsock::VsockAddr::new(tokio_vsock::VMADDR_CID_HOST, u32::from(PORT));
                 match tokio_vsock::VsockStream::connect(host).await {
-                    Ok(mut host) => copy_bidirectional(client, &mut host).await.map(drop),
+                    Ok(mut host) => {
+                        let _ = splice(client, &mut host).await;
+                        Ok(())
+                    }
                     Err(err) => Err(err),
                 }
             }

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cubicle_image::ports;
-use tokio::io::{AsyncRead, AsyncWrite, copy_bidirectional};
+use cubicle_image::splice::splice;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UnixStream;
 
 use crate::browser_net::BrowserNet;
@@ -77,10 +78,12 @@ impl Endpoints {
 }
 
 impl Service {
-    /// Copies both ways between `client` and the service until either ends.
+    /// Copies both ways between `client` and the service until both end.
     pub async fn splice<S: AsyncRead + AsyncWrite + Unpin>(self, client: &mut S) {
-        let _ = match self {
-            Service::Unix(mut service) => copy_bidirectional(client, &mut service).await,
+        match self {
+            Service::Unix(mut service) => {
+                let _ = splice(client, &mut service).await;
+            }
         };
     }
 }

@@ -668,7 +668,7 @@ impl WorkspaceProxy {
                     .await;
             } else {
                 let (mut client, mut upstream) = (client, upstream);
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                let _ = cubicle_image::splice::splice(&mut client, &mut upstream).await;
             }
             let _ = this
                 .record(EgressEvent::Close {
@@ -1080,7 +1080,7 @@ impl WorkspaceProxy {
                 self.spawn(async move {
                     if let (Ok(client), Ok(server)) = (client_side.await, server_side.await) {
                         let (mut client, mut server) = (TokioIo::new(client), TokioIo::new(server));
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                        let _ = cubicle_image::splice::splice(&mut client, &mut server).await;
                     }
                     drop(relaying);
                 });
