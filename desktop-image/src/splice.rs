@@ -12,37 +12,104 @@
 
 use std::io;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Copies `a` → `b` and `b` → `a` until both directions end, and returns
-/// what each carried (`a` → `b`, `b` → `a`). A direction ends at the end
-/// of its reader, whereupon its writer is shut down (the far side sees the
-/// half-close), or at its first error.
-pub async fn splice<A, B>(a: &mut A, b: &mut B) -> (io::Result<u64>, io::Result<u64>)
+/// How one direction of a splice ended.
+#[derive(Debug)]
+pub enum End {
+    /// Its reader ended; its writer was shut down (the far side sees the
+    /// half-close).
+    Eof,
+    /// Its reader failed: that side is gone, and the splice ended.
+    ReadFailed(io::Error),
+    /// Its writer failed (the far side closed); the other direction went on.
+    WriteFailed(io::Error),
+    /// Stopped unfinished, because the other direction's reader failed.
+    Stopped,
+}
+
+/// What one direction carried, and how it ended.
+#[derive(Debug)]
+pub struct Flow {
+    pub bytes: u64,
+    pub end: End,
+}
+
+/// Copies `a` → `b` and `b` → `a`, and returns what each carried (`a` →
+/// `b`, `b` → `a`). A direction whose reader ends shuts its writer down
+/// and the other goes on (a half-close); one whose writer fails stops and
+/// the other goes on, carrying what the far side already sent to its end;
+/// a reader that fails ends both (that side is gone).
+pub async fn splice<A, B>(a: &mut A, b: &mut B) -> (Flow, Flow)
 where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
     let (mut a_read, mut a_write) = tokio::io::split(a);
     let (mut b_read, mut b_write) = tokio::io::split(b);
-    let forward = async {
-        let copied = tokio::io::copy(&mut a_read, &mut b_write).await?;
-        b_write.shutdown().await?;
-        Ok(copied)
+    let forward = pump(&mut a_read, &mut b_write);
+    let back = pump(&mut b_read, &mut a_write);
+    tokio::pin!(forward, back);
+    let stopped = || Flow {
+        bytes: 0,
+        end: End::Stopped,
     };
-    let back = async {
-        let copied = tokio::io::copy(&mut b_read, &mut a_write).await?;
-        a_write.shutdown().await?;
-        Ok(copied)
-    };
-    tokio::join!(forward, back)
+    tokio::select! {
+        forward = &mut forward => {
+            if matches!(forward.end, End::ReadFailed(_)) {
+                return (forward, stopped());
+            }
+            (forward, back.await)
+        }
+        back = &mut back => {
+            if matches!(back.end, End::ReadFailed(_)) {
+                return (stopped(), back);
+            }
+            (forward.await, back)
+        }
+    }
+}
+
+/// One direction. Not `tokio::io::copy`: its error does not say which
+/// side failed, and that decides whether the other direction goes on.
+async fn pump<R, W>(from: &mut R, to: &mut W) -> Flow
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut buf = vec![0_u8; 16 * 1024];
+    let mut bytes = 0;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) => {
+                let _ = to.shutdown().await;
+                return Flow {
+                    bytes,
+                    end: End::Eof,
+                };
+            }
+            Ok(n) => n,
+            Err(err) => {
+                return Flow {
+                    bytes,
+                    end: End::ReadFailed(err),
+                };
+            }
+        };
+        if let Err(err) = to.write_all(&buf[..n]).await {
+            return Flow {
+                bytes,
+                end: End::WriteFailed(err),
+            };
+        }
+        bytes += n as u64;
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
 
-    use tokio::io::AsyncReadExt;
     use tokio::net::{TcpListener, UnixStream};
 
     use super::*;
@@ -90,8 +157,12 @@ mod tests {
         client.read_to_string(&mut answer).await.unwrap();
         assert_eq!(answer, "400 refused\n");
         let (forward, back) = relay.await.unwrap();
-        assert!(forward.is_err(), "the body had nowhere to go: {forward:?}");
-        assert_eq!(back.unwrap(), 12);
+        assert!(
+            matches!(forward.end, End::WriteFailed(_)),
+            "the body had nowhere to go: {forward:?}"
+        );
+        assert!(matches!(back.end, End::Eof), "{back:?}");
+        assert_eq!(back.bytes, 12);
     }
 
     #[tokio::test]
@@ -110,6 +181,54 @@ mod tests {
         a_far.read_to_string(&mut got).await.unwrap();
         assert_eq!(got, "answer");
         let (forward, back) = relay.await.unwrap();
-        assert_eq!((forward.unwrap(), back.unwrap()), (8, 6));
+        assert_eq!((forward.bytes, back.bytes), (8, 6));
+        assert!(matches!((forward.end, back.end), (End::Eof, End::Eof)));
+    }
+
+    /// A side whose reads fail (reset, a TLS stream cut short).
+    struct Broken;
+
+    impl AsyncRead for Broken {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()))
+        }
+    }
+
+    impl AsyncWrite for Broken {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A side that is gone ends the splice even though the other side
+    /// never closes (an idle server behind a client that was reset).
+    #[tokio::test]
+    async fn a_side_that_fails_ends_the_splice() {
+        let (mut b, _b_far_stays_open) = tokio::io::duplex(64);
+        let (forward, back) = splice(&mut Broken, &mut b).await;
+        assert!(matches!(forward.end, End::ReadFailed(_)), "{forward:?}");
+        assert!(matches!(back.end, End::Stopped), "{back:?}");
     }
 }
