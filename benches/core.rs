@@ -12,11 +12,15 @@
 //! - the event write alone: one `started` + one outcome row appended to a
 //!   SQLite file of the same settings, in this process.
 //!
+//! Then appends per second, on a fresh SQLite file of the same settings:
+//! one chain written by one task (the peer), against two and eight chains
+//! written at once by a task each (each workspace has its own chain).
+//!
 //! Prints p50/p95 and the ratios; asserts nothing about time.
 //!
-//!     cargo run -p cubicle-tests --bin bench-core [-- RUNS]
+//!     cargo run --release -p cubicle-tests --bin bench-core [-- RUNS]
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cubicle_runtime::events::{self, NewEvent};
 use cubicle_runtime::state::Store;
@@ -99,6 +103,63 @@ async fn main() -> anyhow::Result<()> {
         core50 - me50,
         core50 / me50,
         100.0 * (core50 - me50) / move50
+    );
+    drop(daemon);
+    appends_per_second(data.path()).await
+}
+
+/// Appends per second: `chains` tasks at once, each appending `each`
+/// events to its own chain; the time from the first start to the last end.
+async fn appends(store: &Store, chains: usize, each: usize) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for chain in 0..chains {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let workspace = format!("ws-bench{chain:04}");
+            for _ in 0..each {
+                let event = NewEvent {
+                    kind: cubicle_runtime::events::EventKind::Action,
+                    workspace_id: Some(&workspace),
+                    detail: json!({"actions": [{"action": "cursor_position"}]}),
+                    request_id: Some("bench"),
+                    outcome: Some("ok"),
+                    ..NewEvent::default()
+                };
+                events::append(&store, &event).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok((chains * each) as f64
+        / started
+            .elapsed()
+            .max(Duration::from_micros(1))
+            .as_secs_f64())
+}
+
+async fn appends_per_second(dir: &std::path::Path) -> anyhow::Result<()> {
+    let store = Store::open(&dir.join("bench-appends.db")).await?;
+    let each = 400;
+    // Alternated, three rounds each, best kept: the machine's noise is in
+    // one direction.
+    let (mut one, mut two, mut eight) = (0.0_f64, 0.0_f64, 0.0_f64);
+    for _ in 0..3 {
+        one = one.max(appends(&store, 1, each).await?);
+        two = two.max(appends(&store, 2, each).await?);
+        eight = eight.max(appends(&store, 8, each / 4).await?);
+    }
+    println!("appends/s, one chain, one writer (peer):        {one:.0}");
+    println!(
+        "appends/s, two chains at once:                  {two:.0} ({:.2}x the peer)",
+        two / one
+    );
+    println!(
+        "appends/s, eight chains at once:                {eight:.0} ({:.2}x the peer)",
+        eight / one
     );
     Ok(())
 }

@@ -7,9 +7,14 @@
 //! events about no workspace go to the `host` chain), in one transaction
 //! with the chain's head, so two appends never fork a chain.
 
-use cubicle_recorder::audit_chain::{self, Record, RecordActor};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cubicle_recorder::audit_chain::{self, Hash, Record, RecordActor};
 use serde::Serialize;
 use serde_json::Value;
+use sqlx::SqlitePool;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::state::{StateError, Store, now_ms};
 use crate::tokens::Token;
@@ -231,40 +236,25 @@ pub async fn record(
     append(store, &event).await
 }
 
-/// Appends run one at a time within the daemon (each reads its chain's
-/// head and writes the next); `BEGIN IMMEDIATE` and the unique (chain, seq)
-/// index keep other processes on the same database (the CLI) from forking
-/// a chain too.
-static APPENDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Appends `event` now, sealed into its chain; returns its id and time.
+/// Appends `event` now, sealed into its chain; returns its id and time
+/// once it is committed (no event, no operation: a caller acts only after).
+///
+/// Appends from every task of the process go to one writer ([`Appender`]),
+/// which commits all that are waiting in one transaction: one commit (one
+/// sync of the write-ahead log) for many events, of one chain or of many.
+/// Each chain's records keep the order their appends were called in.
 pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), StateError> {
-    let _one_at_a_time = APPENDING.lock().await;
     let at = now_ms();
     let chain = event.workspace_id.unwrap_or(audit_chain::HOST_CHAIN);
-    let actor = event.actor;
-    let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
-    let head: Option<(i64, String)> =
-        sqlx::query_as("SELECT seq, hash FROM chain_heads WHERE chain = ?")
-            .bind(chain)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let (seq, prev) = match head {
-        Some((seq, hash)) => (
-            seq as u64 + 1,
-            audit_chain::parse_hash("chain head", &hash).map_err(unsealable)?,
-        ),
-        None => (1, audit_chain::genesis(chain)),
-    };
     let record = Record {
         v: audit_chain::RECORD_VERSION,
         chain: chain.to_owned(),
-        seq,
+        seq: 0,
         prev: String::new(),
         at,
         kind: event.kind.as_str().to_owned(),
         workspace: event.workspace_id.map(str::to_owned),
-        actor: actor.map(|a| RecordActor {
+        actor: event.actor.map(|a| RecordActor {
             id: a.id.clone(),
             name: a.name.clone(),
             role: a.role.clone(),
@@ -274,41 +264,171 @@ pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), S
         client: event.client.map(str::to_owned),
         outcome: event.outcome.map(str::to_owned),
     };
-    let sealed = record.seal(seq, &prev).map_err(unsealable)?;
-    let hash = hex::encode(sealed.hash);
-    let result = sqlx::query(
-        "INSERT INTO events (at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
-         request_id, client, outcome, chain, seq, hash, sealed) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(at)
-    .bind(event.kind.as_str())
-    .bind(event.workspace_id)
-    .bind(actor.map(|a| a.id.as_str()))
-    .bind(actor.map(|a| a.name.as_str()))
-    .bind(actor.map(|a| a.role.as_str()))
-    .bind(event.detail.to_string())
-    .bind(event.request_id)
-    .bind(event.client)
-    .bind(event.outcome)
-    .bind(chain)
-    .bind(seq as i64)
-    .bind(&hash)
-    .bind(&sealed.bytes)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO chain_heads (chain, seq, hash, at) VALUES (?, ?, ?, ?) \
-         ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, at = excluded.at",
-    )
-    .bind(chain)
-    .bind(seq as i64)
-    .bind(&hash)
-    .bind(at)
-    .execute(&mut *tx)
-    .await?;
+    let (reply, written) = oneshot::channel();
+    store
+        .appender()
+        .send(store.pool(), Job { record, reply })
+        .await?;
+    written
+        .await
+        .map_err(|_| StateError::Append("the event writer stopped before writing it".into()))?
+}
+
+/// Most events one transaction commits.
+const MAX_BATCH: usize = 256;
+
+/// One event waiting for the writer, and who waits for it.
+struct Job {
+    /// Sealed by the writer, which knows the chain's head.
+    record: Record,
+    reply: oneshot::Sender<Result<(i64, i64), StateError>>,
+}
+
+/// The process's event writer: a task that takes every waiting append and
+/// commits them together. Started on first use in the runtime of that
+/// append, and again if that runtime has gone (a test's, a CLI command's).
+///
+/// Within the process it is the only writer of events, so two appends
+/// never read the same head; `BEGIN IMMEDIATE` and the unique (chain, seq)
+/// index keep other processes on the same database (the CLI) from forking
+/// a chain, and heads are read afresh in each transaction.
+#[derive(Clone, Default)]
+pub(crate) struct Appender(Arc<Mutex<Option<mpsc::Sender<Job>>>>);
+
+impl Appender {
+    async fn send(&self, pool: &SqlitePool, job: Job) -> Result<(), StateError> {
+        let queue = {
+            let mut queue = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*queue {
+                Some(sender) if !sender.is_closed() => sender.clone(),
+                _ => {
+                    let (sender, jobs) = mpsc::channel(MAX_BATCH * 4);
+                    tokio::spawn(write(pool.clone(), jobs));
+                    *queue = Some(sender.clone());
+                    sender
+                }
+            }
+        };
+        queue
+            .send(job)
+            .await
+            .map_err(|_| StateError::Append("the event writer stopped".into()))
+    }
+}
+
+/// The writer: batches of what is waiting, in arrival order, until every
+/// sender is gone.
+async fn write(pool: SqlitePool, mut jobs: mpsc::Receiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        match commit(&pool, &batch).await {
+            Ok(outcomes) => {
+                for (job, outcome) in batch.drain(..).zip(outcomes) {
+                    let _ = job.reply.send(outcome);
+                }
+            }
+            Err(err) => {
+                tracing::error!(%err, events = batch.len(), "cannot append events");
+                let why = err.to_string();
+                for job in batch.drain(..) {
+                    let _ = job.reply.send(Err(StateError::Append(why.clone())));
+                }
+            }
+        }
+    }
+}
+
+/// Seals and inserts `batch` in one transaction: each record continues
+/// its chain's head as the transaction found it, then as the batch moved
+/// it. A record whose chain cannot be continued (an unreadable head) fails
+/// alone; anything the database refuses fails the whole batch, unwritten.
+async fn commit(
+    pool: &SqlitePool,
+    batch: &[Job],
+) -> Result<Vec<Result<(i64, i64), StateError>>, StateError> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    // Per chain the batch wrote to: its new head (seq, hash, time).
+    let mut heads: HashMap<&str, (u64, Hash, i64)> = HashMap::new();
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for job in batch {
+        let record = &job.record;
+        let chain = record.chain.as_str();
+        let (seq, prev) = match heads.get(chain) {
+            Some(&(seq, hash, _)) => (seq + 1, hash),
+            None => match read_head(&mut tx, chain).await? {
+                Ok(Some((seq, hash))) => (seq + 1, hash),
+                Ok(None) => (1, audit_chain::genesis(chain)),
+                Err(err) => {
+                    outcomes.push(Err(unsealable(err)));
+                    continue;
+                }
+            },
+        };
+        let sealed = match record.clone().seal(seq, &prev) {
+            Ok(sealed) => sealed,
+            Err(err) => {
+                outcomes.push(Err(unsealable(err)));
+                continue;
+            }
+        };
+        let actor = record.actor.as_ref();
+        let inserted = sqlx::query(
+            "INSERT INTO events (at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
+             request_id, client, outcome, chain, seq, hash, sealed) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(record.at)
+        .bind(&record.kind)
+        .bind(&record.workspace)
+        .bind(actor.map(|a| a.id.as_str()))
+        .bind(actor.map(|a| a.name.as_str()))
+        .bind(actor.map(|a| a.role.as_str()))
+        .bind(record.detail.to_string())
+        .bind(&record.request_id)
+        .bind(&record.client)
+        .bind(&record.outcome)
+        .bind(chain)
+        .bind(seq as i64)
+        .bind(hex::encode(sealed.hash))
+        .bind(&sealed.bytes)
+        .execute(&mut *tx)
+        .await?;
+        heads.insert(chain, (seq, sealed.hash, record.at));
+        outcomes.push(Ok((inserted.last_insert_rowid(), record.at)));
+    }
+    for (chain, (seq, hash, at)) in &heads {
+        sqlx::query(
+            "INSERT INTO chain_heads (chain, seq, hash, at) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, at = excluded.at",
+        )
+        .bind(chain)
+        .bind(*seq as i64)
+        .bind(hex::encode(hash))
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
-    Ok((result.last_insert_rowid(), at))
+    Ok(outcomes)
+}
+
+/// The stored head of `chain`, if it has one; the inner error: it is there
+/// but unreadable.
+async fn read_head(
+    tx: &mut sqlx::SqliteConnection,
+    chain: &str,
+) -> Result<Result<Option<(u64, Hash)>, audit_chain::ChainError>, StateError> {
+    let head: Option<(i64, String)> =
+        sqlx::query_as("SELECT seq, hash FROM chain_heads WHERE chain = ?")
+            .bind(chain)
+            .fetch_optional(&mut *tx)
+            .await?;
+    Ok(match head {
+        None => Ok(None),
+        Some((seq, hash)) => {
+            audit_chain::parse_hash("chain head", &hash).map(|h| Some((seq as u64, h)))
+        }
+    })
 }
 
 /// A chain that cannot be continued: its stored head is unreadable.
@@ -446,5 +566,103 @@ mod tests {
             list(&store, Some("ws-a"), first, 100).await.unwrap().len(),
             1
         );
+    }
+
+    fn event(workspace: &str, i: usize) -> NewEvent<'_> {
+        NewEvent {
+            kind: EventKind::Action,
+            workspace_id: Some(workspace),
+            detail: json!({ "i": i }),
+            ..NewEvent::default()
+        }
+    }
+
+    /// The `i`s of `chain`'s records in seq order, and its seqs.
+    async fn chain_of(store: &Store, chain: &str) -> (Vec<i64>, Vec<i64>) {
+        let rows: Vec<(i64, String)> =
+            sqlx::query_as("SELECT seq, detail FROM events WHERE chain = ? ORDER BY seq")
+                .bind(chain)
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        let is = rows
+            .iter()
+            .map(|(_, d)| {
+                serde_json::from_str::<Value>(d).unwrap()["i"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        (is, rows.iter().map(|(seq, _)| *seq).collect())
+    }
+
+    /// Many writers at once share commits; each chain still holds its
+    /// records in the order each writer appended them, seq 1, 2, 3, …
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_at_once_keep_each_chains_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for chain in ["ws-a", "ws-b", "ws-c"] {
+            let store = store.clone();
+            tasks.spawn(async move {
+                for i in 0..60 {
+                    append(&store, &event(chain, i)).await.unwrap();
+                }
+            });
+        }
+        tasks.join_all().await;
+        for chain in ["ws-a", "ws-b", "ws-c"] {
+            let (is, seqs) = chain_of(&store, chain).await;
+            assert_eq!(is, (0..60).collect::<Vec<_>>(), "{chain}");
+            assert_eq!(seqs, (1..=60).collect::<Vec<_>>(), "{chain}");
+        }
+    }
+
+    /// A chain whose stored head is unreadable refuses its own appends with
+    /// a clear error; the appends to other chains around it are written.
+    #[tokio::test]
+    async fn an_unreadable_head_fails_only_its_own_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        append(&store, &event("ws-bad", 0)).await.unwrap();
+        sqlx::query("UPDATE chain_heads SET hash = 'not-hex' WHERE chain = 'ws-bad'")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let (one, two, three) = (event("ws-good", 1), event("ws-bad", 1), event("ws-good", 2));
+        let (good, bad, also_good) = tokio::join!(
+            append(&store, &one),
+            append(&store, &two),
+            append(&store, &three),
+        );
+        let err = bad.unwrap_err().to_string();
+        assert!(err.contains("chain head"), "{err}");
+        good.unwrap();
+        also_good.unwrap();
+        assert_eq!(chain_of(&store, "ws-good").await.0, [1, 2]);
+        assert_eq!(chain_of(&store, "ws-bad").await.0, [0]);
+    }
+
+    /// A store outlives the runtime its first append ran in (a CLI
+    /// command's, a test's): the next runtime gets a writer of its own.
+    #[test]
+    fn the_writer_follows_the_store_into_a_new_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let store = runtime().block_on(async {
+            let store = Store::open(&dir.path().join("db")).await.unwrap();
+            append(&store, &event("ws-a", 0)).await.unwrap();
+            store
+        });
+        runtime().block_on(async {
+            append(&store, &event("ws-a", 1)).await.unwrap();
+            assert_eq!(chain_of(&store, "ws-a").await.0, [0, 1]);
+        });
     }
 }

@@ -26,6 +26,8 @@ pub enum StateError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("state database query failed: {0}")]
     Query(#[from] sqlx::Error),
+    #[error("cannot append the event: {0}")]
+    Append(String),
     #[error("the state database holds unreadable limits for workspace {id}: {reason}")]
     BadLimits { id: String, reason: String },
     #[error("the state database holds an unknown workspace state {0:?}")]
@@ -199,6 +201,7 @@ pub fn now_ms() -> i64 {
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    appender: crate::events::Appender,
 }
 
 /// Makes the database file (created empty if missing) and its WAL and
@@ -249,11 +252,19 @@ impl Store {
                 source,
             })?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            appender: crate::events::Appender::default(),
+        })
     }
 
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// The process's event writer for this database ([`crate::events::append`]).
+    pub(crate) fn appender(&self) -> &crate::events::Appender {
+        &self.appender
     }
 
     pub async fn insert(&self, ws: &WorkspaceRecord) -> Result<(), StateError> {
