@@ -21,7 +21,7 @@ use cubicle_runtime::tokens;
 
 use crate::app::AppState;
 use crate::error::OpError;
-pub use crate::ops::OpContext;
+use crate::ops::OpContext;
 
 /// The cookie the operator page authenticates with.
 pub const COOKIE_NAME: &str = "cubicle_token";
@@ -133,7 +133,7 @@ impl FromRequestParts<AppState> for OpContext {
             token,
             request_id: request_id(parts),
             client,
-            hold: crate::ops::gates::Hold::from_query(parts.uri.query())?,
+            hold: crate::ops::context::Hold::from_query(parts.uri.query())?,
         })
     }
 }

@@ -439,7 +439,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let policies = cubicle_policy::PolicySet::load_dir(&args.policy_dir)?;
-    let gates = std::sync::Arc::new(cubicle_gateway::ops::gates::Gates::new(
+    let gates = std::sync::Arc::new(cubicle_gateway::gates::Gates::new(
         policies,
         &args.default_policy,
     )?);
@@ -454,7 +454,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let manager = Manager::new(store.clone(), backend, config);
     manager.set_default_time_limits(default_time_limits(&args));
     let replay = open_replay(&args, &store)?;
-    let templates = cubicle_gateway::ops::guard_rails::Templates::load(&args.templates)
+    let templates = cubicle_gateway::wire::guard_rails::Templates::load(&args.templates)
         .map_err(anyhow::Error::msg)?;
     templates
         .check(&gates.policies, &manager.limits_policy())
@@ -633,9 +633,10 @@ fn open_egress(
     args: &ServeArgs,
     store: &Store,
     image: &cubicle_runtime::image::Image,
-    gates: std::sync::Arc<cubicle_gateway::ops::gates::Gates>,
+    gates: std::sync::Arc<cubicle_gateway::gates::Gates>,
 ) -> anyhow::Result<cubicle_gateway::ops::egress::Opened> {
-    use cubicle_gateway::ops::egress::{self, EgressConfig, EgressDefault};
+    use cubicle_gateway::egress::EgressDefault;
+    use cubicle_gateway::ops::egress::{self, EgressConfig};
     let bundle = image.rootfs.join("etc/ssl/certs/ca-certificates.crt");
     let config = EgressConfig {
         data_dir: args.common.data_dir.clone(),

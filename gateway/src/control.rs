@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use cubicle_runtime::events::{self, Actor, EventKind};
 use cubicle_runtime::state::{StateError, Store, now_ms};
-use cubicle_runtime::tokens::{Role, Token};
+use cubicle_runtime::tokens::Token;
 use serde::Serialize;
 
-use crate::ops::{OpContext, Permission};
+use crate::ops::OpContext;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -53,10 +53,10 @@ impl Default for Control {
 }
 
 impl Control {
-    /// Whether the token `token` holds this control.
+    /// Whether `token` is the holder. Whether its role may hold control at
+    /// all is the operations' question ([`crate::ops::control::holds`]).
     pub fn is_held_by(&self, token: &Token) -> bool {
-        can_hold(token.role)
-            && matches!(&self.holder, Holder::Operator { token_id, .. } if *token_id == token.id)
+        matches!(&self.holder, Holder::Operator { token_id, .. } if *token_id == token.id)
     }
 
     /// The API's view.
@@ -71,11 +71,6 @@ impl Control {
     }
 }
 
-/// Whether a token of `role` may take control.
-pub fn can_hold(role: Role) -> bool {
-    crate::ops::permission::granted(role, Permission::ControlHold)
-}
-
 /// Why a control request was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -87,10 +82,6 @@ pub enum ControlError {
         name: String,
         since: String,
     },
-    #[error(
-        "a token with role {0} cannot hold control: only operator and admin tokens can take over"
-    )]
-    Role(&'static str),
     #[error("operator {name} holds control since {since}; only they or an admin can hand it back")]
     NotHolder { name: String, since: String },
     #[error(
@@ -228,9 +219,6 @@ impl Controls {
         ctx: &OpContext,
     ) -> Result<Control, ControlError> {
         let caller = &ctx.token;
-        if !can_hold(caller.role) {
-            return Err(ControlError::Role(caller.role.as_str()));
-        }
         let _one = self.changing.lock().await;
         let sender = self.sender(workspace);
         let current = sender.borrow().clone();
@@ -263,26 +251,22 @@ impl Controls {
     }
 
     /// Hands control of `workspace` back to the agent. The holder may, and
-    /// an admin may for anyone; handing back when the agent holds it is a
-    /// no-op.
+    /// anyone `may_override` (an admin, as the operations decide); handing
+    /// back when the agent holds it is a no-op.
     pub async fn release(
         &self,
         store: &Store,
         workspace: &str,
         ctx: &OpContext,
+        may_override: bool,
     ) -> Result<Control, ControlError> {
         let caller = &ctx.token;
-        if !can_hold(caller.role) {
-            return Err(ControlError::Role(caller.role.as_str()));
-        }
         let _one = self.changing.lock().await;
         let sender = self.sender(workspace);
         let current = sender.borrow().clone();
         let Holder::Operator { name, .. } = &current.holder else {
             return Ok(current);
         };
-        let may_override =
-            crate::ops::permission::granted(caller.role, Permission::ControlOverride);
         if !current.is_held_by(caller) && !may_override {
             return Err(ControlError::NotHolder {
                 name: name.clone(),
@@ -397,7 +381,7 @@ pub fn rfc3339(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cubicle_runtime::tokens;
+    use cubicle_runtime::tokens::{self, Role};
 
     /// A fresh database file (removed when the guard drops).
     struct TempDb(std::path::PathBuf);
@@ -450,7 +434,10 @@ mod tests {
         let before = Controls::default();
         before.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
         before.take(&store, "ws-2", &ctx(&alice)).await.unwrap();
-        before.release(&store, "ws-2", &ctx(&alice)).await.unwrap();
+        before
+            .release(&store, "ws-2", &ctx(&alice), false)
+            .await
+            .unwrap();
         before.take(&store, "ws-gone", &ctx(&alice)).await.unwrap();
         // The next daemon, from the event log alone.
         let after = Controls::default();
@@ -500,16 +487,16 @@ mod tests {
             Err(ControlError::Held { .. })
         ));
         assert!(matches!(
-            controls.release(&store, "ws-1", &ctx(&bob)).await,
+            controls.release(&store, "ws-1", &ctx(&bob), false).await,
             Err(ControlError::NotHolder { .. })
         ));
         controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
         controls
-            .release(&store, "ws-1", &ctx(&alice))
+            .release(&store, "ws-1", &ctx(&alice), false)
             .await
             .unwrap();
         controls
-            .release(&store, "ws-1", &ctx(&alice))
+            .release(&store, "ws-1", &ctx(&alice), false)
             .await
             .unwrap();
         assert!(controls.check_input("ws-1", &agent).is_ok());
@@ -526,31 +513,6 @@ mod tests {
                 "control.release tok-alice-name"
             ]
         );
-    }
-
-    #[tokio::test]
-    async fn viewers_and_agents_cannot_hold_control() {
-        let (_dir, store) = store().await;
-        let controls = Controls::default();
-        for role in [Role::Agent, Role::Auditor] {
-            let err = controls
-                .take(&store, "ws", &ctx(&token("t", role)))
-                .await
-                .unwrap_err();
-            assert!(matches!(err, ControlError::Role(_)), "{role:?}");
-        }
-        // A forged holder record with an auditor's id still gives no input.
-        let auditor = token("tok-a", Role::Auditor);
-        let forged = Control {
-            holder: Holder::Operator {
-                token_id: "tok-a".into(),
-                name: "x".into(),
-                role: "operator".into(),
-            },
-            since_ms: 0,
-            paused: false,
-        };
-        assert!(!forged.is_held_by(&auditor));
     }
 
     #[tokio::test]
@@ -580,7 +542,7 @@ mod tests {
         controls.set_paused("ws-1", false);
         assert!(controls.check_input("ws-1", &alice).is_ok());
         let back = controls
-            .release(&store, "ws-1", &ctx(&alice))
+            .release(&store, "ws-1", &ctx(&alice), false)
             .await
             .unwrap();
         assert!(!back.paused);
@@ -599,7 +561,7 @@ mod tests {
         controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
         controls.take(&store, "ws-2", &ctx(&alice)).await.unwrap();
         controls
-            .release(&store, "ws-1", &ctx(&admin))
+            .release(&store, "ws-1", &ctx(&admin), true)
             .await
             .unwrap();
         let mut released = controls

@@ -27,7 +27,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{IntoResponses, Modify, OpenApi};
 
-use crate::auth::OpContext;
+use crate::ops::OpContext;
 use crate::wire::doc::{
     ActionRequest, ActionResponse, ErrorBody, ErrorDetail, ImageFormat, Refused, ScrollDirection,
     TooLarge,

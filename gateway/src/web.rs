@@ -17,7 +17,8 @@ use cubicle_runtime::tokens;
 use tower_http::services::ServeDir;
 
 use crate::app::AppState;
-use crate::auth::{COOKIE_NAME, OpContext};
+use crate::auth::COOKIE_NAME;
+use crate::ops::OpContext;
 
 pub fn routes(state: AppState) -> Router<AppState> {
     let assets = Router::new()

@@ -12,7 +12,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use cubicle_gateway::app::AppState;
-use cubicle_gateway::ops::gates::Gates;
+use cubicle_gateway::gates::Gates;
 use cubicle_policy::{Policy, PolicySet};
 use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::geometry::Geometry;
@@ -633,7 +633,7 @@ impl Fixture {
             token: self.tokens[&who].clone(),
             request_id: "test".into(),
             client: None,
-            hold: cubicle_gateway::ops::gates::Hold {
+            hold: cubicle_gateway::ops::context::Hold {
                 approval: approval.map(str::to_owned),
                 ..Default::default()
             },

@@ -29,7 +29,6 @@ impl From<ControlError> for OpError {
                 OpError::new(ErrorKind::Conflict, "control_held", message)
             }
             ControlError::Paused { .. } => OpError::new(ErrorKind::Conflict, "paused", message),
-            ControlError::Role(_) => OpError::forbidden(message),
             ControlError::Record(_) => OpError::internal(message),
         }
     }

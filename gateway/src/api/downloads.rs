@@ -153,7 +153,7 @@ pub async fn reject(
     Ok(Json(DownloadView::from(&record)))
 }
 
-fn egress_view(id: &str, view: &ops::egress::PolicyView) -> EgressView {
+fn egress_view(id: &str, view: &crate::egress::PolicyView) -> EgressView {
     EgressView {
         workspace: id.to_owned(),
         policy: EgressBody::of(&view.policy),

@@ -33,8 +33,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 
 use crate::app::AppState;
-use crate::auth::OpContext;
 use crate::error::{ErrorKind, OpError};
+use crate::ops::OpContext;
 
 /// The endpoint's path.
 pub const PATH: &str = "/v1/mcp";

@@ -13,8 +13,8 @@ use serde_json::json;
 
 use super::{McpError, calls, tools};
 use crate::app::AppState;
-use crate::auth::OpContext;
 use crate::error::OpError;
+use crate::ops::OpContext;
 
 const INSTRUCTIONS: &str = "Cubicle workspaces are isolated Linux desktops (XFCE, Chromium, a shell). \
 List or create a workspace, then drive it with `computer` (Anthropic computer-use actions; \

@@ -5,6 +5,8 @@
 use tokio::sync::watch;
 
 use super::{OpContext, Permission, access};
+use cubicle_runtime::tokens::Token;
+
 use crate::control::Control;
 use crate::error::OpError;
 use crate::ops::Core;
@@ -25,7 +27,18 @@ pub async fn take(state: &Core, ctx: &OpContext, id: &str) -> Result<Control, Op
 /// The caller hands workspace `id`'s controls back to the agent.
 pub async fn release(state: &Core, ctx: &OpContext, id: &str) -> Result<Control, OpError> {
     access::workspace(state, ctx, id, Permission::ControlHold).await?;
-    Ok(state.control.release(&state.store, id, ctx).await?)
+    let may_override = super::permission::granted(ctx.token.role, Permission::ControlOverride);
+    Ok(state
+        .control
+        .release(&state.store, id, ctx, may_override)
+        .await?)
+}
+
+/// Whether `token` holds `control`: it is the holder, and its role may
+/// hold control at all (a holder restored from the log that names a token
+/// of another role gives it nothing).
+pub fn holds(control: &Control, token: &Token) -> bool {
+    super::permission::granted(token.role, Permission::ControlHold) && control.is_held_by(token)
 }
 
 /// Follows who holds workspace `id`'s controls (the current holder first).
@@ -38,4 +51,39 @@ pub async fn follow(
     let mut control = state.control.subscribe(id);
     control.mark_changed();
     Ok(control)
+}
+
+#[cfg(test)]
+mod tests {
+    use cubicle_runtime::tokens::Role;
+
+    use super::*;
+    use crate::control::Holder;
+
+    /// A holder restored from the log naming an auditor's or an agent's
+    /// token gives that token no input; the operator it names holds.
+    #[test]
+    fn only_a_role_that_may_hold_control_holds_it() {
+        let token = |role| Token {
+            id: "tok-a".into(),
+            name: "a".into(),
+            role,
+            scope: Default::default(),
+        };
+        let control = Control {
+            holder: Holder::Operator {
+                token_id: "tok-a".into(),
+                name: "a".into(),
+                role: "operator".into(),
+            },
+            since_ms: 0,
+            paused: false,
+        };
+        for role in [Role::Agent, Role::Auditor] {
+            assert!(!holds(&control, &token(role)), "{role:?}");
+        }
+        for role in [Role::Operator, Role::Admin] {
+            assert!(holds(&control, &token(role)), "{role:?}");
+        }
+    }
 }

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::audit::{Audit, EventKind};
 use super::{OpContext, Permission, access};
-pub use crate::egress::{EgressDefault, EgressHub, PolicyView};
+use crate::egress::{EgressDefault, EgressHub, PolicyView};
 use crate::error::OpError;
 use crate::host::EgressLive;
 use crate::ops::Core;
@@ -285,7 +285,7 @@ pub struct Opened {
 pub fn open(
     config: &EgressConfig,
     store: Store,
-    gates: Arc<super::gates::Gates>,
+    gates: Arc<crate::gates::Gates>,
 ) -> Result<Opened, String> {
     use cubicle_runtime::egress::resolve::{Resolve, ScriptedResolver, SystemResolver};
     use cubicle_runtime::egress::tls::{CertificateAuthority, Interception, client_config};

@@ -26,8 +26,8 @@ use cubicle_runtime::state::{Store, now_ms};
 use serde_json::{Value, json};
 
 use super::audit::{Audit, EventKind};
-use super::gates::Gates;
 use crate::approvals::{ApprovalState, NewApproval, Scope, binding_hash};
+use crate::gates::Gates;
 
 /// The operation name of a held destination.
 pub const OPERATION: &str = "egress";

@@ -15,7 +15,6 @@ use cubicle_runtime::time_limits::{self, Expiry, OnExpiry, TimeLimitsSetting};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-pub use super::activity::{Activity, Watching};
 use super::audit::EventKind;
 use super::{OpContext, Permission, access};
 use crate::error::OpError;

@@ -45,9 +45,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// How long taking the screenshot of a held action may take.
 const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(3);
 
-pub use super::context::{Hold, MAX_WAIT, Progress};
-
-pub use crate::gates::Gates;
+use super::context::Progress;
 
 /// Which control check an operation passes, before it is judged and
 /// again when its approval lands.

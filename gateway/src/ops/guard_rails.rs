@@ -33,7 +33,7 @@ use crate::wire::egress::EgressBody;
 use crate::wire::time_limits::TimeLimitsView;
 use crate::wire::workspace::LimitsBody;
 
-pub use crate::wire::guard_rails::{GuardRails, MAX_TEMPLATE_NAME, Templates};
+use crate::wire::guard_rails::{GuardRails, Templates};
 
 /// The guard rails a workspace is created with.
 #[derive(Debug, Clone)]

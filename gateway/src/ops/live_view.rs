@@ -9,7 +9,7 @@ use cubicle_runtime::channel::GuestChannel;
 use serde_json::json;
 use tokio::net::UnixStream;
 
-use super::expiry::Watching;
+use super::activity::Watching;
 use super::{EventKind, OpContext, Permission, access};
 use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;

@@ -175,7 +175,7 @@ async fn viewer_to_guest(
         parser.push(&std::mem::take(&mut bytes));
         let may_input = {
             let now = control.borrow();
-            now.is_held_by(&viewer.token) && !now.paused
+            crate::ops::control::holds(&now, &viewer.token) && !now.paused
         };
         // Whole messages, up to each paste, which the policy judges first.
         let forwarded = loop {
@@ -218,7 +218,7 @@ async fn viewer_to_guest(
                 if changed.is_err() {
                     break Close::new(1001, "the workspace's control lock went away");
                 }
-                if !control.borrow_and_update().is_held_by(&viewer.token) {
+                if !crate::ops::control::holds(&control.borrow_and_update(), &viewer.token) {
                     let release = held.release();
                     if !release.is_empty() && guest_tx.write_all(&release).await.is_err() {
                         break Close::new(1011, "the workspace's display stopped answering");
