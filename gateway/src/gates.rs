@@ -84,6 +84,11 @@ impl Gates {
             .map_err(|e| OpError::bad_request(format!("policy: {e}")))
     }
 
+    /// Workspace `id` was deleted: its cached choice goes.
+    pub fn forget(&self, id: &str) {
+        self.cache().remove(id);
+    }
+
     /// Records `name` as workspace `id`'s policy.
     pub async fn assign(
         &self,

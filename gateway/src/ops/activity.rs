@@ -60,6 +60,13 @@ impl Activity {
         }
     }
 
+    /// Workspace `id` was deleted: its entry goes (a live view of it that
+    /// closes later does not bring it back).
+    pub fn deleted(&self, id: &str) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.remove(id);
+    }
+
     /// Workspace `id` is in use (a live view is open, an operation runs)
     /// until the guard drops.
     pub fn watch(self: &Arc<Self>, id: &str) -> Watching {
@@ -92,10 +99,11 @@ pub struct Watching {
 
 impl Drop for Watching {
     fn drop(&mut self) {
-        self.activity.with(&self.id, |seen| {
+        let mut seen = self.activity.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(seen) = seen.get_mut(&self.id) {
             seen.viewers = seen.viewers.saturating_sub(1);
             seen.active_ms = now_ms();
-        });
+        }
     }
 }
 
@@ -134,5 +142,18 @@ mod tests {
         assert!(now_ms() - active < 1000);
         activity.started("ws-1");
         assert!(activity.of(&record).0 > 7);
+    }
+
+    #[test]
+    fn a_deleted_workspace_leaves_nothing_behind() {
+        let activity = Arc::new(Activity::default());
+        activity.started("ws-1");
+        let view = activity.watch("ws-1");
+        activity.touch("ws-2");
+        activity.deleted("ws-1");
+        drop(view);
+        let seen = activity.seen.lock().unwrap();
+        assert!(!seen.contains_key("ws-1"), "the closing view made it again");
+        assert!(seen.contains_key("ws-2"));
     }
 }
