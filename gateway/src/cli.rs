@@ -439,9 +439,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let policies = cubicle_policy::PolicySet::load_dir(&args.policy_dir)?;
+    // What the gateway keeps of each workspace from create to delete.
+    let slots = std::sync::Arc::new(cubicle_gateway::slots::Slots::default());
     let gates = std::sync::Arc::new(cubicle_gateway::gates::Gates::new(
         policies,
         &args.default_policy,
+        slots.clone(),
     )?);
     let egress = open_egress(&args, &store, &image, gates.clone())?;
     let backend = choose_backend(&args, host, &image, &guest, &shim, egress.trust_dir.clone())?;
@@ -479,10 +482,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let state = AppState::new(
         cubicle_gateway::ops::Core {
             manager: manager.clone(),
-            audit: cubicle_gateway::ops::audit::Audit::new(store.clone()),
+            audit: cubicle_gateway::ops::audit::Audit::over(store.clone(), slots.clone()),
             store,
             hosts: Default::default(),
-            control: Default::default(),
+            control: std::sync::Arc::new(cubicle_gateway::control::Controls::over(slots.clone())),
+            slots,
             revocations: Default::default(),
             replay: replay.clone(),
             egress: std::sync::Arc::new(egress.hub),

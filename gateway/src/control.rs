@@ -7,68 +7,26 @@
 //! table before anyone is told of it. Changes are published on a `watch`
 //! channel per workspace, which live views and the control event stream read.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cubicle_runtime::events::{self, Actor, EventKind};
-use cubicle_runtime::state::{StateError, Store, now_ms};
+use cubicle_runtime::state::{StateError, Store};
 use cubicle_runtime::tokens::Token;
-use serde::Serialize;
 
 use crate::ops::OpContext;
+use crate::slots::{Control, Holder, Slot, Slots};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-/// Who holds a workspace's control.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Holder {
-    Agent,
-    Operator {
-        token_id: String,
-        name: String,
-        role: String,
-    },
-}
-
-/// The control lock's state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Control {
-    pub holder: Holder,
-    /// Unix milliseconds since when.
-    pub since_ms: i64,
-    /// The workspace is paused: nobody's input reaches it, the holder's
-    /// neither, until it is resumed (set from the lifecycle stream).
-    pub paused: bool,
-}
-
-impl Default for Control {
-    fn default() -> Self {
-        Self {
-            holder: Holder::Agent,
-            since_ms: now_ms(),
-            paused: false,
-        }
-    }
-}
-
-impl Control {
-    /// Whether `token` is the holder. Whether its role may hold control at
-    /// all is the operations' question ([`crate::ops::control::holds`]).
-    pub fn is_held_by(&self, token: &Token) -> bool {
-        matches!(&self.holder, Holder::Operator { token_id, .. } if *token_id == token.id)
-    }
-
-    /// The API's view.
-    pub fn view(&self, workspace: &str) -> Value {
-        json!({
-            "workspace": workspace,
-            "holder": self.holder,
-            "since_ms": self.since_ms,
-            "since": rfc3339(self.since_ms),
-            "paused": self.paused,
-        })
-    }
+/// The API's view of `control`.
+pub fn view(control: &Control, workspace: &str) -> Value {
+    json!({
+        "workspace": workspace,
+        "holder": control.holder,
+        "since_ms": control.since_ms,
+        "since": rfc3339(control.since_ms),
+        "paused": control.paused,
+    })
 }
 
 /// Why a control request was refused.
@@ -106,25 +64,30 @@ impl ControlError {
     }
 }
 
-/// Every workspace's control lock (made on first use, held by the agent).
+/// Every workspace's control lock (made on first use, held by the agent),
+/// kept in its [`Slots`] entry.
 #[derive(Default)]
 pub struct Controls {
-    locks: Mutex<HashMap<String, Arc<watch::Sender<Control>>>>,
+    slots: Arc<Slots>,
     /// Serialises changes, so the event table has them in the order made.
     changing: tokio::sync::Mutex<()>,
 }
 
 impl Controls {
-    fn sender(&self, workspace: &str) -> Arc<watch::Sender<Control>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-        locks
-            .entry(workspace.to_owned())
-            .or_insert_with(|| Arc::new(watch::channel(Control::default()).0))
-            .clone()
+    /// Over the gateway's workspace entries.
+    pub fn over(slots: Arc<Slots>) -> Self {
+        Self {
+            slots,
+            changing: tokio::sync::Mutex::default(),
+        }
+    }
+
+    fn sender(&self, workspace: &str) -> Arc<Slot> {
+        self.slots.get(workspace)
     }
 
     pub fn current(&self, workspace: &str) -> Control {
-        self.sender(workspace).borrow().clone()
+        self.sender(workspace).control.borrow().clone()
     }
 
     /// Takes back who held each workspace's control when the previous
@@ -148,7 +111,7 @@ impl Controls {
             if event.kind != EventKind::ControlTake.as_str() || !exists(workspace) {
                 continue;
             }
-            self.sender(workspace).send_replace(Control {
+            self.sender(workspace).control.send_replace(Control {
                 holder: Holder::Operator {
                     token_id: actor.id.clone(),
                     name: actor.name.clone(),
@@ -162,15 +125,9 @@ impl Controls {
         Ok(held)
     }
 
-    /// Drops the lock of a deleted workspace (live views of it are gone).
-    pub fn forget(&self, workspace: &str) {
-        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-        locks.remove(workspace);
-    }
-
     /// Follows the control of `workspace`.
     pub fn subscribe(&self, workspace: &str) -> watch::Receiver<Control> {
-        self.sender(workspace).subscribe()
+        self.sender(workspace).control.subscribe()
     }
 
     /// Refuses input from `caller` unless no operator holds control or
@@ -193,7 +150,7 @@ impl Controls {
 
     /// Refuses anything that would reach a paused workspace.
     pub fn check_running(&self, workspace: &str) -> Result<(), ControlError> {
-        if self.sender(workspace).borrow().paused {
+        if self.sender(workspace).control.borrow().paused {
             return Err(ControlError::Paused {
                 workspace: workspace.to_owned(),
             });
@@ -204,7 +161,7 @@ impl Controls {
     /// Marks `workspace` paused or not (no event: the pause and resume
     /// operations write theirs); live views stop forwarding input at once.
     pub fn set_paused(&self, workspace: &str, paused: bool) {
-        self.sender(workspace).send_if_modified(|control| {
+        self.sender(workspace).control.send_if_modified(|control| {
             let changed = control.paused != paused;
             control.paused = paused;
             changed
@@ -220,7 +177,8 @@ impl Controls {
     ) -> Result<Control, ControlError> {
         let caller = &ctx.token;
         let _one = self.changing.lock().await;
-        let sender = self.sender(workspace);
+        let slot = self.sender(workspace);
+        let sender = &slot.control;
         let current = sender.borrow().clone();
         match &current.holder {
             _ if current.is_held_by(caller) => return Ok(current),
@@ -262,7 +220,8 @@ impl Controls {
     ) -> Result<Control, ControlError> {
         let caller = &ctx.token;
         let _one = self.changing.lock().await;
-        let sender = self.sender(workspace);
+        let slot = self.sender(workspace);
+        let sender = &slot.control;
         let current = sender.borrow().clone();
         let Holder::Operator { name, .. } = &current.holder else {
             return Ok(current);
@@ -274,7 +233,7 @@ impl Controls {
             });
         }
         let detail = json!({ "from": name, "forced": !current.is_held_by(caller) });
-        self.hand_back(store, workspace, &sender, Some(ctx), None, detail)
+        self.hand_back(store, workspace, sender, Some(ctx), None, detail)
             .await
     }
 
@@ -286,19 +245,17 @@ impl Controls {
         by: &Actor,
     ) -> Result<Vec<String>, ControlError> {
         let _one = self.changing.lock().await;
-        let held: Vec<(String, Arc<watch::Sender<Control>>)> = {
-            let locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-            locks
-                .iter()
-                .filter(|(_, s)| {
-                    matches!(&s.borrow().holder, Holder::Operator { token_id: t, .. } if t == token_id)
-                })
-                .map(|(id, s)| (id.clone(), s.clone()))
-                .collect()
-        };
-        for (workspace, sender) in &held {
+        let held: Vec<(String, Arc<Slot>)> = self
+            .slots
+            .all()
+            .into_iter()
+            .filter(|(_, slot)| {
+                matches!(&slot.control.borrow().holder, Holder::Operator { token_id: t, .. } if t == token_id)
+            })
+            .collect();
+        for (workspace, slot) in &held {
             let detail = json!({ "reason": "token revoked", "token": token_id });
-            self.hand_back(store, workspace, sender, None, Some(by), detail)
+            self.hand_back(store, workspace, &slot.control, None, Some(by), detail)
                 .await?;
         }
         Ok(held.into_iter().map(|(id, _)| id).collect())
@@ -547,7 +504,7 @@ mod tests {
             .unwrap();
         assert!(!back.paused);
         assert!(controls.check_input("ws-1", &agent).is_ok());
-        assert_eq!(controls.current("ws-1").view("ws-1")["paused"], false);
+        assert_eq!(view(&controls.current("ws-1"), "ws-1")["paused"], false);
     }
 
     #[tokio::test]
@@ -575,5 +532,25 @@ mod tests {
         assert_eq!(all.len(), 4);
         assert_eq!(all[2].detail["forced"], true);
         assert_eq!(all[3].detail["reason"], "token revoked");
+    }
+
+    /// The control lock, the activity clock and the policy choice of a
+    /// workspace are one entry, and its delete takes all of it: a new
+    /// workspace of the same id starts with the agent holding control.
+    #[tokio::test]
+    async fn one_entry_per_workspace_and_a_delete_takes_all_of_it() {
+        let (_dir, store) = store().await;
+        let slots = Arc::new(Slots::default());
+        let controls = Controls::over(slots.clone());
+        let activity = crate::ops::activity::Activity::over(slots.clone());
+        let gates = crate::gates::Gates::shipped(slots.clone());
+        let alice = token("tok-alice", Role::Operator);
+        controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
+        activity.touch("ws-1");
+        gates.assign(&store, "ws-1", "default", None).await.unwrap();
+        assert_eq!(slots.len(), 1);
+        slots.remove("ws-1");
+        assert!(slots.is_empty());
+        assert_eq!(controls.current("ws-1").holder, Holder::Agent);
     }
 }

@@ -3,22 +3,22 @@
 //! pending approvals. The gates themselves (checking an operation, holding
 //! it for a person) are operations: [`crate::ops::gates`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cubicle_policy::{Policy, PolicySet};
 use cubicle_runtime::state::Store;
 
 use crate::approvals::Approvals;
 use crate::error::OpError;
+use crate::slots::Slots;
 
 /// The policies, each workspace's choice of one and the pending approvals:
 /// what the gate needs, one per daemon.
 pub struct Gates {
     pub policies: PolicySet,
     pub default_policy: String,
-    /// Each workspace's policy, once read.
-    assigned: Mutex<HashMap<String, String>>,
+    /// Each workspace's policy, once read (in its entry).
+    slots: Arc<Slots>,
     pub approvals: Approvals,
 }
 
@@ -27,37 +27,34 @@ impl Gates {
     pub fn new(
         policies: PolicySet,
         default_policy: &str,
+        slots: Arc<Slots>,
     ) -> Result<Self, cubicle_policy::PolicyError> {
         policies.get(default_policy)?;
         Ok(Self {
             policies,
             default_policy: default_policy.to_owned(),
-            assigned: Mutex::default(),
+            slots,
             approvals: Approvals::default(),
         })
     }
 
     /// The shipped policies with `default` as the default.
-    pub fn shipped() -> Self {
+    pub fn shipped(slots: Arc<Slots>) -> Self {
         let policies =
             PolicySet::shipped().expect("the shipped policies parse (a unit test checks them)");
-        Self::new(policies, "default").expect("the shipped policies include default")
-    }
-
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.assigned.lock().unwrap_or_else(|p| p.into_inner())
+        Self::new(policies, "default", slots).expect("the shipped policies include default")
     }
 
     /// The name of workspace `id`'s policy.
     pub async fn policy_name(&self, store: &Store, id: &str) -> Result<String, OpError> {
-        if let Some(name) = self.cache().get(id) {
+        if let Some(name) = &*self.slots.get(id).policy() {
             return Ok(name.clone());
         }
         let stored = cubicle_runtime::workspace_policy::get(store, id)
             .await
             .map_err(|e| OpError::internal(e.to_string()))?;
         let name = stored.unwrap_or_else(|| self.default_policy.clone());
-        self.cache().insert(id.to_owned(), name.clone());
+        *self.slots.get(id).policy() = Some(name.clone());
         Ok(name)
     }
 
@@ -84,11 +81,6 @@ impl Gates {
             .map_err(|e| OpError::bad_request(format!("policy: {e}")))
     }
 
-    /// Workspace `id` was deleted: its cached choice goes.
-    pub fn forget(&self, id: &str) {
-        self.cache().remove(id);
-    }
-
     /// Records `name` as workspace `id`'s policy.
     pub async fn assign(
         &self,
@@ -100,7 +92,7 @@ impl Gates {
         cubicle_runtime::workspace_policy::set(store, id, name, by)
             .await
             .map_err(|e| OpError::internal(e.to_string()))?;
-        self.cache().insert(id.to_owned(), name.to_owned());
+        *self.slots.get(id).policy() = Some(name.to_owned());
         Ok(())
     }
 }

@@ -31,6 +31,7 @@ pub mod replay;
 pub mod revocation;
 pub mod router;
 pub mod screen;
+pub mod slots;
 pub mod vnc;
 pub mod web;
 pub mod wire;

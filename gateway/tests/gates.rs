@@ -125,7 +125,7 @@ async fn fixture() -> Fixture {
     policies.insert(Policy::parse("quick.toml", "quick", QUICK).unwrap());
     let state = AppState::new(
         cubicle_gateway::ops::Core {
-            gates: Arc::new(Gates::new(policies, "default").unwrap()),
+            gates: Arc::new(Gates::new(policies, "default", Default::default()).unwrap()),
             ..cubicle_gateway::ops::Core::bare(manager, store.clone(), dir.path()).unwrap()
         },
         dir.path().join("web"),

@@ -41,7 +41,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpError> {
     let control = ops::control::get(&state, &ctx, &id).await?;
-    Ok(Json(control.view(&id)))
+    Ok(Json(crate::control::view(&control, &id)))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/control/take", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "This operator now holds control; agent input gets 409"), crate::wire::doc::NoWorkspace, (status = 409, body = crate::wire::doc::ErrorBody, description = "Another operator holds it (`control_held`), or the workspace is not running or paused (`paused`)")))]
@@ -51,7 +51,7 @@ pub async fn take(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpError> {
     let control = ops::control::take(&state, &ctx, &id).await?;
-    Ok(Json(control.view(&id)))
+    Ok(Json(crate::control::view(&control, &id)))
 }
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/control/release", tag = "control", params(("id" = String, Path)), responses((status = 200, description = "Control is back with the agent"), crate::wire::doc::NoWorkspace, (status = 409, body = crate::wire::doc::ErrorBody, description = "Another operator holds it (`control_held`)")))]
@@ -61,7 +61,7 @@ pub async fn release(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpError> {
     let control = ops::control::release(&state, &ctx, &id).await?;
-    Ok(Json(control.view(&id)))
+    Ok(Json(crate::control::view(&control, &id)))
 }
 
 #[utoipa::path(get, path = "/v1/workspaces/{id}/control/events", tag = "control", params(("id" = String, Path)), responses((status = 200, content_type = "text/event-stream", description = "Server-Sent Events: the holder, now and on every change"), crate::wire::doc::NoWorkspace))]
@@ -79,7 +79,7 @@ pub async fn events(
                 changed = control.changed() => changed.ok()?,
                 () = revoked.revoked() => return None,
             }
-            let view = control.borrow_and_update().view(&id);
+            let view = crate::control::view(&control.borrow_and_update(), &id);
             let event = Event::default().event("control").data(view.to_string());
             Some((Ok(event), (control, revoked, id)))
         },

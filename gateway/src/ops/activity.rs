@@ -2,35 +2,27 @@
 //! views, which the idle timeout reads ([`super::expiry`]). The event
 //! writer touches it under every operation, so it sits below the writer.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cubicle_runtime::state::{WorkspaceRecord, now_ms};
 
-/// What the gateway has seen of one workspace.
-#[derive(Debug, Clone, Copy, Default)]
-struct Seen {
-    /// When it last started running (Unix ms), as the lifecycle said.
-    started_ms: Option<i64>,
-    /// Its last operation by anyone (Unix ms).
-    active_ms: i64,
-    /// Live views open and operations running now.
-    viewers: usize,
-}
+use crate::slots::{Seen, Slots};
 
-/// Each workspace's last activity and open live views.
-#[derive(Debug, Default)]
+/// Each workspace's last activity and open live views, kept in its
+/// [`Slots`] entry.
+#[derive(Default)]
 pub struct Activity {
-    seen: Mutex<HashMap<String, Seen>>,
+    slots: Arc<Slots>,
 }
 
 impl Activity {
+    /// Over the gateway's workspace entries.
+    pub fn over(slots: Arc<Slots>) -> Self {
+        Self { slots }
+    }
+
     fn with<T>(&self, id: &str, f: impl FnOnce(&mut Seen) -> T) -> T {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        f(seen.entry(id.to_owned()).or_insert_with(|| Seen {
-            active_ms: now_ms(),
-            ..Seen::default()
-        }))
+        f(&mut self.slots.get(id).seen())
     }
 
     /// Someone did something with workspace `id` now.
@@ -49,22 +41,12 @@ impl Activity {
 
     /// Workspace `id` no longer runs: nothing of it is kept.
     pub fn forget(&self, id: &str) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(entry) = seen.get_mut(id) {
+        if let Some(slot) = self.slots.find(id) {
             // Live views still open keep their count until they close.
-            *entry = Seen {
-                viewers: entry.viewers,
-                active_ms: now_ms(),
-                started_ms: None,
-            };
+            let mut seen = slot.seen();
+            seen.active_ms = now_ms();
+            seen.started_ms = None;
         }
-    }
-
-    /// Workspace `id` was deleted: its entry goes (a live view of it that
-    /// closes later does not bring it back).
-    pub fn deleted(&self, id: &str) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.remove(id);
     }
 
     /// Workspace `id` is in use (a live view is open, an operation runs)
@@ -99,8 +81,9 @@ pub struct Watching {
 
 impl Drop for Watching {
     fn drop(&mut self) {
-        let mut seen = self.activity.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(seen) = seen.get_mut(&self.id) {
+        // A workspace deleted meanwhile has no entry, and gets none.
+        if let Some(slot) = self.activity.slots.find(&self.id) {
+            let mut seen = slot.seen();
             seen.viewers = seen.viewers.saturating_sub(1);
             seen.active_ms = now_ms();
         }
@@ -146,14 +129,17 @@ mod tests {
 
     #[test]
     fn a_deleted_workspace_leaves_nothing_behind() {
-        let activity = Arc::new(Activity::default());
+        let slots = Arc::new(Slots::default());
+        let activity = Arc::new(Activity::over(slots.clone()));
         activity.started("ws-1");
         let view = activity.watch("ws-1");
         activity.touch("ws-2");
-        activity.deleted("ws-1");
+        slots.remove("ws-1");
         drop(view);
-        let seen = activity.seen.lock().unwrap();
-        assert!(!seen.contains_key("ws-1"), "the closing view made it again");
-        assert!(seen.contains_key("ws-2"));
+        assert!(
+            slots.find("ws-1").is_none(),
+            "the closing view made it again"
+        );
+        assert!(slots.find("ws-2").is_some());
     }
 }

@@ -41,10 +41,20 @@ fn unavailable(err: impl std::fmt::Display) -> OpError {
 }
 
 impl Audit {
+    /// A writer whose activity no idle timeout reads (a service's own).
     pub fn new(store: Store) -> Self {
         Self {
             store,
             activity: Default::default(),
+        }
+    }
+
+    /// The core's writer: what it notes is each workspace's activity in
+    /// its `slots` entry.
+    pub fn over(store: Store, slots: std::sync::Arc<crate::slots::Slots>) -> Self {
+        Self {
+            store,
+            activity: std::sync::Arc::new(super::activity::Activity::over(slots)),
         }
     }
 

@@ -7,9 +7,9 @@ use tokio::sync::watch;
 use super::{OpContext, Permission, access};
 use cubicle_runtime::tokens::Token;
 
-use crate::control::Control;
 use crate::error::OpError;
 use crate::ops::Core;
+use crate::slots::Control;
 
 /// Who holds workspace `id`'s controls now.
 pub async fn get(state: &Core, ctx: &OpContext, id: &str) -> Result<Control, OpError> {
@@ -58,7 +58,7 @@ mod tests {
     use cubicle_runtime::tokens::Role;
 
     use super::*;
-    use crate::control::Holder;
+    use crate::slots::Holder;
 
     /// A holder restored from the log naming an auditor's or an agent's
     /// token gives that token no input; the operator it names holds.

@@ -15,6 +15,9 @@ use cubicle_runtime::state::Store;
 pub struct Core {
     pub manager: Arc<Manager<AnyBackend>>,
     pub store: Store,
+    /// What the gateway keeps of each workspace from create to delete
+    /// (its control lock, activity and policy name).
+    pub slots: Arc<crate::slots::Slots>,
     /// What the gateway holds for each running workspace (screen and CDP
     /// sessions, recorder, egress proxy).
     pub hosts: Arc<crate::host::Hosts>,
@@ -46,13 +49,15 @@ impl Core {
     ) -> Result<Self, cubicle_recorder::checkpoint::CheckpointError> {
         let replay =
             crate::replay::Replay::open(store.clone(), crate::replay::ReplayConfig::new(data_dir))?;
+        let slots = Arc::new(crate::slots::Slots::default());
         Ok(Self {
             manager,
-            audit: super::audit::Audit::new(store.clone()),
+            audit: super::audit::Audit::over(store.clone(), slots.clone()),
             hosts: Arc::default(),
-            control: Arc::default(),
+            control: Arc::new(crate::control::Controls::over(slots.clone())),
             revocations: Arc::default(),
-            gates: Arc::new(crate::gates::Gates::shipped()),
+            gates: Arc::new(crate::gates::Gates::shipped(slots.clone())),
+            slots,
             egress: Arc::new(crate::egress::EgressHub::disabled(store.clone())),
             replay: Arc::new(replay),
             templates: Arc::default(),

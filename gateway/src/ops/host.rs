@@ -75,9 +75,7 @@ async fn apply(state: &Core, Lifecycle { workspace, change }: Lifecycle) {
     }
     if change == Change::Deleted {
         // What the gateway kept of it from its create: nothing stays.
-        state.control.forget(&workspace);
-        state.audit.activity().deleted(&workspace);
-        state.gates.forget(&workspace);
+        state.slots.remove(&workspace);
     }
     let event = match &change {
         Change::Running => Some((EventKind::WorkspaceRunning, json!({}))),

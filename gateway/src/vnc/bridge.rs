@@ -18,8 +18,8 @@ use tokio::sync::{mpsc, watch};
 use super::filter::{self, HeldInput, Verdict};
 use super::handshake::{self, ViewerHandshake};
 use super::rfb_parse::{Kind, RfbParser};
-use crate::control::Control;
 use crate::revocation::RevocationWatch;
+use crate::slots::Control;
 
 /// Bytes read from Xvnc at a time (one queued WebSocket message at most).
 const CHUNK: usize = 64 * 1024;
