@@ -82,12 +82,12 @@ impl Controls {
         }
     }
 
-    fn sender(&self, workspace: &str) -> Arc<Slot> {
+    fn slot(&self, workspace: &str) -> Arc<Slot> {
         self.slots.get(workspace)
     }
 
     pub fn current(&self, workspace: &str) -> Control {
-        self.sender(workspace).control.borrow().clone()
+        self.slot(workspace).control.borrow().clone()
     }
 
     /// Takes back who held each workspace's control when the previous
@@ -111,7 +111,7 @@ impl Controls {
             if event.kind != EventKind::ControlTake.as_str() || !exists(workspace) {
                 continue;
             }
-            self.sender(workspace).control.send_replace(Control {
+            self.slot(workspace).control.send_replace(Control {
                 holder: Holder::Operator {
                     token_id: actor.id.clone(),
                     name: actor.name.clone(),
@@ -127,30 +127,41 @@ impl Controls {
 
     /// Follows the control of `workspace`.
     pub fn subscribe(&self, workspace: &str) -> watch::Receiver<Control> {
-        self.sender(workspace).control.subscribe()
+        self.slot(workspace).control.subscribe()
     }
 
     /// Refuses input from `caller` unless no operator holds control or
-    /// `caller` is the holder.
-    pub fn check_input(&self, workspace: &str, caller: &Token) -> Result<(), ControlError> {
+    /// `caller` is the holder (and `may_hold`: its role may hold control at
+    /// all, as the operations decide).
+    pub fn check_input(
+        &self,
+        workspace: &str,
+        caller: &Token,
+        may_hold: bool,
+    ) -> Result<(), ControlError> {
         self.check_running(workspace)?;
-        self.check_holder(workspace, caller)
+        self.check_holder(workspace, caller, may_hold)
     }
 
     /// Refuses `caller` unless no operator holds control or `caller` is
-    /// the holder, paused or not.
-    pub fn check_holder(&self, workspace: &str, caller: &Token) -> Result<(), ControlError> {
+    /// the holder and `may_hold`, paused or not.
+    pub fn check_holder(
+        &self,
+        workspace: &str,
+        caller: &Token,
+        may_hold: bool,
+    ) -> Result<(), ControlError> {
         let control = self.current(workspace);
         match control.holder {
             Holder::Agent => Ok(()),
-            _ if control.is_held_by(caller) => Ok(()),
+            _ if may_hold && control.is_held_by(caller) => Ok(()),
             _ => Err(ControlError::held(workspace, &control)),
         }
     }
 
     /// Refuses anything that would reach a paused workspace.
     pub fn check_running(&self, workspace: &str) -> Result<(), ControlError> {
-        if self.sender(workspace).control.borrow().paused {
+        if self.slot(workspace).control.borrow().paused {
             return Err(ControlError::Paused {
                 workspace: workspace.to_owned(),
             });
@@ -161,7 +172,7 @@ impl Controls {
     /// Marks `workspace` paused or not (no event: the pause and resume
     /// operations write theirs); live views stop forwarding input at once.
     pub fn set_paused(&self, workspace: &str, paused: bool) {
-        self.sender(workspace).control.send_if_modified(|control| {
+        self.slot(workspace).control.send_if_modified(|control| {
             let changed = control.paused != paused;
             control.paused = paused;
             changed
@@ -177,7 +188,7 @@ impl Controls {
     ) -> Result<Control, ControlError> {
         let caller = &ctx.token;
         let _one = self.changing.lock().await;
-        let slot = self.sender(workspace);
+        let slot = self.slot(workspace);
         let sender = &slot.control;
         let current = sender.borrow().clone();
         match &current.holder {
@@ -220,7 +231,7 @@ impl Controls {
     ) -> Result<Control, ControlError> {
         let caller = &ctx.token;
         let _one = self.changing.lock().await;
-        let slot = self.sender(workspace);
+        let slot = self.slot(workspace);
         let sender = &slot.control;
         let current = sender.borrow().clone();
         let Holder::Operator { name, .. } = &current.holder else {
@@ -406,11 +417,17 @@ mod tests {
             before.current("ws-1").since_ms
         );
         assert!(matches!(
-            after.check_input("ws-1", &agent),
+            after.check_input("ws-1", &agent, false),
             Err(ControlError::Held { .. })
         ));
-        assert!(after.check_input("ws-2", &agent).is_ok(), "handed back");
-        assert!(after.check_input("ws-gone", &agent).is_ok(), "deleted");
+        assert!(
+            after.check_input("ws-2", &agent, false).is_ok(),
+            "handed back"
+        );
+        assert!(
+            after.check_input("ws-gone", &agent, false).is_ok(),
+            "deleted"
+        );
     }
 
     #[tokio::test]
@@ -421,21 +438,21 @@ mod tests {
         let alice = token("tok-alice", Role::Operator);
         let bob = token("tok-bob", Role::Operator);
         let mut seen = controls.subscribe("ws-1");
-        assert!(controls.check_input("ws-1", &agent).is_ok());
+        assert!(controls.check_input("ws-1", &agent, false).is_ok());
         controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
         assert!(seen.has_changed().unwrap());
         assert!(seen.borrow_and_update().is_held_by(&alice));
         let err = controls
-            .check_input("ws-1", &agent)
+            .check_input("ws-1", &agent, false)
             .unwrap_err()
             .to_string();
         assert!(
             err.starts_with("operator tok-alice-name holds control since 20"),
             "{err}"
         );
-        assert!(controls.check_input("ws-1", &alice).is_ok());
+        assert!(controls.check_input("ws-1", &alice, true).is_ok());
         assert!(
-            controls.check_input("ws-2", &agent).is_ok(),
+            controls.check_input("ws-2", &agent, false).is_ok(),
             "other workspaces are free"
         );
         // Bob can neither take it nor hand it back.
@@ -456,7 +473,7 @@ mod tests {
             .release(&store, "ws-1", &ctx(&alice), false)
             .await
             .unwrap();
-        assert!(controls.check_input("ws-1", &agent).is_ok());
+        assert!(controls.check_input("ws-1", &agent, false).is_ok());
         let kinds: Vec<String> = events::list(&store, Some("ws-1"), 0, 10)
             .await
             .unwrap()
@@ -485,25 +502,25 @@ mod tests {
             "live views learn it at once"
         );
         assert!(matches!(
-            controls.check_input("ws-1", &agent),
+            controls.check_input("ws-1", &agent, false),
             Err(ControlError::Paused { .. })
         ));
         // Taking over while paused is allowed, but gives no input yet.
         let taken = controls.take(&store, "ws-1", &ctx(&alice)).await.unwrap();
         assert!(taken.paused && taken.is_held_by(&alice));
         assert!(matches!(
-            controls.check_input("ws-1", &alice),
+            controls.check_input("ws-1", &alice, true),
             Err(ControlError::Paused { .. })
         ));
-        assert!(controls.check_input("ws-2", &agent).is_ok());
+        assert!(controls.check_input("ws-2", &agent, false).is_ok());
         controls.set_paused("ws-1", false);
-        assert!(controls.check_input("ws-1", &alice).is_ok());
+        assert!(controls.check_input("ws-1", &alice, true).is_ok());
         let back = controls
             .release(&store, "ws-1", &ctx(&alice), false)
             .await
             .unwrap();
         assert!(!back.paused);
-        assert!(controls.check_input("ws-1", &agent).is_ok());
+        assert!(controls.check_input("ws-1", &agent, false).is_ok());
         assert_eq!(view(&controls.current("ws-1"), "ws-1")["paused"], false);
     }
 

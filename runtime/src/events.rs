@@ -265,10 +265,7 @@ pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), S
         outcome: event.outcome.map(str::to_owned),
     };
     let (reply, written) = oneshot::channel();
-    store
-        .appender()
-        .send(store.pool(), Job { record, reply })
-        .await?;
+    store.appender().send(Job { record, reply }).await?;
     written
         .await
         .map_err(|_| StateError::Append("the event writer stopped before writing it".into()))?
@@ -292,18 +289,29 @@ struct Job {
 /// never read the same head; `BEGIN IMMEDIATE` and the unique (chain, seq)
 /// index keep other processes on the same database (the CLI) from forking
 /// a chain, and heads are read afresh in each transaction.
-#[derive(Clone, Default)]
-pub(crate) struct Appender(Arc<Mutex<Option<mpsc::Sender<Job>>>>);
+#[derive(Clone)]
+pub(crate) struct Appender {
+    pool: SqlitePool,
+    queue: Arc<Mutex<Option<mpsc::Sender<Job>>>>,
+}
 
 impl Appender {
-    async fn send(&self, pool: &SqlitePool, job: Job) -> Result<(), StateError> {
+    /// The writer of `pool`'s events (not started until the first append).
+    pub(crate) fn new(pool: SqlitePool) -> Self {
+        Self {
+            pool,
+            queue: Arc::default(),
+        }
+    }
+
+    async fn send(&self, job: Job) -> Result<(), StateError> {
         let queue = {
-            let mut queue = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
             match &*queue {
                 Some(sender) if !sender.is_closed() => sender.clone(),
                 _ => {
                     let (sender, jobs) = mpsc::channel(MAX_BATCH * 4);
-                    tokio::spawn(write(pool.clone(), jobs));
+                    tokio::spawn(write(self.pool.clone(), jobs));
                     *queue = Some(sender.clone());
                     sender
                 }

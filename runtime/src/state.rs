@@ -253,8 +253,8 @@ impl Store {
             })?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         Ok(Self {
+            appender: crate::events::Appender::new(pool.clone()),
             pool,
-            appender: crate::events::Appender::default(),
         })
     }
 
