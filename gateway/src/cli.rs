@@ -163,6 +163,11 @@ struct ServeArgs {
     /// get the server's defaults, or a template's, or narrower.
     #[arg(long = "template", value_name = "NAME=FILE")]
     templates: Vec<String>,
+    /// Let webhooks deliver to loopback, private and link-local addresses
+    /// (by default only public ones: a subscription must not reach into the
+    /// network the gateway sits in). For a closed network.
+    #[arg(long, env = "CUBICLE_WEBHOOKS_TO_PRIVATE_ADDRESSES")]
+    webhooks_to_private_addresses: bool,
     /// Xvnc's path inside the image.
     #[arg(long, default_value = "/usr/bin/Xvnc")]
     xvnc: String,
@@ -492,6 +497,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             egress: std::sync::Arc::new(egress.hub),
             gates,
             templates: std::sync::Arc::new(templates),
+            webhooks: std::sync::Arc::new(cubicle_gateway::webhooks::Webhooks::new(
+                args.webhooks_to_private_addresses,
+            )),
         },
         args.web_dir,
     );
@@ -516,6 +524,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         stop_sweeping.clone(),
     ));
     let expiry = tokio::spawn(cubicle_gateway::ops::expiry::sweep(
+        state.core.clone(),
+        stop_sweeping.clone(),
+    ));
+    let webhooks = tokio::spawn(cubicle_gateway::ops::webhooks::run(
         state.core.clone(),
         stop_sweeping.clone(),
     ));
@@ -606,6 +618,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     stop_sweeping.cancel();
     let _ = sweeper.await;
     let _ = expiry.await;
+    let _ = webhooks.await;
     stop_sealing.cancel();
     let _ = sealer.await;
     let _ = retention.await;

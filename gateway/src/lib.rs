@@ -34,4 +34,5 @@ pub mod screen;
 pub mod slots;
 pub mod vnc;
 pub mod web;
+pub mod webhooks;
 pub mod wire;

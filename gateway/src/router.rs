@@ -10,7 +10,8 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api::{
-    actions, approvals, control, downloads, events, exec, files, replay, tokens, workspaces,
+    actions, approvals, control, downloads, events, exec, files, replay, tokens, webhooks,
+    workspaces,
 };
 use crate::app::AppState;
 use crate::error::{ErrorKind, OpError};
@@ -58,6 +59,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens/{id}", axum::routing::delete(tokens::revoke))
         .route("/v1/me", get(tokens::me))
         .route("/v1/events", get(events::list))
+        .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
+        .route(
+            "/v1/webhooks/{id}",
+            get(webhooks::one).delete(webhooks::delete),
+        )
         .route("/v1/workspaces/{id}/exec", axum::routing::post(exec::run))
         .route("/v1/workspaces/{id}/exec/ws", get(exec::upgrade))
         .route(

@@ -143,9 +143,78 @@ pub enum EventKind {
     DownloadContent,
     DownloadRelease,
     DownloadReject,
+    /// A webhook subscription was made or removed.
+    WebhookCreate,
+    WebhookDelete,
+    /// A webhook delivery was answered 2xx (by the daemon).
+    WebhookDelivered,
+    /// A webhook delivery failed: retried later, or given up (by the daemon).
+    WebhookFailed,
 }
 
 impl EventKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 58] = [
+        Self::WorkspaceCreate,
+        Self::WorkspaceStart,
+        Self::WorkspaceStop,
+        Self::WorkspaceDelete,
+        Self::WorkspaceRunning,
+        Self::WorkspaceCrashed,
+        Self::WorkspacePause,
+        Self::WorkspaceResume,
+        Self::WorkspaceExpire,
+        Self::WorkspaceTimeLimits,
+        Self::Action,
+        Self::Screenshot,
+        Self::Exec,
+        Self::ExecStream,
+        Self::FileRead,
+        Self::FileList,
+        Self::FileWrite,
+        Self::FileDelete,
+        Self::CdpOpen,
+        Self::CdpMethod,
+        Self::CdpClose,
+        Self::LiveViewOpen,
+        Self::LiveViewClose,
+        Self::ControlTake,
+        Self::ControlRelease,
+        Self::TokenCreate,
+        Self::TokenRevoke,
+        Self::EventsRead,
+        Self::PolicyDeny,
+        Self::PolicySwitch,
+        Self::ApprovalRequest,
+        Self::ApprovalApprove,
+        Self::ApprovalDeny,
+        Self::ApprovalExpire,
+        Self::ApprovalUse,
+        Self::ApprovalRefuse,
+        Self::RecordingSegment,
+        Self::RecordingStart,
+        Self::RecordingStop,
+        Self::RecordingExpire,
+        Self::AuditExport,
+        Self::DaemonStart,
+        Self::DaemonStop,
+        Self::EgressDecision,
+        Self::EgressRequest,
+        Self::EgressUpstreamRefused,
+        Self::EgressClose,
+        Self::EgressPolicy,
+        Self::DownloadHeld,
+        Self::DownloadRefused,
+        Self::DownloadList,
+        Self::DownloadContent,
+        Self::DownloadRelease,
+        Self::DownloadReject,
+        Self::WebhookCreate,
+        Self::WebhookDelete,
+        Self::WebhookDelivered,
+        Self::WebhookFailed,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::WorkspaceCreate => "workspace.create",
@@ -202,7 +271,16 @@ impl EventKind {
             Self::DownloadContent => "download.content",
             Self::DownloadRelease => "download.release",
             Self::DownloadReject => "download.reject",
+            Self::WebhookCreate => "webhook.create",
+            Self::WebhookDelete => "webhook.delete",
+            Self::WebhookDelivered => "webhook.delivered",
+            Self::WebhookFailed => "webhook.failed",
         }
+    }
+
+    /// The kind spelled `text`, if there is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
     }
 }
 
@@ -525,6 +603,18 @@ pub async fn latest_per_workspace(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn every_kind_is_listed_once_and_parses_back() {
+        // Variants number from 0 in order: ALL holds each at its index, and
+        // the last one closes it, so a kind added but not listed fails here.
+        for (index, kind) in EventKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(EventKind::ALL.len(), EventKind::WebhookFailed as usize + 1);
+        assert_eq!(EventKind::parse("no.such"), None);
+    }
 
     #[tokio::test]
     async fn events_are_appended_and_filtered_by_workspace() {

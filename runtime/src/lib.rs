@@ -37,4 +37,5 @@ pub mod time_limits;
 pub mod tokens;
 pub mod uid_lease;
 pub mod unprivileged;
+pub mod webhook_rows;
 pub mod workspace_policy;

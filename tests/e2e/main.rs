@@ -52,3 +52,4 @@ mod survive;
 mod time_limits;
 mod ttl_restart;
 mod walls;
+mod webhooks;

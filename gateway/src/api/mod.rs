@@ -11,4 +11,5 @@ pub mod exec;
 pub mod files;
 pub mod replay;
 pub mod tokens;
+pub mod webhooks;
 pub mod workspaces;

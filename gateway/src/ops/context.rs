@@ -76,6 +76,17 @@ impl OpContext {
         }
     }
 
+    /// `token`'s view, for what the daemon does on its behalf later (a
+    /// webhook delivering the events the token may see).
+    pub fn daemon_for(token: Token) -> Self {
+        OpContext {
+            request_id: format!("daemon-for-{}", token.id),
+            token,
+            client: None,
+            hold: Hold::default(),
+        }
+    }
+
     pub fn actor(&self) -> Actor {
         Actor::from(&self.token)
     }

@@ -35,6 +35,8 @@ pub struct Core {
     pub replay: Arc<crate::replay::Replay>,
     /// The guard-rail templates a create may name (`--template NAME=FILE`).
     pub templates: Arc<crate::wire::guard_rails::Templates>,
+    /// Webhook deliveries' settings and client.
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
 }
 
 impl Core {
@@ -61,6 +63,7 @@ impl Core {
             egress: Arc::new(crate::egress::EgressHub::disabled(store.clone())),
             replay: Arc::new(replay),
             templates: Arc::default(),
+            webhooks: Arc::default(),
             store,
         })
     }

@@ -32,6 +32,7 @@ pub mod live_view;
 pub mod permission;
 pub mod replay;
 pub mod tokens;
+pub mod webhooks;
 pub mod workspaces;
 
 pub use self::core::Core;

@@ -59,10 +59,13 @@ pub enum Permission {
     /// disk) or more time (TTL, idle timeout, what expiry does) than the
     /// server's defaults (or its template's).
     LimitsManage,
+    /// Subscribe webhooks to the events the token may see, list and remove
+    /// its own (admins: everyone's).
+    WebhooksManage,
 }
 
 impl Permission {
-    pub const ALL: [Self; 22] = [
+    pub const ALL: [Self; 23] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -85,6 +88,7 @@ impl Permission {
         Self::EgressManage,
         Self::RecordingManage,
         Self::LimitsManage,
+        Self::WebhooksManage,
     ];
 
     /// What it lets a caller do, for refusals ("a token with role auditor
@@ -113,6 +117,7 @@ impl Permission {
             Self::EgressManage => "change a workspace's egress policy",
             Self::RecordingManage => "turn a workspace's recording off",
             Self::LimitsManage => "give a workspace more resources or time than the defaults",
+            Self::WebhooksManage => "subscribe webhooks to events",
         }
     }
 }
@@ -138,10 +143,16 @@ pub fn granted(role: Role, permission: Permission) -> bool {
                 | P::FilesWrite
                 | P::Browser
                 | P::DownloadsRead
+                | P::WebhooksManage
         ),
         Role::Auditor => matches!(
             permission,
-            P::WorkspacesView | P::ScreenView | P::EventsRead | P::AuditExport | P::DownloadsRead
+            P::WorkspacesView
+                | P::ScreenView
+                | P::EventsRead
+                | P::AuditExport
+                | P::DownloadsRead
+                | P::WebhooksManage
         ),
     }
 }
@@ -172,7 +183,8 @@ mod tests {
                 P::ScreenView,
                 P::EventsRead,
                 P::AuditExport,
-                P::DownloadsRead
+                P::DownloadsRead,
+                P::WebhooksManage
             ]
         );
         for p in [

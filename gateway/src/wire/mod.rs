@@ -16,6 +16,7 @@ pub mod path;
 pub mod replay;
 pub mod time_limits;
 pub mod token;
+pub mod webhook;
 pub mod workspace;
 
 use serde::de::DeserializeOwned;
