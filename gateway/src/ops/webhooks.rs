@@ -176,7 +176,7 @@ pub async fn delete(core: &Core, ctx: &OpContext, id: &str) -> Result<(), OpErro
             row.workspace.as_deref(),
             json!({ "webhook": id, "url": row.url }),
             run,
-            |_| json!({}),
+            |_| json!({ "webhook": id }),
         )
         .await?;
     core.webhooks.changed();
