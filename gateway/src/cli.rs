@@ -56,6 +56,34 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Workspaces on a running gateway (--url, --token).
+    Ws {
+        #[command(flatten)]
+        remote: crate::remote::Remote,
+        #[command(subcommand)]
+        command: crate::remote::WsCommand,
+    },
+    /// Operations held for a person's decision, on a running gateway.
+    Approvals {
+        #[command(flatten)]
+        remote: crate::remote::Remote,
+        #[command(subcommand)]
+        command: crate::remote::ApprovalsCommand,
+    },
+    /// Downloads held in quarantine, on a running gateway.
+    Downloads {
+        #[command(flatten)]
+        remote: crate::remote::Remote,
+        #[command(subcommand)]
+        command: crate::remote::DownloadsCommand,
+    },
+    /// The event log of a running gateway.
+    Events {
+        #[command(flatten)]
+        remote: crate::remote::Remote,
+        #[command(subcommand)]
+        command: crate::remote::EventsCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -274,6 +302,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             command: TokenCommand::Revoke { common, id },
         } => token_revoke(&common, &id).await,
         Command::Bench(args) => crate::bench::run(*args).await,
+        Command::Ws { remote, command } => Ok(crate::remote::ws(&remote, command).await?),
+        Command::Approvals { remote, command } => {
+            Ok(crate::remote::approvals(&remote, command).await?)
+        }
+        Command::Downloads { remote, command } => {
+            Ok(crate::remote::downloads(&remote, command).await?)
+        }
+        Command::Events { remote, command } => Ok(crate::remote::events(&remote, command).await?),
         Command::Mcp(args) => Ok(cubicle_gateway::mcp::stdio::run(&args.url, &args.token).await?),
         Command::Audit {
             command:

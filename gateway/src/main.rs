@@ -1,7 +1,10 @@
-//! The `cubicle` command: `serve`, `image build`, `doctor`.
+//! The `cubicle` command: `serve`, `image build`, `doctor`, and the
+//! commands for people against a running gateway (`ws`, `approvals`,
+//! `downloads`, `events`).
 
 mod bench;
 mod cli;
+mod remote;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -31,7 +34,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("cubicle: {err:#}");
-            ExitCode::FAILURE
+            // The remote commands end with a code scripts can use.
+            match err.downcast_ref::<remote::Failure>() {
+                Some(failure) => ExitCode::from(failure.code),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

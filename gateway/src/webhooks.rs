@@ -14,7 +14,9 @@
 //! keeps a cursor (the last event dealt with) in the store, so deliveries
 //! resume after a restart where they stopped: at least once, in order. An
 //! event whose delivery failed [`RETRY_AFTER`]`.len() + 1` times is given
-//! up on (`webhook.failed` with `gave_up`) and the next one goes.
+//! up on (`webhook.failed` with `gave_up`) and the next one goes; while the
+//! receiver stays down each further event is tried once, until one gets
+//! through.
 //!
 //! Where deliveries may go: the gateway sits inside the operator's network,
 //! and a subscription is a request it makes on a token holder's behalf, so
@@ -200,8 +202,11 @@ impl Webhooks {
         if text.len() > 2048 {
             return Err("url: at most 2048 characters".into());
         }
-        let url = url::Url::parse(text)
-            .map_err(|e| format!("url: not an absolute URL ({e}); give one such as https://example.com/hooks/cubicle"))?;
+        let url = url::Url::parse(text).map_err(|e| {
+            format!(
+                "url: not an absolute URL ({e}); give one such as https://example.com/hooks/cubicle"
+            )
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
                 "url: scheme {:?} is not http or https",
@@ -221,12 +226,14 @@ impl Webhooks {
         }
         let port = url.port_or_known_default().unwrap_or(443);
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        let addresses: Vec<SocketAddr> =
-            tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host((host, port)))
-                .await
-                .map_err(|_| format!("url: resolving {host} took over 5 s"))?
-                .map_err(|e| format!("url: cannot resolve {host}: {e}"))?
-                .collect();
+        let addresses: Vec<SocketAddr> = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::lookup_host((host, port)),
+        )
+        .await
+        .map_err(|_| format!("url: resolving {host} took over 5 s"))?
+        .map_err(|e| format!("url: cannot resolve {host}: {e}"))?
+        .collect();
         if addresses.is_empty() {
             return Err(format!("url: {host} resolves to no address"));
         }
@@ -344,50 +351,50 @@ impl Webhooks {
         message: &str,
         body: &[u8],
     ) -> Result<u16, Failure> {
-    let url = url::Url::parse(url).map_err(|e| Failure {
-        status: None,
-        error: format!("the stored URL does not parse: {e}"),
-    })?;
-    // A literal address never reaches the resolver: checked here.
-    let literal = match url.host() {
-        Some(url::Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
-        Some(url::Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
-        _ => None,
-    };
-    if let Some(ip) = literal
-        && !self.to_private
-        && let Some(why) = not_public(ip)
-    {
-        return Err(Failure {
+        let url = url::Url::parse(url).map_err(|e| Failure {
             status: None,
-            error: format!("{ip} is {why}: webhooks go only to public addresses"),
-        });
-    }
-    let timestamp = cubicle_runtime::state::now_ms() / 1000;
-    let answer = self
-        .client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("webhook-id", message)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header("webhook-signature", secret.sign(message, timestamp, body))
-        .body(body.to_vec())
-        .send()
-        .await
-        .map_err(|e| Failure {
-            status: None,
-            error: describe(&e),
+            error: format!("the stored URL does not parse: {e}"),
         })?;
-    let status = answer.status().as_u16();
-    if answer.status().is_success() {
-        Ok(status)
-    } else {
-        Err(Failure {
-            status: Some(status),
-            error: format!("the receiver answered {status}"),
-        })
+        // A literal address never reaches the resolver: checked here.
+        let literal = match url.host() {
+            Some(url::Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
+            Some(url::Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
+            _ => None,
+        };
+        if let Some(ip) = literal
+            && !self.to_private
+            && let Some(why) = not_public(ip)
+        {
+            return Err(Failure {
+                status: None,
+                error: format!("{ip} is {why}: webhooks go only to public addresses"),
+            });
+        }
+        let timestamp = cubicle_runtime::state::now_ms() / 1000;
+        let answer = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", message)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", secret.sign(message, timestamp, body))
+            .body(body.to_vec())
+            .send()
+            .await
+            .map_err(|e| Failure {
+                status: None,
+                error: describe(&e),
+            })?;
+        let status = answer.status().as_u16();
+        if answer.status().is_success() {
+            Ok(status)
+        } else {
+            Err(Failure {
+                status: Some(status),
+                error: format!("the receiver answered {status}"),
+            })
+        }
     }
-}
 }
 
 /// A reqwest error with its causes, on one line.
@@ -416,7 +423,14 @@ mod tests {
         assert!(!matches("approval.request", "approval.deny"));
         assert!(!matches("*", "webhook.failed"));
         assert!(check_kinds(&["workspace.*".into(), "action".into(), "*".into()]).is_ok());
-        for bad in ["webhook.*", "webhook.failed", "nope", "workspace", "action.*", ""] {
+        for bad in [
+            "webhook.*",
+            "webhook.failed",
+            "nope",
+            "workspace",
+            "action.*",
+            "",
+        ] {
             assert!(check_kinds(&[bad.into()]).is_err(), "{bad:?} passed");
         }
         assert!(check_kinds(&[]).is_err());
@@ -461,10 +475,7 @@ mod tests {
             "::ffff:127.0.0.1",
             "::",
         ] {
-            assert!(
-                not_public(private.parse().unwrap()).is_some(),
-                "{private}"
-            );
+            assert!(not_public(private.parse().unwrap()).is_some(), "{private}");
         }
         for public in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
             assert_eq!(not_public(public.parse().unwrap()), None, "{public}");

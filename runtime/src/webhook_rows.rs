@@ -59,10 +59,14 @@ pub async fn list(store: &Store) -> Result<Vec<Row>, StateError> {
 }
 
 pub async fn get(store: &Store, id: &str) -> Result<Option<Row>, StateError> {
-    let row = sqlx::query_as(concat!("SELECT ", columns!(), " FROM webhooks WHERE id = ?"))
-        .bind(id)
-        .fetch_optional(store.pool())
-        .await?;
+    let row = sqlx::query_as(concat!(
+        "SELECT ",
+        columns!(),
+        " FROM webhooks WHERE id = ?"
+    ))
+    .bind(id)
+    .fetch_optional(store.pool())
+    .await?;
     Ok(row)
 }
 
@@ -125,8 +129,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("state.db")).await.unwrap();
         insert(&store, &row("wh-1")).await.unwrap();
-        assert!(insert(&store, &row("wh-1")).await.is_err(), "ids are unique");
-        advance(&store, "wh-1", 9, Some("{\"ok\":true}")).await.unwrap();
+        assert!(
+            insert(&store, &row("wh-1")).await.is_err(),
+            "ids are unique"
+        );
+        advance(&store, "wh-1", 9, Some("{\"ok\":true}"))
+            .await
+            .unwrap();
         advance(&store, "wh-1", 8, None).await.unwrap();
         let got = get(&store, "wh-1").await.unwrap().unwrap();
         assert_eq!(got.cursor, 9);

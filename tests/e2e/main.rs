@@ -15,6 +15,7 @@ mod browser_focus;
 mod cdp;
 mod cdp_parked;
 mod checkpoints;
+mod cli_remote;
 mod control_attacks;
 mod devtools_reach;
 mod doors;

@@ -122,7 +122,9 @@ fn python() -> Option<String> {
 #[tokio::test]
 async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
     let Some(python) = python() else {
-        cubicle_tests::skip("no Python with the standardwebhooks library (scripts/setup installs it)");
+        cubicle_tests::skip(
+            "no Python with the standardwebhooks library (scripts/setup installs it)",
+        );
         return;
     };
     let secret = "whsec_MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1ub3BxcnN0dXY=";
@@ -135,11 +137,22 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
     // Bad input: each refused with the field named.
     for (body, field) in [
         (json!({"url": "ftp://127.0.0.1/", "kinds": ["*"]}), "url"),
-        (json!({"url": format!("http://127.0.0.1:{}/", receiver.port), "kinds": ["webhook.*"]}), "kinds"),
-        (json!({"url": format!("http://127.0.0.1:{}/", receiver.port), "kinds": ["workspace.*"], "secret": "hunter2"}), "secret"),
+        (
+            json!({"url": format!("http://127.0.0.1:{}/", receiver.port), "kinds": ["webhook.*"]}),
+            "kinds",
+        ),
+        (
+            json!({"url": format!("http://127.0.0.1:{}/", receiver.port), "kinds": ["workspace.*"], "secret": "hunter2"}),
+            "secret",
+        ),
     ] {
         let (status, refused) = daemon
-            .call_as(Some(&alice), Method::POST, "/v1/webhooks", Some(&body.to_string()))
+            .call_as(
+                Some(&alice),
+                Method::POST,
+                "/v1/webhooks",
+                Some(&body.to_string()),
+            )
             .await
             .unwrap();
         assert_eq!(status, 400, "{body}: {refused}");
@@ -154,7 +167,12 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
         "secret": secret,
     });
     let (status, made) = daemon
-        .call_as(Some(&alice), Method::POST, "/v1/webhooks", Some(&body.to_string()))
+        .call_as(
+            Some(&alice),
+            Method::POST,
+            "/v1/webhooks",
+            Some(&body.to_string()),
+        )
         .await
         .unwrap();
     assert_eq!(status, 201, "{made}");
@@ -163,7 +181,12 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
     // And one to a port nobody listens on: it must block nothing.
     let dead = json!({ "url": "http://127.0.0.1:9/", "kinds": ["*"] });
     let (status, dead) = daemon
-        .call_as(Some(&alice), Method::POST, "/v1/webhooks", Some(&dead.to_string()))
+        .call_as(
+            Some(&alice),
+            Method::POST,
+            "/v1/webhooks",
+            Some(&dead.to_string()),
+        )
         .await
         .unwrap();
     assert_eq!(status, 201, "{dead}");
@@ -179,7 +202,12 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
     let alices = create_as(&daemon, &alice).await;
     let create_took = started.elapsed();
     let (status, _) = daemon
-        .call_as(Some(&alice), Method::DELETE, &format!("/v1/workspaces/{alices}"), None)
+        .call_as(
+            Some(&alice),
+            Method::DELETE,
+            &format!("/v1/workspaces/{alices}"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(status, 204);
@@ -192,8 +220,15 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
         .to_vec();
     for line in &seen {
         assert_eq!(line["verified"], true, "the library refused it: {line}");
-        assert_eq!(line["payload"]["data"]["workspace_id"], alices.as_str(), "{line}");
-        assert!(!line.to_string().contains(&bobs), "Bob's event reached Alice: {line}");
+        assert_eq!(
+            line["payload"]["data"]["workspace_id"],
+            alices.as_str(),
+            "{line}"
+        );
+        assert!(
+            !line.to_string().contains(&bobs),
+            "Bob's event reached Alice: {line}"
+        );
     }
     // The first delivery was answered 500, and came again with its id.
     assert_eq!(seen[0]["status"], 500);
@@ -227,12 +262,20 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
         "{events:#?}"
     );
     let (status, view) = daemon
-        .call_as(Some(&alice), Method::GET, &format!("/v1/webhooks/{hook}"), None)
+        .call_as(
+            Some(&alice),
+            Method::GET,
+            &format!("/v1/webhooks/{hook}"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["last"]["ok"], true, "{view}");
-    assert!(view.get("secret").is_none(), "the secret is shown once: {view}");
+    assert!(
+        view.get("secret").is_none(),
+        "the secret is shown once: {view}"
+    );
 
     // The dead receiver failed, and the operations above did not wait on it.
     let dead_events = webhook_events(&daemon, &dead).await;
@@ -252,11 +295,19 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
     assert_eq!(status, 200);
     assert_eq!(bobs_list["webhooks"], json!([]), "{bobs_list}");
     let (status, _) = daemon
-        .call_as(Some(&bob), Method::DELETE, &format!("/v1/webhooks/{hook}"), None)
+        .call_as(
+            Some(&bob),
+            Method::DELETE,
+            &format!("/v1/webhooks/{hook}"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(status, 404, "Bob cannot remove Alice's subscription");
-    let (status, all) = daemon.call(Method::GET, "/v1/webhooks", None).await.unwrap();
+    let (status, all) = daemon
+        .call(Method::GET, "/v1/webhooks", None)
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     assert_eq!(all["webhooks"].as_array().unwrap().len(), 2, "{all}");
     // Alice cannot subscribe to Bob's workspace: as if it did not exist.
@@ -266,13 +317,23 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
         "workspace": bobs,
     });
     let (status, refused) = daemon
-        .call_as(Some(&alice), Method::POST, "/v1/webhooks", Some(&body.to_string()))
+        .call_as(
+            Some(&alice),
+            Method::POST,
+            "/v1/webhooks",
+            Some(&body.to_string()),
+        )
         .await
         .unwrap();
     assert_eq!(status, 404, "{refused}");
     // Removed: its removal is an event.
     let (status, _) = daemon
-        .call_as(Some(&alice), Method::DELETE, &format!("/v1/webhooks/{dead}"), None)
+        .call_as(
+            Some(&alice),
+            Method::DELETE,
+            &format!("/v1/webhooks/{dead}"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(status, 204);
@@ -305,9 +366,15 @@ async fn a_default_server_refuses_webhooks_into_its_own_network() {
         assert_eq!(refused["error"]["code"], "webhook_url", "{url}: {refused}");
         let message = refused["error"]["message"].as_str().unwrap();
         assert!(message.contains(why), "{url}: {message}");
-        assert!(message.contains("--webhooks-to-private-addresses"), "{message}");
+        assert!(
+            message.contains("--webhooks-to-private-addresses"),
+            "{message}"
+        );
     }
-    let (status, list) = daemon.call(Method::GET, "/v1/webhooks", None).await.unwrap();
+    let (status, list) = daemon
+        .call(Method::GET, "/v1/webhooks", None)
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     assert_eq!(list["webhooks"], json!([]), "nothing was kept: {list}");
 }

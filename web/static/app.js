@@ -79,6 +79,13 @@ async function refresh() {
   try {
     const { workspaces } = await api('GET', '/v1/workspaces');
     $('#workspaces tbody').replaceChildren(...workspaces.map(row));
+    // `/#ws-…` (what `cubicle ws view` opens) shows that workspace once.
+    const asked = decodeURIComponent(location.hash.slice(1));
+    const wanted = asked && workspaces.find((ws) => ws.id === asked);
+    if (wanted) {
+      history.replaceState(null, '', location.pathname);
+      openView(wanted);
+    }
   } catch (err) {
     status(`cannot list workspaces: ${err.message}`, true);
   }

@@ -59,7 +59,10 @@ impl From<&Row> for WebhookView {
             owner_token: row.owner_token.clone(),
             created_at_ms: row.created_at,
             cursor: row.cursor,
-            last: row.last.as_deref().and_then(|l| serde_json::from_str(l).ok()),
+            last: row
+                .last
+                .as_deref()
+                .and_then(|l| serde_json::from_str(l).ok()),
         }
     }
 }
@@ -110,8 +113,12 @@ pub async fn create(
     let store = &core.store;
     let run = async {
         let mut row = row;
-        row.cursor = webhook_rows::newest_event(store).await.map_err(store_error)?;
-        webhook_rows::insert(store, &row).await.map_err(store_error)?;
+        row.cursor = webhook_rows::newest_event(store)
+            .await
+            .map_err(store_error)?;
+        webhook_rows::insert(store, &row)
+            .await
+            .map_err(store_error)?;
         Ok(row)
     };
     let row = core
@@ -150,7 +157,10 @@ pub async fn get(core: &Core, ctx: &OpContext, id: &str) -> Result<WebhookView, 
 async fn own(core: &Core, ctx: &OpContext, id: &str) -> Result<Row, OpError> {
     may_manage(ctx)?;
     let everyone = super::permission::granted(ctx.token.role, Permission::TokensManage);
-    match webhook_rows::get(&core.store, id).await.map_err(store_error)? {
+    match webhook_rows::get(&core.store, id)
+        .await
+        .map_err(store_error)?
+    {
         Some(row) if everyone || row.owner_token == ctx.token.id => Ok(row),
         _ => Err(OpError::new(
             ErrorKind::NotFound,
@@ -199,9 +209,9 @@ pub async fn run(core: Core, stop: CancellationToken) {
                     keep
                 });
                 for row in rows {
-                    if !running.contains_key(&row.id) {
-                        let task = tokio::spawn(deliver(core.clone(), row.id.clone(), stop.clone()));
-                        running.insert(row.id, task);
+                    if let std::collections::hash_map::Entry::Vacant(slot) = running.entry(row.id) {
+                        let id = slot.key().clone();
+                        slot.insert(tokio::spawn(deliver(core.clone(), id, stop.clone())));
                     }
                 }
             }
@@ -256,6 +266,10 @@ impl Owner {
 /// One subscription's deliveries, until it is removed or `stop`.
 async fn deliver(core: Core, id: String, stop: CancellationToken) {
     let mut owner: Option<Owner> = None;
+    // The receiver is down: the last event was given up on. Each further
+    // event is tried once until one gets through, so a receiver that is
+    // gone for good does not fall further behind with every event.
+    let mut down = false;
     loop {
         if stop.is_cancelled() {
             return;
@@ -273,19 +287,21 @@ async fn deliver(core: Core, id: String, stop: CancellationToken) {
         // token stays revoked; removing the subscription ends the task).
         let live = match &owner {
             Some(_) => tokens::is_live(&core.store, &row.owner_token).await,
-            None => tokens::get(&core.store, &row.owner_token).await.map(|info| {
-                let info = info.filter(|info| info.revoked_at.is_none());
-                owner = info.map(|info| Owner {
-                    token: Token {
-                        id: info.id,
-                        name: info.name,
-                        role: info.role,
-                        scope: info.scope,
-                    },
-                    sees: HashMap::new(),
-                });
-                owner.is_some()
-            }),
+            None => tokens::get(&core.store, &row.owner_token)
+                .await
+                .map(|info| {
+                    let info = info.filter(|info| info.revoked_at.is_none());
+                    owner = info.map(|info| Owner {
+                        token: Token {
+                            id: info.id,
+                            name: info.name,
+                            role: info.role,
+                            scope: info.scope,
+                        },
+                        sees: HashMap::new(),
+                    });
+                    owner.is_some()
+                }),
         };
         match live {
             Ok(true) => {}
@@ -315,13 +331,16 @@ async fn deliver(core: Core, id: String, stop: CancellationToken) {
         };
         let kinds: Vec<String> = serde_json::from_str(&row.kinds).unwrap_or_default();
         for event in &page {
-            let wanted = kinds.iter().any(|k| crate::webhooks::matches(k, &event.kind));
+            let wanted = kinds
+                .iter()
+                .any(|k| crate::webhooks::matches(k, &event.kind));
             if !wanted || !owner.sees(&core, event).await {
                 continue;
             }
-            let Some(last) = send_with_retries(&core, &row, event, &stop).await else {
+            let Some(last) = send_with_retries(&core, &row, event, down, &stop).await else {
                 return; // stopped: the cursor stays, the event goes again after a restart
             };
+            down = last["ok"] != true;
             if let Err(err) =
                 webhook_rows::advance(&core.store, &id, event.id, Some(&last.to_string())).await
             {
@@ -342,26 +361,35 @@ async fn pause(stop: &CancellationToken, wait: Duration) {
 }
 
 /// Delivers `event` to `row`'s URL until a 2xx answer or the retries run
-/// out, each attempt an event; the last outcome as the subscription shows
-/// it, or `None` if stopped first.
+/// out (one try only while the receiver is `down`), each attempt an event;
+/// the last outcome as the subscription shows it, or `None` if stopped
+/// first.
 async fn send_with_retries(
     core: &Core,
     row: &Row,
     event: &Event,
+    down: bool,
     stop: &CancellationToken,
 ) -> Option<Value> {
+    let retries: &[Duration] = if down { &[] } else { &RETRY_AFTER };
     let secret = match Secret::parse(&row.secret) {
         Ok(secret) => secret,
         Err(_) => {
-            tracing::error!(webhook = row.id, "a stored webhook secret is unreadable; skipping");
+            tracing::error!(
+                webhook = row.id,
+                "a stored webhook secret is unreadable; skipping"
+            );
             return Some(json!({ "event": event.id, "ok": false, "error": "unreadable secret" }));
         }
     };
     let message = crate::webhooks::message_id(&row.id, event.id);
     let body = crate::webhooks::body(event);
-    for attempt in 1..=RETRY_AFTER.len() + 1 {
+    for attempt in 1..=retries.len() + 1 {
         let started = Instant::now();
-        let outcome = core.webhooks.attempt(&row.url, &secret, &message, &body).await;
+        let outcome = core
+            .webhooks
+            .attempt(&row.url, &secret, &message, &body)
+            .await;
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut detail = json!({
             "webhook": row.id, "event": event.id, "kind": event.kind,
@@ -377,9 +405,12 @@ async fn send_with_retries(
                 if let Some(status) = failure.status {
                     detail["status"] = json!(status);
                 }
-                match RETRY_AFTER.get(attempt - 1) {
+                match retries.get(attempt - 1) {
                     Some(wait) => detail["retry_in_ms"] = json!(wait.as_millis() as u64),
-                    None => detail["gave_up"] = json!(true),
+                    None => {
+                        detail["gave_up"] = json!(true);
+                        detail["receiver_down"] = json!(down);
+                    }
                 }
                 (EventKind::WebhookFailed, false)
             }
@@ -398,7 +429,7 @@ async fn send_with_retries(
         if delivered {
             return Some(last);
         }
-        match RETRY_AFTER.get(attempt - 1) {
+        match retries.get(attempt - 1) {
             Some(wait) => {
                 tokio::select! {
                     () = stop.cancelled() => return None,
@@ -428,4 +459,3 @@ async fn removed_within(store: &cubicle_runtime::state::Store, id: &str, wait: D
         }
     }
 }
-

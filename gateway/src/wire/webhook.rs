@@ -73,10 +73,22 @@ mod tests {
         assert!(ok.secret.is_none());
         for (body, names) in [
             (r#"{"url":"https://e.com","kinds":[]}"#, "kinds"),
-            (r#"{"url":"https://e.com","kinds":["webhook.failed"]}"#, "kinds"),
-            (r#"{"url":"https://e.com","kinds":["*"],"secret":"abc"}"#, "secret"),
-            (r#"{"url":"https://e.com","kinds":["*"],"workspace":"x"}"#, "workspace"),
-            (r#"{"url":"https://e.com","kinds":["*"],"extra":1}"#, "extra"),
+            (
+                r#"{"url":"https://e.com","kinds":["webhook.failed"]}"#,
+                "kinds",
+            ),
+            (
+                r#"{"url":"https://e.com","kinds":["*"],"secret":"abc"}"#,
+                "secret",
+            ),
+            (
+                r#"{"url":"https://e.com","kinds":["*"],"workspace":"x"}"#,
+                "workspace",
+            ),
+            (
+                r#"{"url":"https://e.com","kinds":["*"],"extra":1}"#,
+                "extra",
+            ),
         ] {
             let err = NewWebhook::parse(body.as_bytes()).unwrap_err();
             assert!(err.message.contains(names), "{body}: {}", err.message);
