@@ -229,6 +229,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn operation_ids_are_unique_within_a_tag() {
+        // Client generators make one module per tag and one function per
+        // operation id there: two alike and one is silently lost.
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for (path, operations) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in operations.as_object().unwrap() {
+                let key = (
+                    operation["tags"][0].as_str().unwrap_or("").to_owned(),
+                    operation["operationId"].as_str().unwrap_or("").to_owned(),
+                );
+                assert!(seen.insert(key.clone()), "{method} {path}: {key:?} again");
+            }
+        }
+    }
+
+    #[test]
     fn the_committed_openapi_document_is_the_generated_one() {
         let generated = ApiDoc::openapi().to_pretty_json().unwrap() + "\n";
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");

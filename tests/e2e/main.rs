@@ -42,6 +42,7 @@ mod operator;
 mod pause;
 mod policy_file_errors;
 mod pool;
+mod python_client;
 mod readme;
 mod recording_frames;
 mod replay;

@@ -19,7 +19,7 @@ pub struct EventQuery {
     limit: Option<u32>,
 }
 
-#[utoipa::path(get, path = "/v1/events", tag = "audit",
+#[utoipa::path(get, path = "/v1/events", tag = "audit", operation_id = "events",
     params(("workspace" = Option<String>, Query, description = "Only this workspace's events"),
         ("after" = Option<i64>, Query, description = "Events after this id"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "1..=1000, default 100")),

@@ -1,0 +1,288 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    id: str,
+    *,
+    arg: list[str] | Unset = UNSET,
+    command: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
+    timeout_ms: int | Unset = UNSET,
+    env: list[str] | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    json_arg: list[str] | Unset = UNSET
+    if not isinstance(arg, Unset):
+        json_arg = arg
+
+    params["arg"] = json_arg
+
+    params["command"] = command
+
+    params["cwd"] = cwd
+
+    params["timeout_ms"] = timeout_ms
+
+    json_env: list[str] | Unset = UNSET
+    if not isinstance(env, Unset):
+        json_env = env
+
+    params["env"] = json_env
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/workspaces/{id}/exec/ws".format(
+            id=quote(str(id), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Any | ErrorBody | None:
+    if response.status_code == 101:
+        response_101 = cast(Any, None)
+        return response_101
+
+    if response.status_code == 202:
+        response_202 = ErrorBody.from_dict(response.json())
+
+        return response_202
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 504:
+        response_504 = ErrorBody.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Any | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    id: str,
+    *,
+    client: AuthenticatedClient | Client,
+    arg: list[str] | Unset = UNSET,
+    command: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
+    timeout_ms: int | Unset = UNSET,
+    env: list[str] | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """`GET .../exec/ws`: starts the command, then upgrades.
+
+    Args:
+        id (str):
+        arg (list[str] | Unset):
+        command (str | Unset):
+        cwd (str | Unset):
+        timeout_ms (int | Unset):
+        env (list[str] | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        id=id,
+        arg=arg,
+        command=command,
+        cwd=cwd,
+        timeout_ms=timeout_ms,
+        env=env,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    id: str,
+    *,
+    client: AuthenticatedClient | Client,
+    arg: list[str] | Unset = UNSET,
+    command: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
+    timeout_ms: int | Unset = UNSET,
+    env: list[str] | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """`GET .../exec/ws`: starts the command, then upgrades.
+
+    Args:
+        id (str):
+        arg (list[str] | Unset):
+        command (str | Unset):
+        cwd (str | Unset):
+        timeout_ms (int | Unset):
+        env (list[str] | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return sync_detailed(
+        id=id,
+        client=client,
+        arg=arg,
+        command=command,
+        cwd=cwd,
+        timeout_ms=timeout_ms,
+        env=env,
+    ).parsed
+
+
+async def asyncio_detailed(
+    id: str,
+    *,
+    client: AuthenticatedClient | Client,
+    arg: list[str] | Unset = UNSET,
+    command: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
+    timeout_ms: int | Unset = UNSET,
+    env: list[str] | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """`GET .../exec/ws`: starts the command, then upgrades.
+
+    Args:
+        id (str):
+        arg (list[str] | Unset):
+        command (str | Unset):
+        cwd (str | Unset):
+        timeout_ms (int | Unset):
+        env (list[str] | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        id=id,
+        arg=arg,
+        command=command,
+        cwd=cwd,
+        timeout_ms=timeout_ms,
+        env=env,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    id: str,
+    *,
+    client: AuthenticatedClient | Client,
+    arg: list[str] | Unset = UNSET,
+    command: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
+    timeout_ms: int | Unset = UNSET,
+    env: list[str] | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """`GET .../exec/ws`: starts the command, then upgrades.
+
+    Args:
+        id (str):
+        arg (list[str] | Unset):
+        command (str | Unset):
+        cwd (str | Unset):
+        timeout_ms (int | Unset):
+        env (list[str] | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            id=id,
+            client=client,
+            arg=arg,
+            command=command,
+            cwd=cwd,
+            timeout_ms=timeout_ms,
+            env=env,
+        )
+    ).parsed

@@ -1,0 +1,93 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .action_request import ActionRequest
+from .action_request_action import ActionRequestAction
+from .action_request_type import ActionRequestType
+from .action_response import ActionResponse
+from .create_workspace import CreateWorkspace
+from .create_workspace_geometry_type_1_type_0 import CreateWorkspaceGeometryType1Type0
+from .create_workspace_limits_type_1 import CreateWorkspaceLimitsType1
+from .decide import Decide
+from .decision import Decision
+from .described_body import DescribedBody
+from .download_list import DownloadList
+from .download_view import DownloadView
+from .egress_body import EgressBody
+from .egress_view import EgressView
+from .egress_view_policy import EgressViewPolicy
+from .error_body import ErrorBody
+from .error_detail import ErrorDetail
+from .exec_body import ExecBody
+from .exec_body_env import ExecBodyEnv
+from .exec_result import ExecResult
+from .hit_view import HitView
+from .image_format import ImageFormat
+from .new_token import NewToken
+from .new_webhook import NewWebhook
+from .on_expiry_body import OnExpiryBody
+from .recording_list import RecordingList
+from .recording_summary import RecordingSummary
+from .recording_view import RecordingView
+from .role_name import RoleName
+from .scope import Scope
+from .scroll_direction import ScrollDirection
+from .segment_view import SegmentView
+from .set_policy import SetPolicy
+from .time_limits_body import TimeLimitsBody
+from .time_limits_view import TimeLimitsView
+from .timeline_event import TimelineEvent
+from .webhook_view import WebhookView
+from .webhook_view_last_type_0 import WebhookViewLastType0
+from .workspace_list import WorkspaceList
+from .workspace_view import WorkspaceView
+from .workspace_view_geometry_type_0 import WorkspaceViewGeometryType0
+from .workspace_view_limits import WorkspaceViewLimits
+from .workspace_view_links import WorkspaceViewLinks
+from .workspace_view_usage_type_0 import WorkspaceViewUsageType0
+
+__all__ = (
+    "ActionRequest",
+    "ActionRequestAction",
+    "ActionRequestType",
+    "ActionResponse",
+    "CreateWorkspace",
+    "CreateWorkspaceGeometryType1Type0",
+    "CreateWorkspaceLimitsType1",
+    "Decide",
+    "Decision",
+    "DescribedBody",
+    "DownloadList",
+    "DownloadView",
+    "EgressBody",
+    "EgressView",
+    "EgressViewPolicy",
+    "ErrorBody",
+    "ErrorDetail",
+    "ExecBody",
+    "ExecBodyEnv",
+    "ExecResult",
+    "HitView",
+    "ImageFormat",
+    "NewToken",
+    "NewWebhook",
+    "OnExpiryBody",
+    "RecordingList",
+    "RecordingSummary",
+    "RecordingView",
+    "RoleName",
+    "Scope",
+    "ScrollDirection",
+    "SegmentView",
+    "SetPolicy",
+    "TimeLimitsBody",
+    "TimeLimitsView",
+    "TimelineEvent",
+    "WebhookView",
+    "WebhookViewLastType0",
+    "WorkspaceList",
+    "WorkspaceView",
+    "WorkspaceViewGeometryType0",
+    "WorkspaceViewLimits",
+    "WorkspaceViewLinks",
+    "WorkspaceViewUsageType0",
+)

@@ -1,0 +1,83 @@
+//! The Python client, installed with one `pip install` from the repo path
+//! into a scratch folder, driving a real gateway (tests/e2e/python_client.py
+//! holds the assertions and prints its measurements); and its wire layer is
+//! what `gateway/openapi.json` generates (`scripts/clients --check`).
+
+use std::process::Command;
+
+use cubicle_tests::desk;
+
+fn python() -> Option<String> {
+    let python = std::env::var("CUBICLE_PYTHON")
+        .unwrap_or_else(|_| "/var/cache/cubicle/py/bin/python".into());
+    std::path::Path::new(&python).exists().then_some(python)
+}
+
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn the_wire_layer_is_what_the_openapi_document_generates() {
+    if python().is_none() {
+        cubicle_tests::skip("no Python with openapi-python-client (scripts/setup installs it)");
+        return;
+    }
+    let out = Command::new(repo().join("scripts/clients"))
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn the_python_client_drives_a_workspace_sync_and_async() {
+    let Some(python) = python() else {
+        cubicle_tests::skip("no Python for the client (scripts/setup installs one)");
+        return;
+    };
+    let target = tempfile::tempdir().unwrap();
+    let install = Command::new(&python)
+        .args(["-m", "pip", "install", "-q", "--no-deps", "--target"])
+        .arg(target.path())
+        .arg(repo().join("gateway/clients/python"))
+        .output()
+        .unwrap();
+    assert!(
+        install.status.success(),
+        "pip install gateway/clients/python: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let desk::UnderPolicy {
+        daemon,
+        id,
+        agent,
+        operator,
+        data: _data,
+        policies: _policies,
+        ..
+    } = desk::under_policy("held", desk::HELD_FILES).await;
+    let script = repo().join("tests/e2e/python_client.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .env("PYTHONPATH", target.path())
+        .env("CUBICLE_URL", &daemon.base)
+        .env("CUBICLE_TOKEN", &agent.secret)
+        .env("OPERATOR_TOKEN", &operator.secret)
+        .env("WORKSPACE", &id)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        run.status.success() && stdout.contains("python client: ok"),
+        "{stdout}{stderr}"
+    );
+}
