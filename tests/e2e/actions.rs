@@ -877,39 +877,52 @@ async fn openai_actions_and_every_button_do_what_they_say() {
     // The click away must have reached the page before the log is reset
     // (under load its mouseup came after a fixed wait, and the drag's log
     // then began with it).
-    page.eval(reset).await.unwrap();
-    ok(
-        &daemon,
-        &id,
-        json!({"type": "click", "x": ox + 600, "y": oy + 600}),
-    )
-    .await;
-    let clicked = page_log(&mut page, |l| l.contains("mouseup")).await;
-    assert!(clicked.contains("mouseup"), "the click away: {clicked}");
-    page.eval(reset).await.unwrap();
+    //
+    // Chromium folds the motion events queued when it reads its X events
+    // into the last one. The gateway rests on each vertex (VERTEX_DWELL),
+    // but a browser starved of CPU for longer than that folds the bend
+    // away: on a loaded host the drag is made again, up to three times,
+    // and must select the same text each time.
     let para_y = oy + 432;
-    ok(
-        &daemon,
-        &id,
-        json!({"type": "drag", "path": [
-            {"x": ox + 101, "y": para_y},
-            {"x": ox + 200, "y": oy + 500},
-            {"x": ox + 300, "y": para_y},
-        ]}),
-    )
-    .await;
-    let bend = wait_for(
-        &mut page,
-        "String(moves.concat(raw).some(m => m[0] == 200 && m[1] == 500 && m[2] == 1))",
-        |v| v == "true",
-    )
-    .await;
-    assert_eq!(bend, "true", "the drag skipped its middle point");
-    let span = wait_for(&mut page, "getSelection().toString()", |v| {
-        v.len() > 8 && v.len() < 40
-    })
-    .await;
-    assert!(span.starts_with("Alpha bravo"), "drag selected {span:?}");
-    let log = page_log(&mut page, |l| l.contains("mouseup")).await;
-    assert!(log.starts_with("mousedown:0:para"), "{log}");
+    let mut bend_seen = None;
+    for attempt in 1..=3 {
+        page.eval(reset).await.unwrap();
+        ok(
+            &daemon,
+            &id,
+            json!({"type": "click", "x": ox + 600, "y": oy + 600}),
+        )
+        .await;
+        let clicked = page_log(&mut page, |l| l.contains("mouseup")).await;
+        assert!(clicked.contains("mouseup"), "the click away: {clicked}");
+        page.eval(reset).await.unwrap();
+        ok(
+            &daemon,
+            &id,
+            json!({"type": "drag", "path": [
+                {"x": ox + 101, "y": para_y},
+                {"x": ox + 200, "y": oy + 500},
+                {"x": ox + 300, "y": para_y},
+            ]}),
+        )
+        .await;
+        let span = wait_for(&mut page, "getSelection().toString()", |v| {
+            v.len() > 8 && v.len() < 40
+        })
+        .await;
+        assert!(span.starts_with("Alpha bravo"), "drag selected {span:?}");
+        let log = page_log(&mut page, |l| l.contains("mouseup")).await;
+        assert!(log.starts_with("mousedown:0:para"), "{log}");
+        // The drag's mouseup is in: every move it made has been seen.
+        let bend = page
+            .eval("String(moves.concat(raw).some(m => m[0] == 200 && m[1] == 500 && m[2] == 1))")
+            .await
+            .unwrap();
+        if bend == "true" {
+            bend_seen = Some(attempt);
+            break;
+        }
+    }
+    let attempt = bend_seen.expect("the drag skipped its middle point three times");
+    eprintln!("the drag's bend was seen on attempt {attempt}");
 }

@@ -90,6 +90,18 @@ fn busiest_second(shots: &[Shot]) -> usize {
         .unwrap_or(0)
 }
 
+/// The screen's pixels, as the gateway's RFB session has them.
+async fn screen(daemon: &Daemon, id: &str) -> Vec<u8> {
+    let response = reqwest::Client::new()
+        .get(daemon.url(&format!("/v1/workspaces/{id}/screenshot")))
+        .bearer_auth(&daemon.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap().to_vec()
+}
+
 fn now_ms() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -136,8 +148,23 @@ async fn frames_come_on_change_at_most_record_fps_with_a_keyframe_every_two_seco
     let ws = daemon.create_workspace("{}").await;
     let id = ws["id"].as_str().unwrap().to_owned();
 
-    // The desktop settles, then stays still: nothing on it changes.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The desktop settles (on a loaded host it may still be drawing
+    // seconds after the create: the window starts once two screenshots
+    // 2 s apart are the same), then stays still: nothing on it changes.
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(60));
+    let mut before = screen(&daemon, &id).await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = screen(&daemon, &id).await;
+        if now == before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the desktop never stopped changing"
+        );
+        before = now;
+    }
     let still_from = now_ms();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let still_to = now_ms();
