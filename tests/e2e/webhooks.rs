@@ -326,6 +326,20 @@ async fn an_agent_gets_its_own_workspaces_events_signed_in_order_and_retried() {
         .await
         .unwrap();
     assert_eq!(status, 404, "{refused}");
+    // One token has at most 20 subscriptions (each polls the log).
+    let body = json!({ "url": "http://127.0.0.1:9/", "kinds": ["approval.request"] }).to_string();
+    for made in 0..=20 {
+        let (status, answer) = daemon
+            .call_as(Some(&bob), Method::POST, "/v1/webhooks", Some(&body))
+            .await
+            .unwrap();
+        if made < 20 {
+            assert_eq!(status, 201, "{made}: {answer}");
+        } else {
+            assert_eq!(status, 429, "{answer}");
+            assert_eq!(answer["error"]["code"], "too_many_webhooks", "{answer}");
+        }
+    }
     // Removed: its removal is an event.
     let (status, _) = daemon
         .call_as(

@@ -31,6 +31,9 @@ const POLL: Duration = Duration::from_millis(200);
 /// Most events one look reads.
 const PAGE: u32 = 100;
 
+/// Most subscriptions one token may have (each is a task polling the log).
+pub const MAX_PER_TOKEN: usize = 20;
+
 /// A subscription as the API shows it (never its secret).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct WebhookView {
@@ -93,6 +96,21 @@ pub async fn create(
         .check_url(&new.url)
         .await
         .map_err(|message| OpError::new(ErrorKind::BadRequest, "webhook_url", message))?;
+    let theirs = webhook_rows::list(&core.store)
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .filter(|row| row.owner_token == ctx.token.id)
+        .count();
+    if theirs >= MAX_PER_TOKEN {
+        return Err(OpError::new(
+            ErrorKind::TooMany,
+            "too_many_webhooks",
+            format!(
+                "this token has {theirs} webhook subscriptions, the most one may have: remove one (DELETE /v1/webhooks/{{id}}) or widen the kinds of another"
+            ),
+        ));
+    }
     let secret = new.secret.unwrap_or_else(Secret::generate);
     let mut id = [0u8; 6];
     rand::RngCore::fill_bytes(&mut rand::rng(), &mut id);
