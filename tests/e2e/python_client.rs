@@ -1,7 +1,8 @@
 //! The Python client, installed with one `pip install` from the repo path
 //! into a scratch folder, driving a real gateway (tests/e2e/python_client.py
-//! holds the assertions and prints its measurements); and its wire layer is
-//! what `gateway/openapi.json` generates (`scripts/clients --check`).
+//! holds the assertions and prints its measurements); the worked Anthropic
+//! loop on it (tests/e2e/anthropic_loop.py); and its wire layer is what
+//! `gateway/openapi.json` generates (`scripts/clients --check`).
 
 use std::process::Command;
 
@@ -35,14 +36,10 @@ fn the_wire_layer_is_what_the_openapi_document_generates() {
     );
 }
 
-#[tokio::test]
-async fn the_python_client_drives_a_workspace_sync_and_async() {
-    let Some(python) = python() else {
-        cubicle_tests::skip("no Python for the client (scripts/setup installs one)");
-        return;
-    };
+/// The client pip-installed from the repo path into a scratch folder.
+fn install_client(python: &str) -> tempfile::TempDir {
     let target = tempfile::tempdir().unwrap();
-    let install = Command::new(&python)
+    let install = Command::new(python)
         .args(["-m", "pip", "install", "-q", "--no-deps", "--target"])
         .arg(target.path())
         .arg(repo().join("gateway/clients/python"))
@@ -53,6 +50,13 @@ async fn the_python_client_drives_a_workspace_sync_and_async() {
         "pip install gateway/clients/python: {}",
         String::from_utf8_lossy(&install.stderr)
     );
+    target
+}
+
+/// Runs `script` (under tests/e2e) with the installed client against a
+/// fresh gateway whose policy holds `touch /home/user/held-*`; its output.
+async fn run_script(python: &str, script: &str) -> String {
+    let target = install_client(python);
     let desk::UnderPolicy {
         daemon,
         id,
@@ -62,9 +66,8 @@ async fn the_python_client_drives_a_workspace_sync_and_async() {
         policies: _policies,
         ..
     } = desk::under_policy("held", desk::HELD_FILES).await;
-    let script = repo().join("tests/e2e/python_client.py");
-    let run = tokio::process::Command::new(&python)
-        .arg(&script)
+    let run = tokio::process::Command::new(python)
+        .arg(repo().join("tests/e2e").join(script))
         .env("PYTHONPATH", target.path())
         .env("CUBICLE_URL", &daemon.base)
         .env("CUBICLE_TOKEN", &agent.secret)
@@ -73,11 +76,31 @@ async fn the_python_client_drives_a_workspace_sync_and_async() {
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&run.stderr);
     eprintln!("{stdout}");
-    assert!(
-        run.status.success() && stdout.contains("python client: ok"),
-        "{stdout}{stderr}"
-    );
+    assert!(run.status.success(), "{script}: {stdout}{stderr}");
+    stdout
+}
+
+#[tokio::test]
+async fn the_python_client_drives_a_workspace_sync_and_async() {
+    let Some(python) = python() else {
+        cubicle_tests::skip("no Python for the client (scripts/setup installs one)");
+        return;
+    };
+    let out = run_script(&python, "python_client.py").await;
+    assert!(out.contains("python client: ok"), "{out}");
+}
+
+/// The worked loop with Anthropic's SDK and `computer_20251124`, against a
+/// stand-in for the Messages API (tests/e2e/anthropic_loop.py).
+#[tokio::test]
+async fn the_anthropic_computer_use_loop_drives_a_workspace() {
+    let Some(python) = python() else {
+        cubicle_tests::skip("no Python with the anthropic SDK (scripts/setup installs it)");
+        return;
+    };
+    let out = run_script(&python, "anthropic_loop.py").await;
+    assert!(out.contains("anthropic loop: ok"), "{out}");
 }
