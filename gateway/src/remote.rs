@@ -267,6 +267,29 @@ impl Client {
         })
     }
 
+    /// One request; the body of a 2xx answer (other than 202, which is a
+    /// hold), else the refusal the answer's error names.
+    async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: &str,
+    ) -> Result<Vec<u8>, Failure> {
+        let what = format!("{method} {path}");
+        let answer = self.send(method, path, body, content_type).await?;
+        let status = answer.status().as_u16();
+        let bytes = answer
+            .bytes()
+            .await
+            .map_err(|e| Failure::new(7, format!("{what}: the answer broke off: {e}")))?;
+        if status == 202 || !(200..300).contains(&status) {
+            let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            return Err(refused(&what, status, &value));
+        }
+        Ok(bytes.to_vec())
+    }
+
     /// A JSON call; the body of a 2xx answer (`null` for none).
     async fn call(
         &self,
@@ -274,38 +297,20 @@ impl Client {
         path: &str,
         body: Option<Value>,
     ) -> Result<Value, Failure> {
-        let what = format!("{method} {path}");
         let body = body.map(|b| b.to_string().into_bytes());
-        let answer = self.send(method, path, body, "application/json").await?;
-        let status = answer.status().as_u16();
-        let text = answer
-            .text()
-            .await
-            .map_err(|e| Failure::new(7, format!("{what}: the answer broke off: {e}")))?;
-        let value = if text.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
-        };
-        if status == 202 || !(200..300).contains(&status) {
-            return Err(refused(&what, status, &value));
+        let bytes = self
+            .exchange(method, path, body, "application/json")
+            .await?;
+        if bytes.is_empty() {
+            return Ok(Value::Null);
         }
-        Ok(value)
+        Ok(serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())))
     }
 
     /// Bytes out of a 2xx answer.
     async fn bytes(&self, path: &str) -> Result<Vec<u8>, Failure> {
-        let answer = self.send(Method::GET, path, None, "").await?;
-        let status = answer.status().as_u16();
-        let bytes = answer
-            .bytes()
-            .await
-            .map_err(|e| Failure::new(7, format!("GET {path}: the answer broke off: {e}")))?;
-        if !(200..300).contains(&status) || status == 202 {
-            let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            return Err(refused(&format!("GET {path}"), status, &value));
-        }
-        Ok(bytes.to_vec())
+        self.exchange(Method::GET, path, None, "").await
     }
 
     fn print(&self, value: &Value, human: impl FnOnce(&Value) -> String) {
@@ -546,19 +551,14 @@ async fn copy(client: &Client, from: &str, to: &str) -> Result<(), Failure> {
                 .map_err(|e| Failure::new(1, format!("cannot read {from}: {e}")))?;
             let size = bytes.len();
             let target = format!("/v1/workspaces/{}/files?path={}", encode(id), encode(path));
-            let answer = client
-                .send(
+            client
+                .exchange(
                     Method::PUT,
                     &target,
                     Some(bytes),
                     "application/octet-stream",
                 )
                 .await?;
-            let status = answer.status().as_u16();
-            if !(200..300).contains(&status) || status == 202 {
-                let value = answer.json().await.unwrap_or(Value::Null);
-                return Err(refused(&format!("PUT {target}"), status, &value));
-            }
             client.print(&json!({ "path": to, "bytes": size }), |_| {
                 format!("{from} → {to} ({size} bytes)")
             });
@@ -736,7 +736,7 @@ fn print_event(client: &Client, event: &Value) {
         format!(
             "{:>7} {} {:<22} {:<18} {:<10} {:<16} {}",
             event["id"],
-            crate_time(event["at"].as_i64().unwrap_or(0)),
+            cubicle_gateway::control::rfc3339(event["at"].as_i64().unwrap_or(0)),
             field(event, "kind"),
             event["workspace_id"].as_str().unwrap_or("-"),
             event["outcome"].as_str().unwrap_or("-"),
@@ -745,10 +745,6 @@ fn print_event(client: &Client, event: &Value) {
         )
     };
     println!("{text}");
-}
-
-fn crate_time(ms: i64) -> String {
-    cubicle_gateway::control::rfc3339(ms)
 }
 
 #[cfg(test)]

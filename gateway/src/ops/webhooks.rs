@@ -154,10 +154,16 @@ pub async fn create(
     Ok((WebhookView::from(&row), secret.encoded()))
 }
 
+/// Whether `ctx` manages every token's subscriptions (admins), not only
+/// its own.
+fn manages_all(ctx: &OpContext) -> bool {
+    super::permission::granted(ctx.token.role, Permission::TokensManage)
+}
+
 /// The caller's subscriptions (an admin's: everyone's).
 pub async fn list(core: &Core, ctx: &OpContext) -> Result<Vec<WebhookView>, OpError> {
     may_manage(ctx)?;
-    let everyone = super::permission::granted(ctx.token.role, Permission::TokensManage);
+    let everyone = manages_all(ctx);
     let rows = webhook_rows::list(&core.store).await.map_err(store_error)?;
     Ok(rows
         .iter()
@@ -174,7 +180,7 @@ pub async fn get(core: &Core, ctx: &OpContext, id: &str) -> Result<WebhookView, 
 
 async fn own(core: &Core, ctx: &OpContext, id: &str) -> Result<Row, OpError> {
     may_manage(ctx)?;
-    let everyone = super::permission::granted(ctx.token.role, Permission::TokensManage);
+    let everyone = manages_all(ctx);
     match webhook_rows::get(&core.store, id)
         .await
         .map_err(store_error)?
