@@ -135,9 +135,16 @@ impl Daemon {
         std::thread::spawn(move || for _ in lines {});
         let Some(base) = base else {
             let status = child.wait()?;
+            // Its own words, not a path: inside the nested host the file
+            // is gone with the L1.
+            let log = data_dir.with_extension("daemon.log");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
             bail!(
-                "cubicle serve exited ({status}) before listening; see {}",
-                data_dir.with_extension("daemon.log").display()
+                "cubicle serve exited ({status}) before listening; {} ends:\n{}",
+                log.display(),
+                tail.join("\n")
             );
         };
         Ok(Self {
