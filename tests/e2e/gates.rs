@@ -687,3 +687,127 @@ async fn paths_links_and_urls_are_judged_as_they_will_be_touched() {
     let opened = call(9, "about:blank").await;
     assert!(opened["result"]["targetId"].is_string(), "{opened}");
 }
+
+/// An agent asks a person (OpenAI's `pending_safety_checks`, say): the
+/// question is an approval like any other, with the screen as it was;
+/// asking again answers the same one; the asking token cannot decide it;
+/// an operator's decision reaches the agent; nothing runs because of it;
+/// and a question the door cannot take, or a role that may not ask, is
+/// refused with what to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_a_person_and_reads_the_answer() {
+    let g = gated().await;
+    let ask = format!("/v1/workspaces/{}/approvals", g.id);
+    let question = json!({
+        "question": "The page asks to confirm a payment of 20 EUR.",
+        "details": { "source": "openai", "code": "malicious_instructions", "id": "sc_1" },
+    });
+    let (status, asked) = call(&g, &g.agent.secret, Method::POST, &ask, question.clone()).await;
+    assert_eq!(status, 202, "{asked}");
+    assert_eq!(asked["operation"], "ask", "{asked}");
+    assert_eq!(asked["state"], "pending", "{asked}");
+    assert_eq!(asked["params"]["details"]["id"], "sc_1", "{asked}");
+    assert_eq!(asked["has_screenshot"], true, "{asked}");
+    let id = asked["id"].as_str().unwrap().to_owned();
+    assert_eq!(asked["url"], format!("/v1/approvals/{id}"), "{asked}");
+    let (status, again) = call(&g, &g.agent.secret, Method::POST, &ask, question.clone()).await;
+    assert_eq!((status, &again["id"]), (202, &asked["id"]), "{again}");
+
+    let decide = format!("/v1/approvals/{id}/approve");
+    let (status, refused) = call(&g, &g.agent.secret, Method::POST, &decide, json!({})).await;
+    assert_eq!(
+        status, 403,
+        "the asking token decided its own question: {refused}"
+    );
+    let (status, decided) = call(
+        &g,
+        &g.operator.secret,
+        Method::POST,
+        &decide,
+        json!({ "reason": "expected: it is the test shop" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{decided}");
+    let wait = format!("/v1/approvals/{id}?wait=5");
+    let (_, answer) = call(&g, &g.agent.secret, Method::GET, &wait, Value::Null).await;
+    assert_eq!(answer["state"], "approved", "{answer}");
+    assert_eq!(answer["decision_reason"], "expected: it is the test shop");
+
+    // A denied one, waited on in the same request that asks it.
+    let other = json!({ "question": "Download an unknown installer?" });
+    let (_, pending) = call(&g, &g.agent.secret, Method::POST, &ask, other.clone()).await;
+    let deny = format!("/v1/approvals/{}/deny", pending["id"].as_str().unwrap());
+    let operator = g.operator.secret.clone();
+    let daemon_base = g.daemon.base.clone();
+    let denier = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{daemon_base}{deny}"))
+            .bearer_auth(operator)
+            .body(r#"{"reason":"no installers"}"#)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    let waited = format!("{ask}?wait=30");
+    let (status, denied) = call(&g, &g.agent.secret, Method::POST, &waited, other).await;
+    assert_eq!(denier.await.unwrap(), 200);
+    assert_eq!(
+        (status, &denied["state"]),
+        (200, &json!("denied")),
+        "{denied}"
+    );
+
+    for (body, says) in [
+        (json!({ "question": "" }), "question"),
+        (json!({ "question": "x\u{1b}[2J" }), "question"),
+        (json!({ "question": "ok?", "details": [1, 2] }), "details"),
+        (
+            json!({ "question": "ok?", "details": { "big": "x".repeat(17_000) } }),
+            "details",
+        ),
+        (
+            json!({ "question": "ok?", "expires_in_seconds": 0 }),
+            "expires_in_seconds",
+        ),
+        (
+            json!({ "question": "ok?", "expires_in_seconds": 3601 }),
+            "expires_in_seconds",
+        ),
+        (json!({ "question": "ok?", "run": "rm -rf /" }), "run"),
+    ] {
+        let (status, refused) = call(&g, &g.agent.secret, Method::POST, &ask, body.clone()).await;
+        assert_eq!(status, 400, "{body}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{body}: {refused}");
+    }
+    let auditor = desk::token(&g.daemon, "eve", "auditor").await;
+    let (status, refused) = call(&g, &auditor.secret, Method::POST, &ask, question).await;
+    assert_eq!(status, 403, "an auditor asked: {refused}");
+
+    let (_, events) = g
+        .daemon
+        .call(Method::GET, &format!("/v1/events?workspace={}", g.id), None)
+        .await
+        .unwrap();
+    let kinds: Vec<(&str, &str)> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["detail"]["operation"] == "ask" || e["detail"]["approval"] == json!(id))
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap(),
+                e["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        kinds.contains(&("approval.request", "pending")),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|(k, _)| *k == "approval.approve"),
+        "{kinds:?}"
+    );
+}

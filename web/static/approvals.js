@@ -55,6 +55,7 @@ function headline(a) {
     case 'action': return p.action === 'type' ? `type ${JSON.stringify(p.text)}` : `${p.action} ${p.text ?? ''} ${p.coordinate ? `at ${p.coordinate.join(',')}` : ''}`.trim();
     case 'cdp': return p.method === 'Page.navigate' ? `navigate to ${p.params && p.params.url}` : `browser: ${p.method}`;
     case 'egress': return `connect to ${p.host}:${p.port}`;
+    case 'ask': return `the agent asks: ${p.question}`;
     default: return a.operation;
   }
 }

@@ -144,21 +144,24 @@ fn openai(name: &str, f: &Fields) -> Result<Action, FieldError> {
                 button,
                 at: Some(at()?),
                 count: 1,
-                modifiers: Vec::new(),
+                modifiers: held_keys(f)?,
             }
         }
         "double_click" => Action::Click {
             button: Button::Left,
             at: Some(at()?),
             count: 2,
-            modifiers: Vec::new(),
+            modifiers: held_keys(f)?,
         },
-        "move" => Action::MouseMove(at()?),
+        "move" => {
+            no_held_keys(f, name)?;
+            Action::MouseMove(at()?)
+        }
         "scroll" => Action::Scroll {
             at: Some(at()?),
             dx: pixels_to_clicks(f, "scroll_x")?,
             dy: pixels_to_clicks(f, "scroll_y")?,
-            modifiers: Vec::new(),
+            modifiers: held_keys(f)?,
         },
         "keypress" => {
             let keys = f
@@ -180,7 +183,10 @@ fn openai(name: &str, f: &Fields) -> Result<Action, FieldError> {
             None => Duration::from_secs(1),
         }),
         "screenshot" => Action::Screenshot(image_request(f)?),
-        "drag" => Action::Drag(path(f)?),
+        "drag" => {
+            no_held_keys(f, name)?;
+            Action::Drag(path(f)?)
+        }
         other => return Err(unknown(other, "type", OPENAI)),
     })
 }
@@ -208,6 +214,39 @@ fn key_sequence(f: &Fields, field: &str) -> Result<Vec<Vec<u32>>, FieldError> {
 
 fn key_combo(f: &Fields, field: &str) -> Result<Vec<u32>, FieldError> {
     key_err(field, keys::combo(string(f, field)?))
+}
+
+/// The keys OpenAI's GA `computer` tool holds down during a click or a
+/// scroll (`keys: ["ctrl", "shift"]`), as one combination.
+fn held_keys(f: &Fields) -> Result<Vec<u32>, FieldError> {
+    let Some(keys) = f.get("keys").filter(|k| !k.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let names: Option<Vec<&str>> = keys
+        .as_array()
+        .map(|list| list.iter().filter_map(Value::as_str).collect());
+    match names {
+        Some(names) if names.len() == keys.as_array().map_or(0, Vec::len) => match names.len() {
+            0 => Ok(Vec::new()),
+            _ => key_err("keys", keys::combo(&names.join("+"))),
+        },
+        _ => Err(FieldError::new("keys", "must be a list of key names")),
+    }
+}
+
+/// Keys held during a move or a drag are not carried out yet: refused,
+/// never dropped (a shift-drag done as a plain drag selects something
+/// else).
+fn no_held_keys(f: &Fields, name: &str) -> Result<(), FieldError> {
+    match held_keys(f)?.is_empty() {
+        true => Ok(()),
+        false => Err(FieldError::new(
+            "keys",
+            format!(
+                "keys held during a {name} are not supported; press them with a keypress before and after, or leave keys out"
+            ),
+        )),
+    }
 }
 
 fn modifiers(f: &Fields) -> Result<Vec<u32>, FieldError> {
@@ -456,6 +495,37 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// OpenAI's GA `computer` tool holds `keys` during a click or a
+    /// scroll: they are pressed, never dropped; during a move or a drag
+    /// they are refused.
+    #[test]
+    fn keys_held_by_the_ga_computer_tool() {
+        let click = parse_action(
+            &json!({"type": "click", "button": "left", "x": 1, "y": 2, "keys": ["ctrl", "shift"]}),
+        )
+        .unwrap();
+        assert!(
+            matches!(click, Action::Click { ref modifiers, .. } if *modifiers == vec![0xffe3, 0xffe1]),
+            "{click:?}"
+        );
+        let scroll = parse_action(&json!({"type": "scroll", "x": 5, "y": 5, "scroll_x": 0, "scroll_y": 100, "keys": ["shift"]}))
+            .unwrap();
+        assert!(matches!(scroll, Action::Scroll { ref modifiers, .. } if modifiers.len() == 1));
+        let plain =
+            parse_action(&json!({"type": "double_click", "x": 1, "y": 2, "keys": []})).unwrap();
+        assert!(
+            matches!(plain, Action::Click { count: 2, ref modifiers, .. } if modifiers.is_empty())
+        );
+        for refused in [
+            json!({"type": "drag", "path": [{"x": 1, "y": 2}, {"x": 3, "y": 4}], "keys": ["shift"]}),
+            json!({"type": "move", "x": 1, "y": 2, "keys": ["alt"]}),
+            json!({"type": "click", "x": 1, "y": 2, "keys": "ctrl"}),
+            json!({"type": "click", "x": 1, "y": 2, "keys": ["nokey"]}),
+        ] {
+            assert_eq!(err(refused.clone()).field, "keys", "{refused}");
+        }
     }
 
     #[test]

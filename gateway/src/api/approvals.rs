@@ -8,6 +8,7 @@
 //! | `GET /v1/approvals/{id}?wait=S` | same | one approval, once decided or after `S` seconds (≤ 300) |
 //! | `GET /v1/approvals/{id}/screenshot` | same | the PNG taken when it was asked |
 //! | `POST /v1/approvals/{id}/approve`, `/deny` | operators, admins; never the asking token | `{"reason", "scope"}` (`scope`: `once`, or `workspace` for egress) |
+//! | `POST /v1/workspaces/{id}/approvals?wait=S` | agents, operators, admins who see it | asks a person to confirm a step: `{"question", "details", "expires_in_seconds"}`; 202 while pending, 200 once decided |
 //! | `GET`, `PUT /v1/workspaces/{id}/policy` | see / operators, admins | the workspace's policy, switched (an event) |
 
 use std::collections::HashMap;
@@ -31,7 +32,7 @@ use crate::approvals::{Approval, ApprovalState};
 use crate::error::OpError;
 use crate::ops::OpContext;
 use crate::ops::approvals::{self as core, Filter};
-use crate::wire::approval::{Decide, SetPolicy};
+use crate::wire::approval::{Ask, Decide, SetPolicy};
 
 /// The approvals routes.
 pub fn routes() -> Router<AppState> {
@@ -43,6 +44,7 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/approvals/{id}/approve", post(approve))
         .route("/v1/approvals/{id}/deny", post(deny))
         .route("/v1/workspaces/{id}/policy", get(policy).put(set_policy))
+        .route("/v1/workspaces/{id}/approvals", post(ask))
 }
 
 fn view(approval: &Approval) -> Value {
@@ -96,6 +98,33 @@ pub async fn one(
 ) -> Result<Json<Value>, OpError> {
     let approval = core::get(&state, &ctx, &id, ctx.hold.wait).await?;
     Ok(Json(view(&approval)))
+}
+
+#[utoipa::path(post, path = "/v1/workspaces/{id}/approvals", tag = "approvals", params(("id" = String, Path), ("wait" = Option<f64>, Query, minimum = 0, description = "Seconds to wait for a person's decision (more than 300 waits 300)")), request_body = crate::wire::approval::Ask,
+    responses((status = 202, description = "Asked, and not yet decided: the approval (see GET /v1/approvals), whose `url` to wait on"), (status = 200, description = "Decided within `wait`: the approval, `state` approved, denied or expired"), crate::wire::doc::NoWorkspace, crate::wire::doc::TooLarge, (status = 400, body = crate::wire::doc::ErrorBody, description = "A question or details this operation cannot take"), (status = 409, body = crate::wire::doc::ErrorBody, description = "The workspace is not running, or paused"), (status = 429, body = crate::wire::doc::ErrorBody, description = "The token has 64 approvals pending")))]
+pub async fn ask(
+    State(state): State<AppState>,
+    ctx: OpContext,
+    Path(id): Path<String>,
+    Body(body): Body,
+) -> Result<Response, OpError> {
+    core::may_ask(&ctx)?;
+    let body: Ask = crate::wire::parse(&body)?;
+    let asked = core::Ask {
+        question: body.question,
+        details: body.details,
+        ttl: body.expires_in_seconds.map(Duration::from_secs),
+    };
+    let approval = core::ask(&state, &ctx, &id, asked).await?;
+    let approval = match ctx.hold.wait.is_zero() {
+        true => approval,
+        false => core::get(&state, &ctx, &approval.id, ctx.hold.wait).await?,
+    };
+    let status = match approval.state {
+        ApprovalState::Pending => axum::http::StatusCode::ACCEPTED,
+        _ => axum::http::StatusCode::OK,
+    };
+    Ok((status, Json(view(&approval))).into_response())
 }
 
 #[utoipa::path(get, path = "/v1/approvals/{id}/screenshot", tag = "approvals", params(("id" = String, Path)),

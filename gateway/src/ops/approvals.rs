@@ -9,17 +9,34 @@ use std::time::Duration;
 
 use cubicle_runtime::state::now_ms;
 use cubicle_runtime::tokens::Role;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::audit::EventKind;
 use super::gates::{approval_error, expire};
 use super::{OpContext, Permission, access};
-use crate::approvals::{Approval, ApprovalError, ApprovalState, Scope};
+use crate::approvals::{Approval, ApprovalError, ApprovalState, NewApproval, Scope, binding_hash};
 use crate::error::{ErrorKind, OpError};
 use crate::ops::Core;
 
 /// The longest reason kept with a decision.
 pub const MAX_REASON: usize = 1000;
+
+/// The most JSON text an agent's question may carry as details.
+pub const MAX_DETAILS: usize = 16 * 1024;
+/// How long a question waits for a person unless the agent says otherwise.
+pub const ASK_TTL_DEFAULT: Duration = Duration::from_secs(600);
+/// The longest a question may wait for a person.
+pub const ASK_TTL_MAX: Duration = Duration::from_secs(3600);
+
+/// What an agent asks a person: a step it is about to take, in words
+/// (`question`), with what the person should see of it (`details`).
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub question: String,
+    pub details: Value,
+    /// How long it waits for a decision ([`ASK_TTL_DEFAULT`] if `None`).
+    pub ttl: Option<Duration>,
+}
 
 /// Which approvals a listing shows.
 #[derive(Debug, Default, Clone)]
@@ -192,6 +209,101 @@ pub async fn decide(
             json!({})
         })
         .await
+}
+
+/// Whether the caller's role may ask a person at all, asked before the
+/// body is read (a 403 before any 400).
+pub fn may_ask(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::ApprovalsAsk)
+}
+
+/// An agent asks a person to confirm a step (`POST
+/// /v1/workspaces/{id}/approvals`): a pending approval of operation `ask`
+/// that operators decide as any other (the page, the stream, webhooks),
+/// with a screenshot of the screen as it was. Nothing runs when it is
+/// approved: the agent reads the decision (`GET /v1/approvals/{id}?wait=`)
+/// and goes on only if approved, which is how a model provider's safety
+/// check (OpenAI's `pending_safety_checks`) is handed to a person. Asking
+/// the same question with the same details again, while it is pending or
+/// approved and not expired, answers the same approval.
+pub async fn ask(
+    state: &Core,
+    ctx: &OpContext,
+    workspace: &str,
+    ask: Ask,
+) -> Result<Approval, OpError> {
+    access::running(state, ctx, workspace, Permission::ApprovalsAsk).await?;
+    let Ask {
+        question,
+        details,
+        ttl,
+    } = ask;
+    if question.trim().is_empty()
+        || question.chars().count() > MAX_REASON
+        || question.chars().any(|c| c.is_control() && c != '\n')
+    {
+        return Err(OpError::bad_request(format!(
+            "question: 1 to {MAX_REASON} characters of text without control characters but line breaks"
+        )));
+    }
+    if !(details.is_object() || details.is_null()) {
+        return Err(OpError::bad_request(
+            "details: a JSON object (what the person should see of the step), or leave it out",
+        ));
+    }
+    if details.to_string().len() > MAX_DETAILS {
+        return Err(OpError::bad_request(format!(
+            "details: at most {MAX_DETAILS} bytes of JSON; link to anything larger"
+        )));
+    }
+    let ttl = ttl.unwrap_or(ASK_TTL_DEFAULT);
+    if ttl.is_zero() || ttl > ASK_TTL_MAX {
+        return Err(OpError::bad_request(format!(
+            "expires_in_seconds: 1 to {} (how long a person has to decide)",
+            ASK_TTL_MAX.as_secs()
+        )));
+    }
+    let shown = json!({ "question": question, "details": details });
+    let sha256 = binding_hash(workspace, "ask", &shown, None);
+    let approvals = &state.gates.approvals;
+    if let Some(existing) = approvals.reusable(&ctx.token.id, &sha256) {
+        return Ok(existing);
+    }
+    let detail = json!({
+        "operation": "ask",
+        "rule": "asked",
+        "reason": question,
+        "details": details,
+        "sha256": sha256,
+        "expires_in_ms": ttl.as_millis() as u64,
+    });
+    // No event, no question: it is recorded before anyone can see it.
+    state
+        .audit
+        .note(
+            Some(ctx),
+            EventKind::ApprovalRequest,
+            Some(workspace),
+            detail,
+            Some("pending"),
+        )
+        .await?;
+    let approval = approvals
+        .request(NewApproval {
+            workspace: workspace.to_owned(),
+            operation: "ask".to_owned(),
+            sha256,
+            shown,
+            asked_by: ctx.actor(),
+            ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+            rule: "asked".to_owned(),
+            reason: question,
+            context: None,
+            context_error: None,
+        })
+        .map_err(approval_error)?;
+    super::gates::screenshot(state, workspace, &approval.id).await;
+    Ok(state.gates.approvals.get(&approval.id).unwrap_or(approval))
 }
 
 /// The PNG taken when approval `id` was asked.

@@ -320,7 +320,7 @@ async fn held(
 }
 
 /// Keeps a picture of the screen as it was when the action was asked.
-async fn screenshot(state: &Core, workspace: &str, approval: &str) {
+pub(super) async fn screenshot(state: &Core, workspace: &str, approval: &str) {
     let taken = tokio::time::timeout(SCREENSHOT_TIMEOUT, async {
         let record = state.manager.get(workspace).await.ok()?;
         let channel = state

@@ -38,6 +38,9 @@ pub enum Permission {
     TokensManage,
     /// Approve or deny operations a policy held (never the asking token's own).
     ApprovalsDecide,
+    /// Ask a person to confirm a step the agent is about to take (a model
+    /// provider's safety check): an approval with nothing held behind it.
+    ApprovalsAsk,
     /// Switch the policy a workspace runs under, or choose at create
     /// another than the default (or its template's).
     PolicySwitch,
@@ -65,7 +68,7 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Self; 23] = [
+    pub const ALL: [Self; 24] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -81,6 +84,7 @@ impl Permission {
         Self::TokensManage,
         Self::AuditExport,
         Self::ApprovalsDecide,
+        Self::ApprovalsAsk,
         Self::PolicySwitch,
         Self::DownloadsRead,
         Self::DownloadsContent,
@@ -109,6 +113,7 @@ impl Permission {
             Self::EventsRead => "read the event log",
             Self::TokensManage => "manage tokens",
             Self::ApprovalsDecide => "approve or deny held operations",
+            Self::ApprovalsAsk => "ask a person to confirm a step",
             Self::PolicySwitch => "switch a workspace's policy",
             Self::AuditExport => "replay recordings or export the audit record",
             Self::DownloadsRead => "see held downloads",
@@ -143,6 +148,7 @@ pub fn granted(role: Role, permission: Permission) -> bool {
                 | P::FilesWrite
                 | P::Browser
                 | P::DownloadsRead
+                | P::ApprovalsAsk
                 | P::WebhooksManage
         ),
         Role::Auditor => matches!(

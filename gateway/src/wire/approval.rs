@@ -49,3 +49,27 @@ pub struct SetPolicy {
     #[schema(min_length = 1, max_length = 64)]
     pub policy: String,
 }
+
+/// Body of `POST /v1/workspaces/{id}/approvals`: a step the agent asks a
+/// person to confirm before it takes it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Ask {
+    /// The step, in words a person decides on (an OpenAI safety check's
+    /// message, say); at most 1000 characters, no control characters but
+    /// line breaks.
+    #[schema(
+        min_length = 1,
+        max_length = 1000,
+        pattern = r"^[^\u0000-\u0009\u000B-\u001F\u007F-\u009F]*$"
+    )]
+    pub question: String,
+    /// What the person should see of it (at most 16 KiB of JSON): shown
+    /// with the question and bound to the approval.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub details: serde_json::Value,
+    /// How long a person has to decide (default 600, at most 3600).
+    #[schema(minimum = 1, maximum = 3600)]
+    pub expires_in_seconds: Option<u64>,
+}

@@ -20,6 +20,7 @@ import httpx
 
 from . import errors
 from ._wire.api.approvals import approve as w_approve
+from ._wire.api.approvals import ask as w_ask
 from ._wire.api.approvals import deny as w_deny
 from ._wire.api.approvals import one as w_approval
 from ._wire.api.audit import events as w_events
@@ -40,6 +41,7 @@ from ._wire.api.workspaces import resume as w_resume
 from ._wire.api.workspaces import start as w_start
 from ._wire.api.workspaces import stop as w_stop
 from ._wire.models.action_request import ActionRequest
+from ._wire.models.ask import Ask
 from ._wire.models.create_workspace import CreateWorkspace
 from ._wire.models.decide import Decide
 from ._wire.models.decision import Decision
@@ -425,6 +427,26 @@ class AsyncWorkspace:
 
     async def events(self, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         return await self._c.events(self.id, after, limit)
+
+    async def ask(self, question: str, details: dict[str, Any] | None = None, *,
+                  expires_in: int | None = None, wait: float = 0.0) -> dict[str, Any]:
+        """Asks a person to confirm a step before the agent takes it (a
+        model's safety check, say): an approval operators decide like a held
+        operation; nothing runs when it is approved. Waits up to ``wait``
+        seconds for the decision; the approval's ``state`` says pending,
+        approved, denied or expired (then :meth:`AsyncCubicle.wait_for_approval`
+        waits on). ``expires_in``: seconds a person has (default 600)."""
+        body = {"question": question}
+        if details is not None:
+            body["details"] = details
+        if expires_in is not None:
+            body["expires_in_seconds"] = expires_in
+        kwargs = w_ask._get_kwargs(self.id, body=Ask.from_dict(body), wait=wait or None)
+        response = await self._c._send(kwargs)
+        answer = _body_of(response)
+        if response.status_code not in (200, 202):
+            raise errors.from_answer(f"POST {kwargs['url']}", response.status_code, answer)
+        return answer
 
 
 def _size(image: bytes) -> tuple[int, int]:

@@ -4,6 +4,8 @@ from .action_request import ActionRequest
 from .action_request_action import ActionRequestAction
 from .action_request_type import ActionRequestType
 from .action_response import ActionResponse
+from .ask import Ask
+from .ask_details_type_0 import AskDetailsType0
 from .create_workspace import CreateWorkspace
 from .create_workspace_geometry_type_1_type_0 import CreateWorkspaceGeometryType1Type0
 from .create_workspace_limits_type_1 import CreateWorkspaceLimitsType1
@@ -50,6 +52,8 @@ __all__ = (
     "ActionRequestAction",
     "ActionRequestType",
     "ActionResponse",
+    "Ask",
+    "AskDetailsType0",
     "CreateWorkspace",
     "CreateWorkspaceGeometryType1Type0",
     "CreateWorkspaceLimitsType1",
