@@ -1,7 +1,8 @@
 //! The Python client, installed with one `pip install` from the repo path
 //! into a scratch folder, driving a real gateway (tests/e2e/python_client.py
 //! holds the assertions and prints its measurements); the worked Anthropic
-//! loop on it (tests/e2e/anthropic_loop.py); and its wire layer is what
+//! loop on it (tests/e2e/anthropic_loop.py) and the OpenAI one
+//! (tests/e2e/openai_loop.py); and its wire layer is what
 //! `gateway/openapi.json` generates (`scripts/clients --check`).
 
 use std::process::Command;
@@ -103,4 +104,18 @@ async fn the_anthropic_computer_use_loop_drives_a_workspace() {
     };
     let out = run_script(&python, "anthropic_loop.py").await;
     assert!(out.contains("anthropic loop: ok"), "{out}");
+}
+
+/// The worked loop with OpenAI's SDK and the GA `computer` tool, against a
+/// stand-in for the Responses API (tests/e2e/openai_loop.py): batched
+/// actions in one request, and each safety check a Cubicle approval that
+/// an operator decides before the loop acknowledges it.
+#[tokio::test]
+async fn the_openai_computer_use_loop_asks_a_person_for_each_safety_check() {
+    let Some(python) = python() else {
+        cubicle_tests::skip("no Python with the openai SDK (scripts/setup installs it)");
+        return;
+    };
+    let out = run_script(&python, "openai_loop.py").await;
+    assert!(out.contains("openai loop: ok"), "{out}");
 }
