@@ -5,7 +5,8 @@
 //! retried with the same message id, another agent's workspace is never
 //! delivered, an unreachable receiver blocks no operation, and every
 //! delivery and failure is an event. A server without
-//! `--webhooks-to-private-addresses` refuses inward URLs at create.
+//! `--webhooks-to-private-addresses` refuses inward URLs at create. The
+//! page's Webhooks panel, and `/#ws-id`, in headless Chromium.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -391,4 +392,96 @@ async fn a_default_server_refuses_webhooks_into_its_own_network() {
         .unwrap();
     assert_eq!(status, 200);
     assert_eq!(list["webhooks"], json!([]), "nothing was kept: {list}");
+}
+
+/// The Webhooks panel and `/#ws-id` in headless Chromium
+/// (tests/browser/webhooks.mjs): the page opens on the workspace it was
+/// asked for; an operator adds a webhook there, sees its secret once, sees
+/// the outcome of the delivery the receiver got, sees why a bad URL is
+/// refused, and removes it. (Signatures are checked by the test above; this
+/// receiver cannot know the secret the page shows, so it only answers.)
+#[tokio::test]
+async fn an_operator_manages_webhooks_in_the_page() {
+    let Some(python) = python() else {
+        cubicle_tests::skip(
+            "no Python with the standardwebhooks library (scripts/setup installs it)",
+        );
+        return;
+    };
+    let mut receiver = Receiver::start(
+        &python,
+        "whsec_MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1ub3BxcnN0dXY=",
+        0,
+    );
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &["--webhooks-to-private-addresses"]).unwrap();
+    let body = json!({ "name": "olga", "role": "operator" }).to_string();
+    let (_, made) = daemon
+        .call(Method::POST, "/v1/tokens", Some(&body))
+        .await
+        .unwrap();
+    let operator = made["secret"].as_str().unwrap().to_owned();
+    let id = create_as(&daemon, &operator).await;
+    let config = json!({
+        "base": daemon.base,
+        "operator": operator,
+        "workspace": id,
+        "receiver": receiver.port,
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/browser/webhooks.mjs");
+    let run = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(config.to_string())
+        .output();
+    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(180)), run)
+        .await
+        .expect("webhooks.mjs finished in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let seen: Value = stdout
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no result from webhooks.mjs: {stdout}\n{stderr}"));
+    assert!(seen["error"].is_null(), "{}\n{stderr}", seen["error"]);
+    assert!(
+        seen["viewTitle"].as_str().is_some_and(|t| !t.is_empty()),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["viewState"], "live",
+        "/#{id} opened its live view: {seen}"
+    );
+    let secret = seen["secret"].as_str().unwrap_or_default();
+    assert!(secret.starts_with("whsec_") && secret.len() > 30, "{seen}");
+    assert_eq!(
+        seen["url"],
+        format!("http://127.0.0.1:{}/page", receiver.port)
+    );
+    assert!(
+        seen["kinds"]
+            .as_str()
+            .is_some_and(|k| k.contains("workspace.*") && k.contains(&id)),
+        "{seen}"
+    );
+    assert_eq!(seen["lifecycle"], json!([200, 200]), "{seen}");
+    assert!(
+        seen["last"]
+            .as_str()
+            .is_some_and(|l| l.contains("delivered (200)")),
+        "{seen}"
+    );
+    assert!(
+        seen["refused"].as_str().is_some_and(|r| r.contains("http")),
+        "the refusal names what is wrong: {seen}"
+    );
+    assert_eq!(seen["secretAfterRefusal"], false, "{seen}");
+    assert_eq!(seen["left"], 0, "{seen}");
+    // What the page showed was delivered there (unverified: see above).
+    let delivered = receiver.until("to the page's webhook", |d| d["id"].is_string());
+    assert!(
+        delivered.iter().all(|d| d["status"] == 200),
+        "{delivered:#?}"
+    );
 }
