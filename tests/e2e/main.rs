@@ -52,6 +52,7 @@ mod schemathesis;
 mod scopes;
 mod survive;
 mod time_limits;
+mod ts_client;
 mod ttl_restart;
 mod walls;
 mod webhooks;
