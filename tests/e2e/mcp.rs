@@ -13,7 +13,7 @@ use cubicle_tests::daemon::bin_dir;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 8] = [
     "list_workspaces",
     "create_workspace",
     "computer",
@@ -21,6 +21,7 @@ const TOOLS: [&str; 7] = [
     "read_file",
     "write_file",
     "list_files",
+    "ask_person",
 ];
 
 use cubicle_tests::repo;
@@ -316,7 +317,10 @@ async fn refusals_and_bad_arguments_are_clear() {
     let agent = create_token(data.path(), "agent");
     let (status, body) = rpc(&daemon, Some(&agent), list).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 7);
+    assert_eq!(
+        body["result"]["tools"].as_array().unwrap().len(),
+        TOOLS.len()
+    );
 
     // Bad arguments: a tool result flagged isError, naming the field.
     let cases = [
@@ -349,6 +353,16 @@ async fn refusals_and_bad_arguments_are_clear() {
         ),
         ("list_files", json!({"workspace": id}), "path:"),
         ("create_workspace", json!({"geometry": "huge"}), "geometry"),
+        (
+            "ask_person",
+            json!({"workspace": id, "question": ""}),
+            "question:",
+        ),
+        (
+            "ask_person",
+            json!({"workspace": id, "question": "ok?", "wait_seconds": 301}),
+            "wait_seconds:",
+        ),
     ];
     for (name, arguments, prefix) in cases {
         let body = tool(&daemon, name, arguments.clone()).await;
@@ -452,4 +466,27 @@ async fn refusals_and_bad_arguments_are_clear() {
     let listed = &body["result"]["structuredContent"]["workspaces"];
     assert_eq!(listed[0]["id"], id.as_str(), "{body}");
     assert_eq!(listed[0]["state"], "running", "{body}");
+
+    // A person is asked; another token answers; asking again reads it.
+    let ask =
+        json!({"workspace": id, "question": "Send the report to the client?", "wait_seconds": 0});
+    let body = tool(&daemon, "ask_person", ask.clone()).await;
+    let asked = &body["result"]["structuredContent"];
+    assert_eq!(asked["state"], "pending", "{body}");
+    let approval = asked["approval"].as_str().unwrap().to_owned();
+    let operator = create_token(data.path(), "operator");
+    let (status, decided) = daemon
+        .call_as(
+            Some(&operator),
+            Method::POST,
+            &format!("/v1/approvals/{approval}/deny"),
+            Some(r#"{"reason":"not yet"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{decided}");
+    let body = tool(&daemon, "ask_person", ask).await;
+    let answered = &body["result"]["structuredContent"];
+    assert_eq!(answered["state"], "denied", "{body}");
+    assert_eq!(answered["reason"], "not yet", "{body}");
 }

@@ -30,6 +30,7 @@ pub async fn call(state: &AppState, caller: &OpContext, name: &str, args: Args) 
         "read_file" => read_file(state, caller, args).await,
         "write_file" => write_file(state, caller, args).await,
         "list_files" => list_files(state, caller, args).await,
+        "ask_person" => ask_person(state, caller, args).await,
         _ => return None,
     })
 }
@@ -261,6 +262,41 @@ async fn list_files(state: &AppState, caller: &OpContext, mut args: Args) -> Out
     let path = required_path(&args)?;
     let listing = ops::files::list(state, caller, &id, &path).await?;
     Ok(json_result(json!(listing)))
+}
+
+/// How long `ask_person` waits for the answer unless told.
+const ASK_WAIT_DEFAULT: u64 = 60;
+
+/// `{"workspace", "question", "details"?, "wait_seconds"?}`: an approval of
+/// operation `ask`, as `POST /v1/workspaces/{id}/approvals` makes it,
+/// waited on up to `wait_seconds`.
+async fn ask_person(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
+    let id = take_workspace(&mut args)?;
+    only(&args, &["question", "details", "wait_seconds"])?;
+    ops::approvals::may_ask(caller)?;
+    let question = string_arg(&args, "question")?.unwrap_or_default();
+    let details = args.get("details").cloned().unwrap_or(Value::Null);
+    let wait = number_arg(&args, "wait_seconds")?.unwrap_or(ASK_WAIT_DEFAULT);
+    if wait > ops::context::MAX_WAIT.as_secs() {
+        return Err(OpError::bad_request(format!(
+            "wait_seconds: at most {}",
+            ops::context::MAX_WAIT.as_secs()
+        )));
+    }
+    let asked = ops::approvals::Ask {
+        question,
+        details,
+        ttl: None,
+    };
+    let approval = ops::approvals::ask(state, caller, &id, asked).await?;
+    let wait = std::time::Duration::from_secs(wait);
+    let approval = ops::approvals::get(state, caller, &approval.id, wait).await?;
+    Ok(json_result(json!({
+        "approval": approval.id,
+        "state": approval.state.as_str(),
+        "reason": approval.decision_reason,
+        "decided_by": approval.decided_by,
+    })))
 }
 
 #[cfg(test)]

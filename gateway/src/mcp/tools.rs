@@ -51,7 +51,32 @@ pub fn all() -> Vec<Tool> {
             "List a directory inside a workspace.",
             path_schema(json!({})),
         ),
+        tool(
+            "ask_person",
+            "Ask a person watching the workspace to confirm a step before you take it (a payment, \
+             a download, a message sent on someone's behalf). Waits up to wait_seconds (default \
+             60) for the answer: state approved, denied (with the person's reason), pending or \
+             expired. Asking the same question again waits on, or reads the answer of, the same \
+             request. Go on only if approved.",
+            ask_schema(),
+        ),
     ]
+}
+
+fn ask_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "workspace": { "type": "string", "description": "The workspace id (ws-...)." },
+            "question": { "type": "string", "minLength": 1, "maxLength": 1000,
+                "description": "The step, in words a person decides on." },
+            "details": { "type": "object", "description": "What the person should see of it (at most 16 KiB of JSON)." },
+            "wait_seconds": { "type": "integer", "minimum": 0, "maximum": 300,
+                "description": "How long to wait for the answer in this call (default 60)." },
+        },
+        "required": ["workspace", "question"],
+        "additionalProperties": false,
+    })
 }
 
 fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
@@ -163,7 +188,7 @@ mod tests {
     #[test]
     fn every_tool_has_an_object_schema() {
         let tools = all();
-        assert_eq!(tools.len(), 7);
+        assert_eq!(tools.len(), 8);
         for tool in tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
             assert!(

@@ -224,8 +224,9 @@ pub fn may_ask(ctx: &OpContext) -> Result<(), OpError> {
 /// approved: the agent reads the decision (`GET /v1/approvals/{id}?wait=`)
 /// and goes on only if approved, which is how a model provider's safety
 /// check (OpenAI's `pending_safety_checks`) is handed to a person. Asking
-/// the same question with the same details again, while it is pending or
-/// approved and not expired, answers the same approval.
+/// the same question with the same details again answers the same
+/// approval, pending or decided (an hour after its decision at most); one
+/// nobody decided in time is asked anew.
 pub async fn ask(
     state: &Core,
     ctx: &OpContext,
@@ -266,8 +267,13 @@ pub async fn ask(
     let shown = json!({ "question": question, "details": details });
     let sha256 = binding_hash(workspace, "ask", &shown, None);
     let approvals = &state.gates.approvals;
-    if let Some(existing) = approvals.reusable(&ctx.token.id, &sha256) {
-        return Ok(existing);
+    // The same question again reads its answer (newest first), unless
+    // nobody answered it in time: then it is asked anew.
+    let earlier = approvals.list().into_iter().find(|a| {
+        a.asked_by.id == ctx.token.id && a.sha256 == sha256 && a.state != ApprovalState::Expired
+    });
+    if let Some(earlier) = earlier {
+        return Ok(earlier);
     }
     let detail = json!({
         "operation": "ask",
