@@ -4,14 +4,11 @@
 //
 //     node generate.mjs <openapi.json> <wire.ts>
 //
-// Two things in the document stop openapi-typescript outright; both are
-// mended here, the same way each run, and the first is named on stderr:
-// - a `$ref` to a schema the document does not hold is typed `unknown`
-//   (the gateway should register it: today `StateFilter`, the `state`
-//   filter of GET /v1/approvals and GET /v1/downloads);
-// - operation ids repeat across tags (`list`, `get`, ...), as utoipa names
-//   them after the handler: each is qualified by its tag (`workspaces/list`),
-//   as openapi-python-client's modules are (`api/workspaces/list_`).
+// Operation ids repeat across tags (`list`, `get`, ...), as utoipa names
+// them after the handler, which openapi-typescript refuses: each is
+// qualified by its tag here (`workspaces/list`), as openapi-python-client's
+// modules are (`api/workspaces/list_`). A `$ref` to a schema the document
+// does not hold is an error (the gateway's own test refuses one too).
 import { readFileSync, writeFileSync } from "node:fs";
 import openapiTS, { astToString, COMMENT_HEADER } from "openapi-typescript";
 
@@ -36,8 +33,6 @@ function untangle(node, at) {
     : undefined;
   if (name !== undefined && !(name in schemas)) {
     dangling.add(`${ref} (at ${at})`);
-    delete node.$ref;
-    node.description = `${node.description ?? ""} (the document's ${ref} is missing)`.trim();
     return;
   }
   for (const [key, value] of Object.entries(node)) untangle(value, `${at}/${key}`);
@@ -58,7 +53,8 @@ for (const [path, item] of Object.entries(document.paths ?? {})) {
   }
 }
 for (const ref of dangling) {
-  console.error(`generate.mjs: ${input}: ${ref} points to no schema; typed unknown until the gateway registers it`);
+  console.error(`generate.mjs: ${input}: ${ref} points to no schema: register it in the gateway's openapi.rs`);
 }
+if (dangling.size) process.exit(1);
 const ast = await openapiTS(document, { silent: true });
 writeFileSync(output, COMMENT_HEADER + astToString(ast));

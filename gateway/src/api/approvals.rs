@@ -75,7 +75,7 @@ fn filter(raw: Option<&str>) -> Result<Filter, OpError> {
     })
 }
 
-#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(("state" = Option<crate::wire::approval::StateFilter>, Query, description = "pending, approved, denied, expired or all"), ("workspace" = Option<String>, Query, description = "Only this workspace's")),
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(("state" = Option<crate::wire::approval::ApprovalStateFilter>, Query, description = "pending, approved, denied, expired or all"), ("workspace" = Option<String>, Query, description = "Only this workspace's")),
     responses((status = 200, description = "{\"approvals\": [...]}: id, workspace, operation, params (as operators see them), sha256, asked_by, asked_at, expires_at, rule, reason, context (tab URL, origin, host, focus), state, decided_by, decision_reason, used, has_screenshot, url"), (status = 404, body = crate::wire::doc::ErrorBody, description = "No such `workspace` (deleted ones included), or one outside the token's scope")))]
 pub async fn list(
     State(state): State<AppState>,

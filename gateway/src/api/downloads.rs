@@ -47,7 +47,7 @@ pub struct ListQuery {
     /// Only this workspace's.
     pub workspace: Option<String>,
     /// `held`, `released` or `rejected`.
-    #[param(value_type = Option<crate::wire::download::StateFilter>)]
+    #[param(value_type = Option<crate::wire::download::DownloadStateFilter>)]
     pub state: Option<String>,
 }
 

@@ -33,7 +33,7 @@ impl Decide {
 #[derive(ToSchema)]
 #[schema(rename_all = "lowercase")]
 #[allow(dead_code)]
-pub enum StateFilter {
+pub enum ApprovalStateFilter {
     Pending,
     Approved,
     Denied,

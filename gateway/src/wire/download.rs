@@ -80,7 +80,7 @@ impl From<&DownloadRecord> for DownloadView {
 #[derive(ToSchema)]
 #[schema(rename_all = "lowercase")]
 #[allow(dead_code)]
-pub enum StateFilter {
+pub enum DownloadStateFilter {
     Held,
     Released,
     Rejected,

@@ -902,6 +902,11 @@ export interface components {
             results?: unknown[] | null;
         };
         /**
+         * @description Which approvals `GET /v1/approvals?state=` lists.
+         * @enum {string}
+         */
+        ApprovalStateFilter: "pending" | "approved" | "denied" | "expired" | "all";
+        /**
          * @description Body of `POST /v1/workspaces/{id}/approvals`: a step the agent asks a
          *     person to confirm before it takes it.
          */
@@ -1019,6 +1024,11 @@ export interface components {
         DownloadList: {
             downloads: components["schemas"]["DownloadView"][];
         };
+        /**
+         * @description Which downloads `GET /v1/downloads?state=` lists.
+         * @enum {string}
+         */
+        DownloadStateFilter: "held" | "released" | "rejected";
         /** @description A download held in quarantine (or decided). */
         DownloadView: {
             /** @description The type the server claimed. */
@@ -1458,7 +1468,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description pending, approved, denied, expired or all */
-                state?: unknown;
+                state?: components["schemas"]["ApprovalStateFilter"];
                 /** @description Only this workspace's */
                 workspace?: string;
             };
@@ -1886,7 +1896,7 @@ export interface operations {
                 /** @description Only this workspace's. */
                 workspace?: string;
                 /** @description `held`, `released` or `rejected`. */
-                state?: unknown;
+                state?: components["schemas"]["DownloadStateFilter"];
             };
             header?: never;
             path?: never;

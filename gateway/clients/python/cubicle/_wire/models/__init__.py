@@ -4,6 +4,7 @@ from .action_request import ActionRequest
 from .action_request_action import ActionRequestAction
 from .action_request_type import ActionRequestType
 from .action_response import ActionResponse
+from .approval_state_filter import ApprovalStateFilter
 from .ask import Ask
 from .ask_details_type_0 import AskDetailsType0
 from .create_workspace import CreateWorkspace
@@ -13,6 +14,7 @@ from .decide import Decide
 from .decision import Decision
 from .described_body import DescribedBody
 from .download_list import DownloadList
+from .download_state_filter import DownloadStateFilter
 from .download_view import DownloadView
 from .egress_body import EgressBody
 from .egress_view import EgressView
@@ -52,6 +54,7 @@ __all__ = (
     "ActionRequestAction",
     "ActionRequestType",
     "ActionResponse",
+    "ApprovalStateFilter",
     "Ask",
     "AskDetailsType0",
     "CreateWorkspace",
@@ -61,6 +64,7 @@ __all__ = (
     "Decision",
     "DescribedBody",
     "DownloadList",
+    "DownloadStateFilter",
     "DownloadView",
     "EgressBody",
     "EgressView",
