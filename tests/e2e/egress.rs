@@ -657,23 +657,8 @@ async fn an_operator_releases_a_held_download_in_the_page() {
         "auditor": w.auditor.secret,
         "download": id,
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/browser/downloads.mjs");
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(config.to_string())
-        .output();
-    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(120)), run)
-        .await
-        .expect("downloads.mjs finished in time")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let seen: Value = stdout
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("no result from downloads.mjs: {stdout}\n{stderr}"));
-    assert!(seen["error"].is_null(), "{}\n{stderr}", seen["error"]);
+    let seen =
+        cubicle_tests::browser::run("downloads.mjs", &config, Duration::from_secs(120)).await;
     assert_eq!(seen["auditorButtons"], 0, "auditors see, never decide");
     assert_eq!(seen["paneVisible"], true);
     assert_eq!(seen["count"], "1 held");

@@ -140,22 +140,8 @@ async fn password_typing_and_navigation_wait_for_a_person() {
         "agent": g.agent.secret,
         "admin": g.daemon.token,
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/browser/approvals.mjs");
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(config.to_string())
-        .output();
-    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(300)), run)
-        .await
-        .expect("approvals.mjs finished in time")
-        .expect("node runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let seen: Value = stdout
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("no result from approvals.mjs: {stdout}\n{stderr}"));
+    let seen =
+        cubicle_tests::browser::run("approvals.mjs", &config, Duration::from_secs(300)).await;
     println!("approvals.mjs saw ({}): {seen}", g.id);
     assert_eq!(seen["focused"]["id"], "pw", "{seen}");
     // Held: the page shows it with its context and a screenshot, the title counts it.

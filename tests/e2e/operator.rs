@@ -40,23 +40,7 @@ async fn operator_takes_over_and_hands_back_in_the_browser() {
         "agent": agent.secret,
         "admin": daemon.token,
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/browser/operator.mjs");
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(config.to_string())
-        .output();
-    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(240)), run)
-        .await
-        .expect("operator.mjs finished in time")
-        .expect("node runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let seen: Value = stdout
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("no result from operator.mjs: {stdout}\n{stderr}"));
-    assert!(seen["error"].is_null(), "{}\n{stderr}", seen["error"]);
+    let seen = cubicle_tests::browser::run("operator.mjs", &config, Duration::from_secs(240)).await;
 
     assert_eq!(seen["landed"], "/", "the token leaves the address bar");
     assert_eq!(seen["me"], "alice (operator)");

@@ -245,23 +245,7 @@ async fn a_session_is_recorded_exported_verified_and_replayed_in_the_browser() {
         "event": shot_event["id"],
         "screenshot": screenshot,
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/browser/replay.mjs");
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(config.to_string())
-        .output();
-    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(120)), run)
-        .await
-        .expect("replay.mjs finished in time")
-        .expect("node runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let seen: Value = stdout
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("no result from replay.mjs: {stdout}\n{stderr}"));
-    assert!(seen["error"].is_null(), "{}\n{stderr}", seen["error"]);
+    let seen = cubicle_tests::browser::run("replay.mjs", &config, Duration::from_secs(120)).await;
     assert_eq!(seen["listedState"], "deleted", "{seen}");
     assert!(seen["duration"].as_f64().unwrap() > 0.0, "{seen}");
     assert_eq!(seen["badge"]["state"], "ok", "{seen}");

@@ -428,23 +428,7 @@ async fn an_operator_manages_webhooks_in_the_page() {
         "workspace": id,
         "receiver": receiver.port,
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/browser/webhooks.mjs");
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(config.to_string())
-        .output();
-    let output = tokio::time::timeout(cubicle_tests::guard(Duration::from_secs(180)), run)
-        .await
-        .expect("webhooks.mjs finished in time")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let seen: Value = stdout
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("no result from webhooks.mjs: {stdout}\n{stderr}"));
-    assert!(seen["error"].is_null(), "{}\n{stderr}", seen["error"]);
+    let seen = cubicle_tests::browser::run("webhooks.mjs", &config, Duration::from_secs(180)).await;
     assert!(
         seen["viewTitle"].as_str().is_some_and(|t| !t.is_empty()),
         "{seen}"

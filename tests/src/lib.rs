@@ -6,6 +6,7 @@
 //! The binaries are taken from the same target directory as the test
 //! (`cargo build --workspace` first; `scripts/test` does).
 
+pub mod browser;
 pub mod cdp;
 pub mod cgroup;
 pub mod daemon;
