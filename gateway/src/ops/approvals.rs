@@ -283,33 +283,19 @@ pub async fn ask(
         "sha256": sha256,
         "expires_in_ms": ttl.as_millis() as u64,
     });
-    // No event, no question: it is recorded before anyone can see it.
-    state
-        .audit
-        .note(
-            Some(ctx),
-            EventKind::ApprovalRequest,
-            Some(workspace),
-            detail,
-            Some("pending"),
-        )
-        .await?;
-    let approval = approvals
-        .request(NewApproval {
-            workspace: workspace.to_owned(),
-            operation: "ask".to_owned(),
-            sha256,
-            shown,
-            asked_by: ctx.actor(),
-            ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
-            rule: "asked".to_owned(),
-            reason: question,
-            context: None,
-            context_error: None,
-        })
-        .map_err(approval_error)?;
-    super::gates::screenshot(state, workspace, &approval.id).await;
-    Ok(state.gates.approvals.get(&approval.id).unwrap_or(approval))
+    let asked = NewApproval {
+        workspace: workspace.to_owned(),
+        operation: "ask".to_owned(),
+        sha256,
+        shown,
+        asked_by: ctx.actor(),
+        ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+        rule: "asked".to_owned(),
+        reason: question,
+        context: None,
+        context_error: None,
+    };
+    super::gates::request(state, ctx, asked, detail).await
 }
 
 /// The PNG taken when approval `id` was asked.

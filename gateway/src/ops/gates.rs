@@ -289,38 +289,53 @@ async fn held(
         "context_error": context_error,
         "expires_in_ms": outcome.timeout.as_millis() as u64,
     });
-    // No event, no hold: the request is recorded before anyone can see it.
+    let ttl = i64::try_from(outcome.timeout.as_millis()).unwrap_or(i64::MAX);
+    let asked = NewApproval {
+        workspace: workspace.to_owned(),
+        operation: gated.operation.to_owned(),
+        sha256: sha256.clone(),
+        shown: gated.shown.clone(),
+        asked_by: ctx.actor(),
+        ttl_ms: ttl,
+        rule: outcome.rule,
+        reason: outcome.reason,
+        context,
+        context_error,
+    };
+    request(state, ctx, asked, detail).await
+}
+
+/// A new pending approval: its `approval.request` event (`detail`) first —
+/// no event, no approval, so nothing is seen before it is recorded — then
+/// the approval, then the screenshot of the screen as it was.
+pub(super) async fn request(
+    state: &Core,
+    ctx: &OpContext,
+    asked: NewApproval,
+    detail: Value,
+) -> Result<Approval, OpError> {
+    let workspace = asked.workspace.clone();
     state
         .audit
         .note(
             Some(ctx),
             EventKind::ApprovalRequest,
-            Some(workspace),
+            Some(&workspace),
             detail,
             Some("pending"),
         )
         .await?;
-    let ttl = i64::try_from(outcome.timeout.as_millis()).unwrap_or(i64::MAX);
-    let approval = approvals
-        .request(NewApproval {
-            workspace: workspace.to_owned(),
-            operation: gated.operation.to_owned(),
-            sha256: sha256.clone(),
-            shown: gated.shown.clone(),
-            asked_by: ctx.actor(),
-            ttl_ms: ttl,
-            rule: outcome.rule,
-            reason: outcome.reason,
-            context,
-            context_error,
-        })
+    let approval = state
+        .gates
+        .approvals
+        .request(asked)
         .map_err(approval_error)?;
-    screenshot(state, workspace, &approval.id).await;
-    Ok(approval)
+    screenshot(state, &workspace, &approval.id).await;
+    Ok(state.gates.approvals.get(&approval.id).unwrap_or(approval))
 }
 
 /// Keeps a picture of the screen as it was when the action was asked.
-pub(super) async fn screenshot(state: &Core, workspace: &str, approval: &str) {
+async fn screenshot(state: &Core, workspace: &str, approval: &str) {
     let taken = tokio::time::timeout(SCREENSHOT_TIMEOUT, async {
         let record = state.manager.get(workspace).await.ok()?;
         let channel = state
