@@ -806,7 +806,7 @@ async fn the_mcp_python_sdk_speaks_the_newest_protocol_over_stdio_and_http() {
         assert_eq!(result["version"], "2026-07-28", "{mode}: {result}");
         assert_eq!(
             result["tools"].as_array().unwrap().len(),
-            7,
+            8,
             "{mode}: {result}"
         );
         assert_eq!(result["exec_error"], false, "{mode}: {result}");

@@ -38,19 +38,30 @@ async fn until(daemon: &Daemon, id: &str, status: u16, state: &str, limit: Durat
 }
 
 /// The `workspace.expire` outcome rows of `id`.
+///
+/// The `ok` record is written once the stop or delete has ended, so a
+/// workspace already seen stopped or gone may not have it yet: it is waited
+/// for (bounded), and none at all is what the caller's assertion sees.
 async fn expiries(daemon: &Daemon, id: &str) -> Vec<Value> {
-    let (status, events) = daemon
-        .call(Method::GET, &format!("/v1/events?workspace={id}"), None)
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{events}");
-    events["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "workspace.expire" && e["outcome"] == "ok")
-        .cloned()
-        .collect()
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(30));
+    loop {
+        let (status, events) = daemon
+            .call(Method::GET, &format!("/v1/events?workspace={id}"), None)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{events}");
+        let expired: Vec<Value> = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "workspace.expire" && e["outcome"] == "ok")
+            .cloned()
+            .collect();
+        if !expired.is_empty() || Instant::now() > deadline {
+            return expired;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// A live view that has finished its RFB handshake (security None) and then
