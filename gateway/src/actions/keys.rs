@@ -75,6 +75,11 @@ pub fn keysym(name: &str) -> Result<u32, KeyError> {
     if let (Some(c), None) = (chars.next(), chars.next()) {
         return char_keysym(c);
     }
+    // No keysym name holds a control character, and libxkbcommon's lookup
+    // takes a C string, which a NUL would cut short (the binding panics on it).
+    if name.chars().any(char::is_control) {
+        return Err(KeyError::Unknown(name.to_owned()));
+    }
     for flags in [xkb::KEYSYM_NO_FLAGS, xkb::KEYSYM_CASE_INSENSITIVE] {
         let sym = xkb::keysym_from_name(name, flags).raw();
         if sym != 0 {
@@ -161,6 +166,10 @@ mod tests {
         assert!(matches!(combo("ctrl+"), Err(KeyError::Empty(_))));
         assert!(matches!(sequence("   "), Err(KeyError::Empty(_))));
         assert!(matches!(combo(&"a+".repeat(20)), Err(KeyError::TooMany(_))));
+        // Found by the action_body fuzzer: a NUL inside a name panicked in
+        // the C-string conversion of the keysym lookup.
+        assert!(matches!(keysym("c0\0U"), Err(KeyError::Unknown(_))));
+        assert!(matches!(sequence("ctrl+Ret\u{7}urn"), Err(KeyError::Unknown(_))));
     }
 
     #[test]
