@@ -169,7 +169,10 @@ mod tests {
         // Found by the action_body fuzzer: a NUL inside a name panicked in
         // the C-string conversion of the keysym lookup.
         assert!(matches!(keysym("c0\0U"), Err(KeyError::Unknown(_))));
-        assert!(matches!(sequence("ctrl+Ret\u{7}urn"), Err(KeyError::Unknown(_))));
+        assert!(matches!(
+            sequence("ctrl+Ret\u{7}urn"),
+            Err(KeyError::Unknown(_))
+        ));
     }
 
     #[test]
