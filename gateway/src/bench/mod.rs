@@ -20,8 +20,10 @@
 //!
 //! Ratios are peer / Cubicle: above 1, Cubicle is faster (or smaller).
 //! Nothing is asserted about time; a part that cannot run here is reported
-//! as skipped with the reason.
+//! as skipped with the reason. `--compare OLD.json NEW.json` prints two
+//! saved runs side by side instead of measuring.
 
+mod compare;
 mod daemon;
 mod measure;
 mod peers;
@@ -34,6 +36,10 @@ use serde::Serialize;
 /// Arguments of `cubicle bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
+    /// Compare two saved runs (`--out` files) row by row instead of
+    /// measuring: `--compare old.json new.json`.
+    #[arg(long, num_args = 2, value_names = ["OLD", "NEW"])]
+    pub compare: Option<Vec<PathBuf>>,
     /// Where the JSON results go.
     #[arg(long, default_value = "bench.json")]
     pub out: PathBuf,
@@ -70,7 +76,7 @@ pub struct BenchArgs {
 }
 
 /// p50 / p95 of a sample, in its unit.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct Stat {
     pub p50: f64,
     pub p95: f64,
@@ -154,6 +160,9 @@ struct Report {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some([old, new]) = args.compare.as_deref() {
+        return compare::run(old, new);
+    }
     let started_at_ms = cubicle_runtime::state::now_ms();
     let rows = measure::all(&args).await?;
     print_table(&rows);
