@@ -124,6 +124,15 @@ fn encode_exact(
     })
 }
 
+/// An encoded image (PNG or JPEG) back to its `(rgba, width, height)`:
+/// `cubicle bench` re-encodes a frame the gateway served, to time the
+/// encoder alone on the same pixels.
+pub fn decode(bytes: &[u8]) -> Result<(Vec<u8>, u32, u32), EncodeError> {
+    let image = image::load_from_memory(bytes)?.to_rgba8();
+    let (width, height) = image.dimensions();
+    Ok((image.into_raw(), width, height))
+}
+
 /// RGBA to RGB (alpha dropped).
 fn to_rgb(rgba: &[u8], width: u32, height: u32) -> RgbImage {
     let mut rgb = Vec::with_capacity(rgba.len() / 4 * 3);
@@ -156,6 +165,9 @@ mod tests {
         assert_eq!(small.media_type, "image/jpeg");
         let back = image::load_from_memory(&small.bytes).unwrap();
         assert_eq!((back.width(), back.height()), (4, 2));
+        let (pixels, width, height) = decode(&out.bytes).unwrap();
+        assert_eq!((width, height, &pixels[..4]), (8, 4, &[255, 0, 0, 255][..]));
+        assert!(decode(b"not an image").is_err());
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! | --- | --- |
 //! | create (cold, until ready) | the same desktop started plainly with bubblewrap |
 //! | create from the warm pool (`--warm 1`) | the cold create |
-//! | screenshot PNG/JPEG, screen just changed and unchanged | `xwd -root \| convert png:-` inside the workspace |
+//! | screenshot PNG/JPEG, screen just changed | the same frame encoded in process with the same encoder and settings (the floor); `xwd -root \| convert png:-` inside the workspace |
+//! | screenshot PNG/JPEG, screen unchanged (a cache hit) | `xwd -root \| convert png:-` inside the workspace |
 //! | action round trip (`mouse_move`) | `GET /v1/me` (same HTTP and token check, no operation) |
 //! | the core's cost (`cursor_position`) | `GET /v1/me` |
 //! | CDP round trip through the proxy | the same call straight through the guest channel |
