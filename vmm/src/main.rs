@@ -109,6 +109,7 @@ impl RunArgs {
 }
 
 fn main() -> ExitCode {
+    hardening::one_malloc_arena();
     hardening::close_inherited_fds();
     let cli = Cli::parse();
     let result = match cli.command {
