@@ -157,6 +157,8 @@ impl Modify for BearerAuth {
         crate::api::files::put,
         crate::api::files::delete,
         crate::api::files::list,
+        crate::api::clipboard::get,
+        crate::api::clipboard::put,
         crate::cdp_proxy::json_version,
         crate::cdp_proxy::json_list,
         crate::api::control::get,
@@ -211,7 +213,7 @@ impl Modify for BearerAuth {
         crate::wire::download::DownloadView, crate::wire::download::DownloadList,
         crate::wire::download::Decision, crate::wire::egress::EgressBody,
         crate::wire::egress::EgressView, crate::wire::webhook::NewWebhook,
-        crate::ops::webhooks::WebhookView,
+        crate::ops::webhooks::WebhookView, crate::wire::clipboard::ClipboardText,
     )),
     modifiers(&BearerAuth, &CallerRefusals, &ActionNames),
     security(("bearer" = []))

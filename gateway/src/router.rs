@@ -10,8 +10,8 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api::{
-    actions, approvals, control, downloads, events, exec, files, replay, tokens, webhooks,
-    workspaces,
+    actions, approvals, clipboard, control, downloads, events, exec, files, replay, tokens,
+    webhooks, workspaces,
 };
 use crate::app::AppState;
 use crate::error::{ErrorKind, OpError};
@@ -74,6 +74,12 @@ pub fn router(state: AppState) -> Router {
                 .layer(axum::extract::DefaultBodyLimit::max(files::BODY_LIMIT)),
         )
         .route("/v1/workspaces/{id}/files/list", get(files::list))
+        .route(
+            "/v1/workspaces/{id}/clipboard",
+            get(clipboard::get)
+                .put(clipboard::put)
+                .layer(axum::extract::DefaultBodyLimit::max(clipboard::BODY_LIMIT)),
+        )
         .route(
             "/v1/workspaces/{id}/actions",
             axum::routing::post(actions::actions),

@@ -2,9 +2,10 @@
 //! `web/static`, noVNC from `web/node_modules/@novnc/novnc`, installed by npm;
 //! never a CDN).
 //!
-//! The page needs a token like everything else: open `/?token=<token>` once;
-//! the gateway checks it, sets it as an HttpOnly, SameSite=Strict cookie and
-//! redirects to `/`, so the token does not stay in the address bar.
+//! The pages need a token like everything else: open `/?token=<token>` (or
+//! `/replay?token=<token>`) once; the gateway checks it, sets it as an
+//! HttpOnly, SameSite=Strict cookie and redirects to the same page without
+//! it, so the token does not stay in the address bar.
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -51,12 +52,8 @@ async fn index(
     caller: Option<OpContext>,
     uri: axum::http::Uri,
 ) -> Response {
-    let query_token = uri.query().and_then(|q| {
-        q.split('&')
-            .find_map(|pair| pair.strip_prefix("token=").map(str::to_owned))
-    });
-    if let Some(secret) = query_token {
-        return login(&state, &secret).await;
+    if let Some((secret, back)) = token_in(&uri) {
+        return login(&state, &secret, &back).await;
     }
     if caller.is_none() {
         return (
@@ -76,13 +73,21 @@ async fn index(
     }
 }
 
-/// The auditor's replay page (`web/replay.html`); log in at `/?token=` first.
-async fn replay(State(state): State<AppState>, caller: Option<OpContext>) -> Response {
+/// The auditor's replay page (`web/replay.html`); `/replay?token=` signs in
+/// like `/?token=` does.
+async fn replay(
+    State(state): State<AppState>,
+    caller: Option<OpContext>,
+    uri: axum::http::Uri,
+) -> Response {
+    if let Some((secret, back)) = token_in(&uri) {
+        return login(&state, &secret, &back).await;
+    }
     if caller.is_none() {
         return (
             StatusCode::UNAUTHORIZED,
             [(CONTENT_TYPE, "text/html; charset=utf-8")],
-            "<!doctype html><title>Cubicle</title><p>Log in first: open <code>/?token=&lt;your token&gt;</code>, then <a href=\"/replay\">/replay</a>.</p>",
+            "<!doctype html><title>Cubicle</title><p>The replay page needs a token: open <code>/replay?token=&lt;your token&gt;</code>.</p>",
         )
             .into_response();
     }
@@ -96,11 +101,32 @@ async fn replay(State(state): State<AppState>, caller: Option<OpContext>) -> Res
     }
 }
 
-async fn login(state: &AppState, secret: &str) -> Response {
+/// The token in a page's query, and where to send the browser once it is
+/// a cookie: the same path with the rest of the query (`?workspace=` on the
+/// replay page).
+fn token_in(uri: &axum::http::Uri) -> Option<(String, String)> {
+    let query = uri.query()?;
+    let secret = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))?
+        .to_owned();
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.starts_with("token=") && !pair.is_empty())
+        .collect();
+    let back = if rest.is_empty() {
+        uri.path().to_owned()
+    } else {
+        format!("{}?{}", uri.path(), rest.join("&"))
+    };
+    Some((secret, back))
+}
+
+async fn login(state: &AppState, secret: &str, back: &str) -> Response {
     match tokens::verify(&state.store, secret).await {
         Ok(Some(_)) => {
             let cookie = format!("{COOKIE_NAME}={secret}; HttpOnly; SameSite=Strict; Path=/");
-            let mut response = (StatusCode::SEE_OTHER, [(LOCATION, "/")]).into_response();
+            let mut response = (StatusCode::SEE_OTHER, [(LOCATION, back)]).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(SET_COOKIE, value);
             }
@@ -110,5 +136,24 @@ async fn login(state: &AppState, secret: &str) -> Response {
             crate::error::OpError::unauthorized("token is not valid or was revoked").into_response()
         }
         Err(err) => crate::error::OpError::internal(err.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_in;
+
+    #[test]
+    fn a_token_in_the_query_leaves_the_page_and_the_rest_of_the_query() {
+        let uri = |s: &str| s.parse::<axum::http::Uri>().unwrap();
+        assert_eq!(
+            token_in(&uri("/?token=cubicle_abc")),
+            Some(("cubicle_abc".into(), "/".into()))
+        );
+        assert_eq!(
+            token_in(&uri("/replay?workspace=ws-1&token=cubicle_abc")),
+            Some(("cubicle_abc".into(), "/replay?workspace=ws-1".into()))
+        );
+        assert_eq!(token_in(&uri("/replay?workspace=ws-1")), None);
     }
 }

@@ -63,6 +63,27 @@ impl WorkspaceSpec {
 #[derive(Debug, Clone)]
 pub struct Exit {
     pub description: String,
+    /// How far the boot had got, where the backend can tell (the microVM's
+    /// console): said only when a start fails, since a workspace that ends
+    /// after it was ready has long passed every stage.
+    pub boot_stage: Option<&'static str>,
+}
+
+impl Exit {
+    pub fn new(description: String) -> Self {
+        Self {
+            description,
+            boot_stage: None,
+        }
+    }
+
+    /// For a start that failed: the stage first, where there is one.
+    pub fn before_ready(&self) -> String {
+        match self.boot_stage {
+            Some(stage) => format!("{stage}; {}", self.description),
+            None => self.description.clone(),
+        }
+    }
 }
 
 /// What can go wrong in a backend.
@@ -181,5 +202,29 @@ pub async fn end_processes(
             id: spec.id.clone(),
             pids: survivors,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Exit;
+
+    #[test]
+    fn the_boot_stage_is_said_only_for_a_start_that_failed() {
+        let exit = Exit {
+            description: "cubicle-vmm exited with status 159".into(),
+            boot_stage: Some("stage: readiness (init ran; the desktop did not come up)"),
+        };
+        assert_eq!(
+            exit.before_ready(),
+            "stage: readiness (init ran; the desktop did not come up); cubicle-vmm exited with status 159"
+        );
+        // A crash after it ran is described as it is, with no stage.
+        assert_eq!(exit.description, "cubicle-vmm exited with status 159");
+        assert_eq!(
+            Exit::new("signal: 9".into()).before_ready(),
+            "signal: 9",
+            "a backend that cannot tell the stage adds none"
+        );
     }
 }

@@ -150,11 +150,15 @@ pub enum EventKind {
     WebhookDelivered,
     /// A webhook delivery failed: retried later, or given up (by the daemon).
     WebhookFailed,
+    /// The desktop's clipboard was read or set through the API (its length
+    /// and digest, never the text).
+    ClipboardRead,
+    ClipboardWrite,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 58] = [
+    pub const ALL: [Self; 60] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -213,6 +217,8 @@ impl EventKind {
         Self::WebhookDelete,
         Self::WebhookDelivered,
         Self::WebhookFailed,
+        Self::ClipboardRead,
+        Self::ClipboardWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -275,6 +281,8 @@ impl EventKind {
             Self::WebhookDelete => "webhook.delete",
             Self::WebhookDelivered => "webhook.delivered",
             Self::WebhookFailed => "webhook.failed",
+            Self::ClipboardRead => "clipboard.read",
+            Self::ClipboardWrite => "clipboard.write",
         }
     }
 
@@ -612,7 +620,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::WebhookFailed as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::ClipboardWrite as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

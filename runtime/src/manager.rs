@@ -552,7 +552,7 @@ impl<B: Backend> Manager<B> {
         while tokio::time::Instant::now() < deadline {
             tokio::select! {
                 ended = &mut *exit => {
-                    let how = ended.map(|e| e.description).unwrap_or_default();
+                    let how = ended.map(|e| e.before_ready()).unwrap_or_default();
                     return Err(format!("the workspace's processes ended before it was ready ({how})"));
                 }
                 () = tokio::time::sleep(READY_POLL) => {}
@@ -889,9 +889,7 @@ impl<B: Backend> Manager<B> {
             while manager.backend.is_running(&poll_spec, pid) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Some(Exit {
-                description: "its top process is gone".into(),
-            })
+            Some(Exit::new("its top process is gone".into()))
         });
     }
 

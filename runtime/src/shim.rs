@@ -143,7 +143,7 @@ pub fn launch(launch: Launch<'_>) -> Result<(i32, oneshot::Receiver<Exit>), Back
             let (tx, rx) = oneshot::channel();
             let how =
                 std::fs::read_to_string(dir.join("exit")).map_err(|_| BackendError::Spawn(why))?;
-            let _ = tx.send(Exit { description: how });
+            let _ = tx.send(Exit::new(how));
             return Ok((pid, rx));
         }
     };
@@ -244,20 +244,16 @@ async fn follow(mut stream: AsyncBufReader<UnixStream>, dir: &Path) -> Exit {
     let mut line = String::new();
     let read = stream.read_line(&mut line).await;
     if let Some(how) = line.trim_end().strip_prefix("exited ") {
-        return Exit {
-            description: how.to_owned(),
-        };
+        return Exit::new(how.to_owned());
     }
     let pid = stream.get_ref().peer_cred().ok().and_then(|c| c.pid());
     match std::fs::read_to_string(dir.join("exit")) {
-        Ok(how) => Exit { description: how },
-        Err(_) => Exit {
-            description: format!(
-                "its shim (pid {}) ended without a word{}: it was killed, and the workspace with it",
-                pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
-                read.err().map(|e| format!(" ({e})")).unwrap_or_default()
-            ),
-        },
+        Ok(how) => Exit::new(how),
+        Err(_) => Exit::new(format!(
+            "its shim (pid {}) ended without a word{}: it was killed, and the workspace with it",
+            pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
+            read.err().map(|e| format!(" ({e})")).unwrap_or_default()
+        )),
     }
 }
 

@@ -147,6 +147,20 @@ try {
   out.agentWhileHeld = await api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/actions`, { action: 'key', text: 'a' });
   step('taken over');
 
+  // The clipboard panel: the operator sets the desktop's clipboard from
+  // the page and reads back what the API put there; the auditor has none.
+  out.auditorClipboardHidden = await auditor.isHidden('#clipboard-pane');
+  await operator.click('#clipboard-pane summary');
+  await operator.fill('#clipboard-text', 'from the page ✓');
+  await operator.click('#clipboard-set');
+  await operator.waitForFunction(() => document.querySelector('#clipboard-status').textContent.startsWith('set'), null, { timeout: guard(10000) });
+  out.clipboardFromPage = await api(cfg.agent, 'GET', `/v1/workspaces/${cfg.workspace}/clipboard`);
+  out.clipboardSetByApi = (await api(cfg.admin, 'PUT', `/v1/workspaces/${cfg.workspace}/clipboard`, { text: 'from the API ✓' })).status;
+  await operator.click('#clipboard-read');
+  await operator.waitForFunction(() => document.querySelector('#clipboard-status').textContent.startsWith('read'), null, { timeout: guard(10000) });
+  out.clipboardInPage = await operator.inputValue('#clipboard-text');
+  step('clipboard panel');
+
   await typeInto(operator, 'touch tookover');
   out.operatorTypingReached = await appears('tookover', 10000);
   step('operator typed');

@@ -1,8 +1,8 @@
 // The replay page in headless Chromium (Debian's /usr/bin/chromium, driven
 // by playwright-core), as an auditor: the recorded session is listed, the
 // video loads with a duration, the badge says verified, clicking an event
-// seeks the video to it, the event at the play head is highlighted, the
-// kind filter works, and the frame shown there is compared with a
+// seeks the video to it, the event at the play head is highlighted, each
+// row names what it was about, the kind filter works, and the frame shown there is compared with a
 // screenshot the test took at that moment.
 //
 // usage: node replay.mjs '<json config>'
@@ -29,9 +29,9 @@ try {
   const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
   page.on('console', (m) => console.error(`page: ${m.text()}`));
   page.on('pageerror', (e) => console.error(`page error: ${e.message}`));
-  step('log in');
-  await page.goto(`${cfg.base}/?token=${cfg.token}`);
-  await page.goto(`${cfg.base}/replay`);
+  step('log in on the replay page itself');
+  await page.goto(`${cfg.base}/replay?token=${cfg.token}`);
+  out.urlAfterLogin = page.url();
   step('open the session');
   const row = page.locator(`#sessions tbody tr[data-id="${cfg.workspace}"]`);
   await row.waitFor({ timeout: guard(20000) });
@@ -45,6 +45,12 @@ try {
   await page.waitForFunction(() => document.querySelector('#verify').dataset.state !== 'checking', null, { timeout: guard(30000) });
   out.badge = await page.$eval('#verify', (b) => ({ state: b.dataset.state, text: b.textContent }));
   out.events = await page.$$eval('#timeline li', (items) => items.length);
+  // What each row says it was about, as the auditor reads it.
+  out.rows = await page.$$eval('#timeline li', (items) => items.map((li) => ({
+    kind: li.dataset.kind,
+    outcome: li.dataset.outcome,
+    detail: li.querySelector('.detail').textContent,
+  })));
 
   step('click the event');
   const item = page.locator(`#timeline li[data-id="${cfg.event}"]`);

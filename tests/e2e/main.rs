@@ -16,6 +16,7 @@ mod cdp;
 mod cdp_parked;
 mod checkpoints;
 mod cli_remote;
+mod clipboard;
 mod control_attacks;
 mod devtools_reach;
 mod doors;

@@ -13,7 +13,7 @@ use cubicle_tests::daemon::bin_dir;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 9] = [
     "list_workspaces",
     "create_workspace",
     "computer",
@@ -22,6 +22,7 @@ const TOOLS: [&str; 8] = [
     "write_file",
     "list_files",
     "ask_person",
+    "clipboard",
 ];
 
 use cubicle_tests::repo;
@@ -363,6 +364,7 @@ async fn refusals_and_bad_arguments_are_clear() {
             json!({"workspace": id, "question": "ok?", "wait_seconds": 301}),
             "wait_seconds:",
         ),
+        ("clipboard", json!({"workspace": id, "text": 7}), "text:"),
     ];
     for (name, arguments, prefix) in cases {
         let body = tool(&daemon, name, arguments.clone()).await;

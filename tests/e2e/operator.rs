@@ -49,6 +49,14 @@ async fn operator_takes_over_and_hands_back_in_the_browser() {
     assert_eq!(seen["canvas"]["width"], 1280);
     assert_eq!(seen["holderAtStart"], "agent");
     assert_eq!(seen["auditorTakeDisabled"], true);
+    // The clipboard panel, both ways; none for the auditor.
+    assert_eq!(seen["auditorClipboardHidden"], true, "{seen}");
+    assert_eq!(
+        seen["clipboardFromPage"]["body"]["text"], "from the page ✓",
+        "{seen}"
+    );
+    assert_eq!(seen["clipboardSetByApi"], 204, "{seen}");
+    assert_eq!(seen["clipboardInPage"], "from the API ✓", "{seen}");
     assert!(seen["auditorCanvas"]["colours"].as_u64().unwrap_or(0) > 50);
     assert!(
         seen["auditorHolderText"]

@@ -66,6 +66,9 @@ def check_sync() -> None:
         except errors.NotFound as err:
             assert err.code == "not_found", err
 
+        assert ws.set_clipboard("from Python ✓") is None
+        assert ws.clipboard() == "from Python ✓"
+
         # Held: a result, not an exception; decided by an operator, then
         # sent again with the approval.
         held = ws.exec(["touch", "/home/user/held-python"])

@@ -246,7 +246,32 @@ async fn a_session_is_recorded_exported_verified_and_replayed_in_the_browser() {
         "screenshot": screenshot,
     });
     let seen = cubicle_tests::browser::run("replay.mjs", &config, Duration::from_secs(120)).await;
+    // `/replay?token=` signs in like `/?token=` and drops the token.
+    let landed_on = seen["urlAfterLogin"].as_str().unwrap_or_default();
+    assert!(
+        landed_on.ends_with("/replay") && !landed_on.contains("token"),
+        "{seen}"
+    );
     assert_eq!(seen["listedState"], "deleted", "{seen}");
+    // Every row of an operation names its target, its outcome row too.
+    let rows = seen["rows"].as_array().unwrap();
+    let says = |kind: &str, outcome: &str, needle: &str| {
+        rows.iter().any(|r| {
+            r["kind"] == kind
+                && r["outcome"] == outcome
+                && r["detail"].as_str().unwrap_or_default().contains(needle)
+        })
+    };
+    for outcome in ["started", "ok"] {
+        assert!(
+            says("action", outcome, "scroll at ("),
+            "no {outcome} action row names the scroll and where: {rows:?}"
+        );
+        assert!(
+            says("exec", outcome, "for i in $(seq 30)"),
+            "no {outcome} exec row names the command: {rows:?}"
+        );
+    }
     assert!(seen["duration"].as_f64().unwrap() > 0.0, "{seen}");
     assert_eq!(seen["badge"]["state"], "ok", "{seen}");
     let wanted = seen["eventVideoMs"].as_f64().unwrap() / 1000.0;

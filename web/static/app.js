@@ -187,6 +187,9 @@ function openView(ws) {
   closeView();
   viewing = { id: ws.id, name: ws.name };
   $('#view-pane').hidden = false;
+  // The clipboard panel, for those whose token may use clipboards.
+  $('#clipboard-pane').hidden = !(me && me.permissions && me.permissions.includes('clipboard'));
+  $('#clipboard-status').textContent = '';
   $('#view-title').textContent = ws.name;
   followControl();
   connect();
@@ -259,6 +262,37 @@ function closeView() {
   viewState('closed', 'disconnected');
 }
 
+// The desktop's clipboard, read and set through the API (the policy's
+// clipboard rules judge both; an agent's set is refused during a take-over,
+// an operator's is not).
+async function clipboard(verb) {
+  if (!viewing) return;
+  const path = `/v1/workspaces/${viewing.id}/clipboard`;
+  const said = $('#clipboard-status');
+  try {
+    const answer = verb === 'read' ? await api('GET', path) : await api('PUT', path, { text: $('#clipboard-text').value });
+    // 202: a rule holds it for a person (the same request again, once
+    // approved, goes through).
+    if (answer && answer.error) {
+      said.textContent = answer.error.message;
+      said.className = 'held';
+      return;
+    }
+    if (verb === 'read') {
+      $('#clipboard-text').value = answer.text;
+      said.textContent = `read ${answer.text.length} characters`;
+    } else {
+      said.textContent = 'set: Ctrl+V in the workspace pastes it';
+    }
+    said.className = '';
+  } catch (err) {
+    said.textContent = err.message;
+    said.className = 'error';
+  }
+}
+
+$('#clipboard-read').addEventListener('click', () => clipboard('read'));
+$('#clipboard-set').addEventListener('click', () => clipboard('set'));
 $('#take').addEventListener('click', () => changeControl('take'));
 $('#release').addEventListener('click', () => changeControl('release'));
 $('#close-view').addEventListener('click', closeView);

@@ -63,19 +63,56 @@ function group(kind) {
   return ['control', 'approval', 'download', 'egress', 'policy', 'recording'].includes(head) ? head : 'other';
 }
 
-function summary(event) {
-  const d = event.detail || {};
-  if (event.kind === 'action' && d.action) return [d.action, d.coordinate && `(${d.coordinate})`].filter(Boolean).join(' ');
-  if (event.kind.startsWith('exec') && d.argv) return d.argv.join(' ');
+// What a row is about, in words: the action and where it landed, the
+// command, the file, the host and the rule that decided, what was approved
+// and who asked. An outcome row says what its `started` row said (the same
+// request id), so every row of an operation names its target.
+const place = (c) => (Array.isArray(c) ? `(${c.join(', ')})` : '');
+const short = (digest) => (typeof digest === 'string' ? digest.replace(/^sha256:/, '').slice(0, 12) : '');
+
+function actionText(a) {
+  const parts = [a.action];
+  if (a.coordinate) parts.push(`at ${place(a.coordinate)}`);
+  if (a.start_coordinate) parts.push(`from ${place(a.start_coordinate)}`);
+  if (a.scroll_direction) parts.push(`${a.scroll_direction}${a.scroll_amount ? ` ×${a.scroll_amount}` : ''}`);
+  if (a.text) parts.push(`text ${short(a.text)}…`);
+  return parts.join(' ');
+}
+
+function target(kind, d) {
+  if (Array.isArray(d.actions)) return d.actions.map(actionText).join('; ');
+  if (Array.isArray(d.argv)) return d.argv.join(' ');
+  if (typeof d.command === 'string') return d.command;
+  if (kind.startsWith('egress.') && d.host) {
+    const where = `${d.method ? `${d.method} ` : ''}${d.host}${d.port ? `:${d.port}` : ''}${d.path || ''}`;
+    if (kind === 'egress.decision') return `${where} ${d.allowed ? 'allowed' : 'denied'} by ${d.rule}`;
+    return [where, d.status && `→ ${d.status}`, d.rule && `rule ${d.rule}`].filter(Boolean).join(' ');
+  }
+  if (kind.startsWith('approval.') || kind.startsWith('policy.')) {
+    const asker = d.asked_by && d.asked_by.name ? ` asked by ${d.asked_by.name}` : '';
+    const what = [d.operation, d.rule && `(rule ${d.rule})`].filter(Boolean).join(' ');
+    const why = d.reason || d.why || d.refused || '';
+    return [what + asker, d.scope && `scope ${d.scope}`, why].filter(Boolean).join(' · ');
+  }
   if (d.path) return d.path;
-  if (d.method) return d.method;
+  if (d.name && d.sha256) return `${d.name} ${short(d.sha256)}…`;
   if (d.url) return d.url;
+  if (d.method) return d.method;
   if (d.file) return d.file;
   if (d.reason) return d.reason;
+  if (d.message) return d.message;
   return '';
 }
 
-function eventItem(event, index) {
+function summary(event, started) {
+  const own = target(event.kind, event.detail || {});
+  if (own || !started) return own;
+  const first = target(started.kind, started.detail || {});
+  const d = event.detail || {};
+  return [first, d.message].filter(Boolean).join(' · ');
+}
+
+function eventItem(event, index, started) {
   const li = document.createElement('li');
   li.dataset.index = index;
   li.dataset.id = event.id;
@@ -94,7 +131,7 @@ function eventItem(event, index) {
   who.textContent = event.actor ? `${event.actor.name} (${event.actor.role})` : 'cubicle';
   const detail = document.createElement('span');
   detail.className = 'detail';
-  detail.textContent = summary(event);
+  detail.textContent = summary(event, started);
   li.title = `${wall(event.at)} · request ${event.request_id || '-'}\n${JSON.stringify(event.detail)}`;
   li.append(t, what, who, detail);
   li.addEventListener('click', () => seek(event));
@@ -196,7 +233,13 @@ async function open(id) {
   const kinds = [...new Set(view.events.map((e) => e.kind))].sort();
   const filter = $('#kind-filter');
   filter.replaceChildren(new Option('all', ''), ...kinds.map((k) => new Option(k, k)));
-  $('#timeline').replaceChildren(...view.events.map(eventItem));
+  // Each operation's `started` row, by request id, for its outcome row.
+  const starts = new Map();
+  for (const e of view.events) {
+    if (e.outcome === 'started' && e.request_id) starts.set(`${e.request_id} ${e.kind}`, e);
+  }
+  const startOf = (e) => (e.outcome !== 'started' && e.request_id ? starts.get(`${e.request_id} ${e.kind}`) : undefined);
+  $('#timeline').replaceChildren(...view.events.map((e, i) => eventItem(e, i, startOf(e))));
   verify(id, gen);
   try {
     await loadVideo(view.segments, view.recording.duration_ms, gen);

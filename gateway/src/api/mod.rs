@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod approvals;
 pub mod body;
+pub mod clipboard;
 pub mod control;
 pub mod downloads;
 pub mod events;

@@ -31,6 +31,7 @@ pub async fn call(state: &AppState, caller: &OpContext, name: &str, args: Args) 
         "write_file" => write_file(state, caller, args).await,
         "list_files" => list_files(state, caller, args).await,
         "ask_person" => ask_person(state, caller, args).await,
+        "clipboard" => clipboard(state, caller, args).await,
         _ => return None,
     })
 }
@@ -343,5 +344,22 @@ mod tests {
         let value = serde_json::to_value(&result).unwrap();
         assert_eq!(value["content"][0]["type"], "text");
         assert_eq!(value["structuredContent"]["ok"], true);
+    }
+}
+
+/// `{"workspace", "text"?}`: sets the clipboard to `text`, or reads it.
+async fn clipboard(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
+    let id = take_workspace(&mut args)?;
+    only(&args, &["text"])?;
+    ops::clipboard::may_use(caller)?;
+    match string_arg(&args, "text")? {
+        Some(text) => {
+            ops::clipboard::write(state, caller, &id, &text).await?;
+            Ok(json_result(json!({ "set": true, "length": text.len() })))
+        }
+        None => {
+            let text = ops::clipboard::read(state, caller, &id).await?;
+            Ok(json_result(json!({ "text": text })))
+        }
     }
 }

@@ -60,6 +60,21 @@ pub fn all() -> Vec<Tool> {
              request. Go on only if approved.",
             ask_schema(),
         ),
+        tool(
+            "clipboard",
+            "Read the desktop's clipboard (what Ctrl+V would paste), or set it when text is given \
+             (then Ctrl+V in the workspace pastes it). UTF-8 text, at most 1 MiB.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "workspace": workspace(),
+                    "text": { "type": "string", "maxLength": 1048576,
+                        "description": "Set the clipboard to this; leave out to read it." },
+                },
+                "required": ["workspace"],
+                "additionalProperties": false,
+            }),
+        ),
     ]
 }
 
@@ -188,7 +203,7 @@ mod tests {
     #[test]
     fn every_tool_has_an_object_schema() {
         let tools = all();
-        assert_eq!(tools.len(), 8);
+        assert_eq!(tools.len(), 9);
         for tool in tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
             assert!(

@@ -15,6 +15,7 @@ pub mod activity;
 pub mod approvals;
 pub mod audit;
 pub mod cdp;
+pub mod clipboard;
 pub mod context;
 pub mod control;
 mod core;

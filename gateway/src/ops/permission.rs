@@ -65,10 +65,12 @@ pub enum Permission {
     /// Subscribe webhooks to the events the token may see, list and remove
     /// its own (admins: everyone's).
     WebhooksManage,
+    /// Read and set the desktop's clipboard.
+    Clipboard,
 }
 
 impl Permission {
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 25] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -93,6 +95,7 @@ impl Permission {
         Self::RecordingManage,
         Self::LimitsManage,
         Self::WebhooksManage,
+        Self::Clipboard,
     ];
 
     /// What it lets a caller do, for refusals ("a token with role auditor
@@ -123,6 +126,7 @@ impl Permission {
             Self::RecordingManage => "turn a workspace's recording off",
             Self::LimitsManage => "give a workspace more resources or time than the defaults",
             Self::WebhooksManage => "subscribe webhooks to events",
+            Self::Clipboard => "read or set a workspace's clipboard",
         }
     }
 }
@@ -150,6 +154,7 @@ pub fn granted(role: Role, permission: Permission) -> bool {
                 | P::DownloadsRead
                 | P::ApprovalsAsk
                 | P::WebhooksManage
+                | P::Clipboard
         ),
         Role::Auditor => matches!(
             permission,

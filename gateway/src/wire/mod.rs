@@ -7,6 +7,7 @@
 //! names and coordinates) keep a description type in [`crate::openapi`].
 
 pub mod approval;
+pub mod clipboard;
 pub mod doc;
 pub mod download;
 pub mod egress;

@@ -216,13 +216,13 @@ impl Layer {
         Ok(())
     }
 
-    /// The last lines of the VMM's log, on one line, for an exit message.
     /// What the guest's console last said (its last 6 lines, control
-    /// characters dropped), and how far the boot got by its last 256 KiB:
-    /// for the error of a start that ended before the desktop was ready.
-    /// The console is the VMM's file (the workspace's uid): opened without
-    /// following a symlink, and only if it is a regular file.
-    pub fn console_report(&self) -> String {
+    /// characters dropped), and how far the boot got by its last 256 KiB
+    /// (for a start that ended before the desktop was ready). The console
+    /// is the VMM's file (the workspace's uid): opened without following a
+    /// symlink, and only if it is a regular file. The guest writes it, so
+    /// both are its word, only ever shown, never acted on.
+    pub fn console(&self) -> Console {
         use std::os::unix::fs::OpenOptionsExt;
         let path = self.serial_log();
         let file = std::fs::OpenOptions::new()
@@ -246,9 +246,13 @@ impl Layer {
         if let Some((cut, _)) = tail.char_indices().nth(1500) {
             tail.truncate(cut);
         }
-        format!("{}; the console ended: {tail}", boot_stage(&text))
+        Console {
+            stage: boot_stage(&text),
+            tail,
+        }
     }
 
+    /// The last lines of the VMM's log, on one line, for an exit message.
     pub fn vmm_log_tail(&self) -> String {
         let Ok(mut file) = std::fs::File::open(self.vmm_log()) else {
             return "(no vmm.log)".into();
@@ -261,6 +265,14 @@ impl Layer {
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         lines[lines.len().saturating_sub(3)..].join(" | ")
     }
+}
+
+/// The end of a guest's console, for an exit message.
+pub struct Console {
+    /// How far the boot got, by what the console said.
+    pub stage: &'static str,
+    /// Its last lines, on one line.
+    pub tail: String,
 }
 
 /// How far a boot got, from what its console said (its tail is enough:
@@ -388,35 +400,37 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let layer = Layer::of(&spec(dir.path()));
         std::fs::create_dir_all(layer.vm_dir()).unwrap();
-        assert!(layer.console_report().starts_with("stage: VMM start"));
+        assert!(layer.console().stage.starts_with("stage: VMM start"));
         std::fs::write(
             layer.serial_log(),
             "Linux version 6.1\nKernel panic - not syncing: VFS\n",
         )
         .unwrap();
-        let report = layer.console_report();
-        assert!(report.starts_with("stage: kernel (it panicked"), "{report}");
+        let console = layer.console();
+        assert!(console.stage.starts_with("stage: kernel (it panicked"));
         assert!(
-            report.ends_with("Kernel panic - not syncing: VFS"),
-            "{report}"
+            console.tail.ends_with("Kernel panic - not syncing: VFS"),
+            "{}",
+            console.tail
         );
         std::fs::write(
             layer.serial_log(),
             "Run /usr/local/sbin/cubicle-guest as init process\n\x1b[2mxfce4 died\n",
         )
         .unwrap();
-        let report = layer.console_report();
-        assert!(report.starts_with("stage: readiness"), "{report}");
+        let console = layer.console();
+        assert!(console.stage.starts_with("stage: readiness"));
         assert!(
-            !report.contains('\x1b'),
-            "control characters pass: {report}"
+            !console.tail.contains('\x1b'),
+            "control characters pass: {}",
+            console.tail
         );
         let secret = dir.path().join("secret");
         std::fs::write(&secret, "host secret").unwrap();
         std::fs::remove_file(layer.serial_log()).unwrap();
         std::os::unix::fs::symlink(&secret, layer.serial_log()).unwrap();
-        let report = layer.console_report();
-        assert!(!report.contains("host secret"), "{report}");
+        let console = layer.console();
+        assert!(!console.tail.contains("host secret"), "{}", console.tail);
     }
 
     #[test]

@@ -272,12 +272,16 @@ impl MicrovmBackend {
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let how = exited.await.map(|e| e.description).unwrap_or_default();
+            let console = layer.console();
             let description = format!(
-                "cubicle-vmm {how}; {}; {}",
+                "cubicle-vmm {how}; {}; the console ended: {}",
                 layer.vmm_log_tail(),
-                layer.console_report()
+                console.tail
             );
-            let _ = tx.send(Exit { description });
+            let _ = tx.send(Exit {
+                description,
+                boot_stage: Some(console.stage),
+            });
         });
         Ok((pid, rx))
     }

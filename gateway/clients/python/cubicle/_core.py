@@ -405,6 +405,23 @@ class AsyncWorkspace:
     async def delete_file(self, path: str, recursive: bool = False) -> None:
         await self._c._call(w_file_delete._get_kwargs(self.id, path=path, recursive=recursive))
 
+    async def clipboard(self) -> str:
+        """What the desktop's clipboard holds (what Ctrl+V would paste)."""
+        kwargs = {"method": "get", "url": f"/v1/workspaces/{quote(self.id, safe='')}/clipboard"}
+        answer = await self._c._call(kwargs)
+        return answer["text"]
+
+    async def set_clipboard(self, text: str) -> Held | None:
+        """Sets the desktop's clipboard (then Ctrl+V in the workspace
+        pastes it); ``Held`` if the policy holds it for a person."""
+        kwargs = {
+            "method": "put",
+            "url": f"/v1/workspaces/{quote(self.id, safe='')}/clipboard",
+            "json": {"text": text},
+        }
+        answer = await self._c._call(kwargs, may_hold=True)
+        return answer if isinstance(answer, Held) else None
+
     # --- browser and live view ----------------------------------------------
 
     def cdp_url(self) -> str:

@@ -7,6 +7,7 @@ from .action_response import ActionResponse
 from .approval_state_filter import ApprovalStateFilter
 from .ask import Ask
 from .ask_details_type_0 import AskDetailsType0
+from .clipboard_text import ClipboardText
 from .create_workspace import CreateWorkspace
 from .create_workspace_geometry_type_1_type_0 import CreateWorkspaceGeometryType1Type0
 from .create_workspace_limits_type_1 import CreateWorkspaceLimitsType1
@@ -57,6 +58,7 @@ __all__ = (
     "ApprovalStateFilter",
     "Ask",
     "AskDetailsType0",
+    "ClipboardText",
     "CreateWorkspace",
     "CreateWorkspaceGeometryType1Type0",
     "CreateWorkspaceLimitsType1",
