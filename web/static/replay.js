@@ -68,24 +68,25 @@ function group(kind) {
 // and who asked. An outcome row says what its `started` row said (the same
 // request id), so every row of an operation names its target.
 const place = (c) => (Array.isArray(c) ? `(${c.join(', ')})` : '');
-const short = (digest) => (typeof digest === 'string' ? digest.replace(/^sha256:/, '').slice(0, 12) : '');
+// A digest the gateway keeps instead of a text: `{len, sha256}`.
+const digestText = (d) => (d && typeof d === 'object' && d.sha256 ? `${d.len} bytes, sha256 ${d.sha256.slice(0, 12)}…` : '');
 
 function actionText(a) {
   const parts = [a.action];
   if (a.coordinate) parts.push(`at ${place(a.coordinate)}`);
   if (a.start_coordinate) parts.push(`from ${place(a.start_coordinate)}`);
   if (a.scroll_direction) parts.push(`${a.scroll_direction}${a.scroll_amount ? ` ×${a.scroll_amount}` : ''}`);
-  if (a.text) parts.push(`text ${short(a.text)}…`);
+  if (a.text) parts.push(`text (${digestText(a.text) || 'kept as a digest'})`);
   return parts.join(' ');
 }
 
 function target(kind, d) {
   if (Array.isArray(d.actions)) return d.actions.map(actionText).join('; ');
-  if (Array.isArray(d.argv)) return d.argv.join(' ');
+  if (Array.isArray(d.argv) && d.argv.length > 0) return d.argv.join(' ');
   if (typeof d.command === 'string') return d.command;
   if (kind.startsWith('egress.') && d.host) {
     const where = `${d.method ? `${d.method} ` : ''}${d.host}${d.port ? `:${d.port}` : ''}${d.path || ''}`;
-    if (kind === 'egress.decision') return `${where} ${d.allowed ? 'allowed' : 'denied'} by ${d.rule}`;
+    if (kind === 'egress.decision') return `${where} ${d.allowed ? 'allowed' : 'denied'} (rule: ${d.rule})`;
     return [where, d.status && `→ ${d.status}`, d.rule && `rule ${d.rule}`].filter(Boolean).join(' ');
   }
   if (kind.startsWith('approval.') || kind.startsWith('policy.')) {
@@ -95,7 +96,7 @@ function target(kind, d) {
     return [what + asker, d.scope && `scope ${d.scope}`, why].filter(Boolean).join(' · ');
   }
   if (d.path) return d.path;
-  if (d.name && d.sha256) return `${d.name} ${short(d.sha256)}…`;
+  if (d.name && d.sha256) return `${d.name} (sha256 ${String(d.sha256).slice(0, 12)}…)`;
   if (d.url) return d.url;
   if (d.method) return d.method;
   if (d.file) return d.file;
@@ -109,7 +110,8 @@ function summary(event, started) {
   if (own || !started) return own;
   const first = target(started.kind, started.detail || {});
   const d = event.detail || {};
-  return [first, d.message].filter(Boolean).join(' · ');
+  const exit = d.exit_code != null ? `exit ${d.exit_code}` : d.signal != null ? `signal ${d.signal}` : '';
+  return [first, exit, d.message].filter(Boolean).join(' · ');
 }
 
 function eventItem(event, index, started) {

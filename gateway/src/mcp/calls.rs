@@ -300,6 +300,23 @@ async fn ask_person(state: &AppState, caller: &OpContext, mut args: Args) -> Out
     })))
 }
 
+/// `{"workspace", "text"?}`: sets the clipboard to `text`, or reads it.
+async fn clipboard(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
+    let id = take_workspace(&mut args)?;
+    only(&args, &["text"])?;
+    ops::clipboard::may_use(caller)?;
+    match string_arg(&args, "text")? {
+        Some(text) => {
+            ops::clipboard::write(state, caller, &id, &text).await?;
+            Ok(json_result(json!({ "set": true, "length": text.len() })))
+        }
+        None => {
+            let text = ops::clipboard::read(state, caller, &id).await?;
+            Ok(json_result(json!({ "text": text })))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,22 +361,5 @@ mod tests {
         let value = serde_json::to_value(&result).unwrap();
         assert_eq!(value["content"][0]["type"], "text");
         assert_eq!(value["structuredContent"]["ok"], true);
-    }
-}
-
-/// `{"workspace", "text"?}`: sets the clipboard to `text`, or reads it.
-async fn clipboard(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
-    let id = take_workspace(&mut args)?;
-    only(&args, &["text"])?;
-    ops::clipboard::may_use(caller)?;
-    match string_arg(&args, "text")? {
-        Some(text) => {
-            ops::clipboard::write(state, caller, &id, &text).await?;
-            Ok(json_result(json!({ "set": true, "length": text.len() })))
-        }
-        None => {
-            let text = ops::clipboard::read(state, caller, &id).await?;
-            Ok(json_result(json!({ "text": text })))
-        }
     }
 }
