@@ -14,7 +14,7 @@ use cubicle_runtime::state::{StateError, Store};
 use cubicle_runtime::tokens::Token;
 
 use crate::ops::OpContext;
-use crate::slots::{Control, Holder, Slot, Slots};
+use crate::slots::{Call, Control, Holder, Slot, Slots};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -26,6 +26,7 @@ pub fn view(control: &Control, workspace: &str) -> Value {
         "since_ms": control.since_ms,
         "since": rfc3339(control.since_ms),
         "paused": control.paused,
+        "call": control.call,
     })
 }
 
@@ -119,8 +120,32 @@ impl Controls {
                 },
                 since_ms: event.at,
                 paused: false,
+                call: None,
             });
             held += 1;
+        }
+        // A call for a person stands until an operator takes over.
+        let last =
+            events::latest_per_workspace(store, EventKind::ControlCall, EventKind::ControlTake)
+                .await?;
+        for event in last {
+            let (Some(workspace), Some(actor)) = (&event.workspace_id, &event.actor) else {
+                continue;
+            };
+            if event.kind != EventKind::ControlCall.as_str() || !exists(workspace) {
+                continue;
+            }
+            let call = Call {
+                reason: event.detail["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                by: actor.name.clone(),
+                since_ms: event.at,
+            };
+            self.slot(workspace)
+                .control
+                .send_modify(|control| control.call = Some(call));
         }
         Ok(held)
     }
@@ -214,9 +239,43 @@ impl Controls {
             },
             since_ms: at,
             paused: current.paused,
+            // A person came: the agent's call is answered.
+            call: None,
         };
         sender.send_replace(taken.clone());
         Ok(taken)
+    }
+
+    /// The agent calls for a person (again: the newer reason stands). The
+    /// call is an event, so webhooks subscribed to `control.call` fire,
+    /// and it stands until an operator takes over.
+    pub async fn call(
+        &self,
+        store: &Store,
+        workspace: &str,
+        ctx: &OpContext,
+        reason: &str,
+    ) -> Result<Control, ControlError> {
+        let _one = self.changing.lock().await;
+        let slot = self.slot(workspace);
+        let detail = json!({ "reason": reason });
+        let (_, at) = record(
+            store,
+            EventKind::ControlCall,
+            workspace,
+            Some(ctx),
+            None,
+            detail,
+        )
+        .await?;
+        let call = Call {
+            reason: reason.to_owned(),
+            by: ctx.token.name.clone(),
+            since_ms: at,
+        };
+        slot.control
+            .send_modify(|control| control.call = Some(call));
+        Ok(slot.control.borrow().clone())
     }
 
     /// Hands control of `workspace` back to the agent. The holder may, and
@@ -294,6 +353,7 @@ impl Controls {
             holder: Holder::Agent,
             since_ms: at,
             paused: sender.borrow().paused,
+            call: sender.borrow().call.clone(),
         };
         sender.send_replace(back.clone());
         Ok(back)
@@ -428,6 +488,45 @@ mod tests {
             after.check_input("ws-gone", &agent, false).is_ok(),
             "deleted"
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_for_a_person_stands_through_a_restart_until_someone_takes_over() {
+        let (_dir, store) = store().await;
+        let agent = token("tok-agent", Role::Agent);
+        let alice = token("tok-alice", Role::Operator);
+        let before = Controls::default();
+        let seen = before.subscribe("ws-1");
+        let called = before
+            .call(&store, "ws-1", &ctx(&agent), "solve the captcha")
+            .await
+            .unwrap();
+        assert!(seen.has_changed().unwrap(), "viewers are told at once");
+        let call = called.call.expect("the call stands");
+        assert_eq!(
+            (call.reason.as_str(), call.by.as_str()),
+            ("solve the captcha", "tok-agent-name")
+        );
+        before
+            .call(&store, "ws-2", &ctx(&agent), "answered")
+            .await
+            .unwrap();
+        before.take(&store, "ws-2", &ctx(&alice)).await.unwrap();
+        assert_eq!(before.current("ws-2").call, None, "a take answers it");
+        before
+            .release(&store, "ws-2", &ctx(&alice), false)
+            .await
+            .unwrap();
+        assert_eq!(
+            before.current("ws-2").call,
+            None,
+            "and a hand-back does not bring it back"
+        );
+        // The next daemon, from the event log alone.
+        let after = Controls::default();
+        after.restore(&store, |_| true).await.unwrap();
+        assert_eq!(after.current("ws-1").call, Some(call));
+        assert_eq!(after.current("ws-2").call, None);
     }
 
     #[tokio::test]

@@ -165,6 +165,7 @@ impl Modify for BearerAuth {
         crate::api::control::take,
         crate::api::control::release,
         crate::api::control::events,
+        crate::api::control::handoff,
         crate::api::tokens::me,
         crate::api::tokens::create,
         crate::api::tokens::list,
@@ -213,7 +214,7 @@ impl Modify for BearerAuth {
         crate::wire::download::DownloadView, crate::wire::download::DownloadList,
         crate::wire::download::Decision, crate::wire::egress::EgressBody,
         crate::wire::egress::EgressView, crate::wire::webhook::NewWebhook,
-        crate::ops::webhooks::WebhookView, crate::wire::clipboard::ClipboardText,
+        crate::ops::webhooks::WebhookView, crate::wire::clipboard::ClipboardText, crate::wire::control::Handoff,
     )),
     modifiers(&BearerAuth, &CallerRefusals, &ActionNames),
     security(("bearer" = []))

@@ -47,6 +47,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/workspaces/{id}/vnc", get(crate::vnc::upgrade))
         .route("/v1/workspaces/{id}/control", get(control::get))
         .route(
+            "/v1/workspaces/{id}/handoff",
+            axum::routing::post(control::handoff),
+        )
+        .route(
             "/v1/workspaces/{id}/control/take",
             axum::routing::post(control::take),
         )

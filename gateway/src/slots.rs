@@ -42,6 +42,19 @@ pub struct Control {
     /// The workspace is paused: nobody's input reaches it, the holder's
     /// neither, until it is resumed (set from the lifecycle stream).
     pub paused: bool,
+    /// The agent called for a person, who has not taken over yet.
+    pub call: Option<Call>,
+}
+
+/// An agent's call for a person: it stands until an operator takes over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Call {
+    /// Why, in the agent's words.
+    pub reason: String,
+    /// The name of the token that called.
+    pub by: String,
+    /// Unix milliseconds.
+    pub since_ms: i64,
 }
 
 impl Default for Control {
@@ -50,6 +63,7 @@ impl Default for Control {
             holder: Holder::Agent,
             since_ms: now_ms(),
             paused: false,
+            call: None,
         }
     }
 }

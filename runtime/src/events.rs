@@ -154,11 +154,14 @@ pub enum EventKind {
     /// and digest, never the text).
     ClipboardRead,
     ClipboardWrite,
+    /// An agent called for a person (its reason); it stands until an
+    /// operator takes over.
+    ControlCall,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 60] = [
+    pub const ALL: [Self; 61] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -219,6 +222,7 @@ impl EventKind {
         Self::WebhookFailed,
         Self::ClipboardRead,
         Self::ClipboardWrite,
+        Self::ControlCall,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -283,6 +287,7 @@ impl EventKind {
             Self::WebhookFailed => "webhook.failed",
             Self::ClipboardRead => "clipboard.read",
             Self::ClipboardWrite => "clipboard.write",
+            Self::ControlCall => "control.call",
         }
     }
 
@@ -620,7 +625,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::ClipboardWrite as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::ControlCall as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

@@ -138,8 +138,21 @@ try {
   out.auditorCanvas = await canvasColours(auditor);
   step('auditor watches too');
 
+  // The agent calls for a person: the operator's page shows the call in
+  // the view and in the list, until the operator takes over.
+  out.callAnswer = await api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/handoff`, { reason: 'please solve the captcha' });
+  await operator.waitForSelector('#call:not([hidden])', { timeout: guard(10000) });
+  out.callShown = await operator.textContent('#call');
+  await operator.waitForSelector(`#workspaces tr[data-id="${cfg.workspace}"][data-call="waiting"]`, { timeout: guard(15000) });
+  out.callListed = await operator.textContent(`#workspaces tr[data-id="${cfg.workspace}"] .call`);
+  out.callBadReason = await api(cfg.agent, 'POST', `/v1/workspaces/${cfg.workspace}/handoff`, { reason: '' });
+  out.callByAuditor = await api(cfg.auditor, 'POST', `/v1/workspaces/${cfg.workspace}/handoff`, { reason: 'me too' });
+  step('the agent called for a person');
+
   await operator.click('#take');
   await operator.waitForSelector('#holder[data-mine="true"]', { timeout: guard(5000) });
+  await operator.waitForSelector('#call', { state: 'hidden', timeout: guard(5000) });
+  out.callAfterTake = (await api(cfg.agent, 'GET', `/v1/workspaces/${cfg.workspace}`)).body.call ?? null;
   const took = now();
   await auditor.waitForSelector('#holder[data-holder="operator:alice"]', { timeout: guard(5000) });
   out.auditorSawTakeMs = now() - took;

@@ -13,7 +13,7 @@ use cubicle_tests::daemon::bin_dir;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 9] = [
+const TOOLS: [&str; 10] = [
     "list_workspaces",
     "create_workspace",
     "computer",
@@ -22,6 +22,7 @@ const TOOLS: [&str; 9] = [
     "write_file",
     "list_files",
     "ask_person",
+    "call_person",
     "clipboard",
 ];
 

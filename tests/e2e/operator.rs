@@ -49,6 +49,31 @@ async fn operator_takes_over_and_hands_back_in_the_browser() {
     assert_eq!(seen["canvas"]["width"], 1280);
     assert_eq!(seen["holderAtStart"], "agent");
     assert_eq!(seen["auditorTakeDisabled"], true);
+    // The agent's call for a person: shown in the view and the list, gone
+    // once the operator takes over; a blank reason and an auditor refused.
+    assert_eq!(seen["callAnswer"]["status"], 200, "{seen}");
+    assert_eq!(
+        seen["callAnswer"]["body"]["call"]["reason"], "please solve the captcha",
+        "{seen}"
+    );
+    assert_eq!(
+        seen["callShown"], "bot asks for a person: please solve the captcha",
+        "{seen}"
+    );
+    assert_eq!(
+        seen["callListed"], "needs a person: please solve the captcha",
+        "{seen}"
+    );
+    assert_eq!(seen["callBadReason"]["status"], 400, "{seen}");
+    assert_eq!(seen["callByAuditor"]["status"], 403, "{seen}");
+    assert_eq!(seen["callAfterTake"], Value::Null, "{seen}");
+    let called = desk::events(&daemon, &format!("workspace={id}"))
+        .await
+        .into_iter()
+        .find(|e| e["kind"] == "control.call")
+        .expect("the call is an event");
+    assert_eq!(called["detail"]["reason"], "please solve the captcha");
+    assert_eq!(called["actor"]["role"], "agent");
     // The clipboard panel, both ways; none for the auditor.
     assert_eq!(seen["auditorClipboardHidden"], true, "{seen}");
     assert_eq!(

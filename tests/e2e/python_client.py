@@ -68,6 +68,8 @@ def check_sync() -> None:
 
         assert ws.set_clipboard("from Python ✓") is None
         assert ws.clipboard() == "from Python ✓"
+        called = ws.call_person("please log in for me")
+        assert called["call"]["reason"] == "please log in for me", called
 
         # Held: a result, not an exception; decided by an operator, then
         # sent again with the approval.

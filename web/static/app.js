@@ -64,6 +64,14 @@ function row(ws) {
   }
   tr.children[1].className = `state-${ws.state}`;
   if (ws.error) tr.children[1].title = ws.error;
+  // The agent called for a person: the row says so until someone takes over.
+  if (ws.call) {
+    tr.dataset.call = 'waiting';
+    const call = document.createElement('div');
+    call.className = 'call';
+    call.textContent = `needs a person: ${ws.call.reason}`;
+    tr.children[0].append(call);
+  }
   const actions = document.createElement('td');
   if (ws.state === 'running' || ws.state === 'paused') {
     actions.append(button('View', () => openView(ws)));
@@ -138,6 +146,11 @@ function renderControl() {
   }
   el.dataset.mine = String(mine);
   el.className = mine ? 'mine' : '';
+  // The agent's call for a person, until an operator takes over.
+  const call = $('#call');
+  const asked = control && control.call;
+  call.hidden = !asked;
+  call.textContent = asked ? `${asked.by} asks for a person: ${asked.reason}` : '';
   const may = (permission) => Boolean(me && me.permissions.includes(permission));
   const canHold = may('control_hold');
   const paused = Boolean(control && control.paused);

@@ -1,6 +1,8 @@
 //! `/v1/workspaces/{id}/control`: who holds the control lock (GET), take
 //! over and hand back (POST `/take`, `/release`; operator or admin), and a
 //! Server-Sent Events stream of holder changes (`/events`) for the page.
+//! `/v1/workspaces/{id}/handoff`: the agent calls for a person, who takes
+//! over from the page.
 //!
 //! SSE rather than polling: a change reaches every viewer as it happens, one
 //! idle connection per viewer instead of two requests a second, and
@@ -61,6 +63,19 @@ pub async fn release(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpError> {
     let control = ops::control::release(&state, &ctx, &id).await?;
+    Ok(Json(crate::control::view(&control, &id)))
+}
+
+#[utoipa::path(post, path = "/v1/workspaces/{id}/handoff", tag = "control", params(("id" = String, Path)), request_body = crate::wire::control::Handoff, responses((status = 200, description = "Called: the control state, with `call` {reason, by, since_ms} until an operator takes over"), crate::wire::doc::NoWorkspace, crate::wire::doc::TooLarge, (status = 409, body = crate::wire::doc::ErrorBody, description = "The workspace is not running, or paused")))]
+pub async fn handoff(
+    State(state): State<AppState>,
+    ctx: OpContext,
+    Path(id): Path<String>,
+    super::body::Body(body): super::body::Body,
+) -> Result<Json<Value>, OpError> {
+    ops::control::may_call(&ctx)?;
+    let body: crate::wire::control::Handoff = crate::wire::parse(&body)?;
+    let control = ops::control::call(&state, &ctx, &id, &body.reason).await?;
     Ok(Json(crate::control::view(&control, &id)))
 }
 

@@ -18,10 +18,23 @@ pub fn view(record: &WorkspaceRecord) -> Value {
     serde_json::to_value(WorkspaceView::from(record)).unwrap_or(Value::Null)
 }
 
+/// The agent's standing call for a person on workspace `id`, if any.
+fn called(state: &AppState, id: &str) -> Option<Value> {
+    let call = state.control.current(id).call?;
+    serde_json::to_value(call).ok()
+}
+
 #[utoipa::path(get, path = "/v1/workspaces", tag = "workspaces", responses((status = 200, body = crate::wire::workspace::WorkspaceList)))]
 pub async fn list(State(state): State<AppState>, ctx: OpContext) -> Result<Json<Value>, OpError> {
     let records = ops::workspaces::list(&state, &ctx).await?;
-    let items: Vec<Value> = records.iter().map(view).collect();
+    let items: Vec<Value> = records
+        .iter()
+        .map(|record| {
+            let mut view = WorkspaceView::from(record);
+            view.call = called(&state, &record.id);
+            serde_json::to_value(view).unwrap_or(Value::Null)
+        })
+        .collect();
     Ok(Json(json!({ "workspaces": items })))
 }
 
@@ -39,6 +52,7 @@ pub async fn get(
     let egress = ops::egress::get(&state, &ctx, &id).await?;
     view.egress = Some(crate::wire::egress::EgressBody::of(&egress.policy));
     view.time_limits = Some(ops::expiry::view_of(&state, &id).await?);
+    view.call = called(&state, &id);
     Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
 }
 

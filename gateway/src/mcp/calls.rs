@@ -32,6 +32,7 @@ pub async fn call(state: &AppState, caller: &OpContext, name: &str, args: Args) 
         "list_files" => list_files(state, caller, args).await,
         "ask_person" => ask_person(state, caller, args).await,
         "clipboard" => clipboard(state, caller, args).await,
+        "call_person" => call_person(state, caller, args).await,
         _ => return None,
     })
 }
@@ -298,6 +299,16 @@ async fn ask_person(state: &AppState, caller: &OpContext, mut args: Args) -> Out
         "reason": approval.decision_reason,
         "decided_by": approval.decided_by,
     })))
+}
+
+/// `{"workspace", "reason"}`: the call `POST .../handoff` makes.
+async fn call_person(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
+    let id = take_workspace(&mut args)?;
+    only(&args, &["reason"])?;
+    ops::control::may_call(caller)?;
+    let reason = string_arg(&args, "reason")?.unwrap_or_default();
+    let control = ops::control::call(state, caller, &id, &reason).await?;
+    Ok(json_result(crate::control::view(&control, &id)))
 }
 
 /// `{"workspace", "text"?}`: sets the clipboard to `text`, or reads it.

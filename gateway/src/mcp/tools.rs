@@ -61,6 +61,23 @@ pub fn all() -> Vec<Tool> {
             ask_schema(),
         ),
         tool(
+            "call_person",
+            "Call a person to take over the workspace's screen (a login, a captcha, a decision \
+             you should not make): the operator page shows the workspace as waiting with your \
+             reason and webhooks fire. Returns at once; the call stands until an operator takes \
+             over. Your input is refused while they hold control; go on when they hand back.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "workspace": workspace(),
+                    "reason": { "type": "string", "minLength": 1, "maxLength": 1000,
+                        "description": "What the person should do, in words they read." },
+                },
+                "required": ["workspace", "reason"],
+                "additionalProperties": false,
+            }),
+        ),
+        tool(
             "clipboard",
             "Read the desktop's clipboard (what Ctrl+V would paste), or set it when text is given \
              (then Ctrl+V in the workspace pastes it). UTF-8 text, at most 1 MiB.",
@@ -203,7 +220,7 @@ mod tests {
     #[test]
     fn every_tool_has_an_object_schema() {
         let tools = all();
-        assert_eq!(tools.len(), 9);
+        assert_eq!(tools.len(), 10);
         for tool in tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
             assert!(

@@ -34,6 +34,47 @@ pub async fn release(state: &Core, ctx: &OpContext, id: &str) -> Result<Control,
         .await?)
 }
 
+/// The longest reason a call for a person may give.
+pub const MAX_REASON: usize = 1000;
+
+/// The agent calls for a person on running workspace `id` (`reason`: 1 to
+/// 1000 characters, no control characters but line breaks): the page shows
+/// the workspace as waiting, a `control.call` event fires webhooks, and
+/// the call stands until an operator takes over. Any role that may ask a
+/// person (agents, operators, admins).
+pub async fn call(
+    state: &Core,
+    ctx: &OpContext,
+    id: &str,
+    reason: &str,
+) -> Result<Control, OpError> {
+    ctx.require(Permission::ApprovalsAsk)?;
+    check_reason(reason)?;
+    access::running(state, ctx, id, Permission::ApprovalsAsk).await?;
+    Ok(state.control.call(&state.store, id, ctx, reason).await?)
+}
+
+/// Whether the caller's role may call a person at all (a 403 before any
+/// 400 about the body).
+pub fn may_call(ctx: &OpContext) -> Result<(), OpError> {
+    ctx.require(Permission::ApprovalsAsk)
+}
+
+fn check_reason(reason: &str) -> Result<(), OpError> {
+    let length = reason.chars().count();
+    if reason.trim().is_empty() || length > MAX_REASON {
+        return Err(OpError::bad_request(format!(
+            "reason: give 1 to {MAX_REASON} characters saying what a person should do (this one has {length})"
+        )));
+    }
+    if let Some(c) = reason.chars().find(|c| c.is_control() && *c != '\n') {
+        return Err(OpError::bad_request(format!(
+            "reason: holds the control character {c:?}; only line breaks are allowed"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `token` holds `control`: it is the holder, and its role may
 /// hold control at all (a holder restored from the log that names a token
 /// of another role gives it nothing).
@@ -60,6 +101,19 @@ mod tests {
     use super::*;
     use crate::slots::Holder;
 
+    #[test]
+    fn a_reason_is_words_a_person_reads() {
+        assert!(check_reason("log in to the bank, please\nthen hand back").is_ok());
+        for bad in ["", "   ", "\u{1b}[31mred", &"x".repeat(MAX_REASON + 1)] {
+            let err = check_reason(bad).unwrap_err();
+            assert!(
+                err.message.starts_with("reason:"),
+                "{bad:?}: {}",
+                err.message
+            );
+        }
+    }
+
     /// A holder restored from the log naming an auditor's or an agent's
     /// token gives that token no input; the operator it names holds.
     #[test]
@@ -78,6 +132,7 @@ mod tests {
             },
             since_ms: 0,
             paused: false,
+            call: None,
         };
         for role in [Role::Agent, Role::Auditor] {
             assert!(!holds(&control, &token(role)), "{role:?}");

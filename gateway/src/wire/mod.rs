@@ -8,6 +8,7 @@
 
 pub mod approval;
 pub mod clipboard;
+pub mod control;
 pub mod doc;
 pub mod download;
 pub mod egress;

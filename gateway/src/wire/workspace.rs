@@ -272,6 +272,11 @@ pub struct WorkspaceView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub usage: Option<Value>,
+    /// The agent's call for a person (`reason`, `by`, `since_ms`), until
+    /// an operator takes over (`POST .../handoff`; lists and reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub call: Option<Value>,
     /// The policy it runs under (`GET /v1/workspaces/{id}` and create).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
@@ -308,6 +313,7 @@ impl From<&WorkspaceRecord> for WorkspaceView {
             owner_token: record.owner_token.clone(),
             limits: LimitsBody::from(&record.limits),
             usage: None,
+            call: None,
             policy: None,
             egress: None,
             time_limits: None,

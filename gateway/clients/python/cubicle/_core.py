@@ -405,6 +405,17 @@ class AsyncWorkspace:
     async def delete_file(self, path: str, recursive: bool = False) -> None:
         await self._c._call(w_file_delete._get_kwargs(self.id, path=path, recursive=recursive))
 
+    async def call_person(self, reason: str) -> dict[str, Any]:
+        """Calls a person to take over the screen (a login, a captcha): the
+        operator page shows the workspace as waiting with ``reason`` until
+        an operator takes over. Returns the control state at once."""
+        kwargs = {
+            "method": "post",
+            "url": f"/v1/workspaces/{quote(self.id, safe='')}/handoff",
+            "json": {"reason": reason},
+        }
+        return await self._c._call(kwargs)
+
     async def clipboard(self) -> str:
         """What the desktop's clipboard holds (what Ctrl+V would paste)."""
         kwargs = {"method": "get", "url": f"/v1/workspaces/{quote(self.id, safe='')}/clipboard"}

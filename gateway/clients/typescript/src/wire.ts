@@ -708,6 +708,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workspaces/{id}/handoff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["control/handoff"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workspaces/{id}/pause": {
         parameters: {
             query?: never;
@@ -1202,6 +1218,15 @@ export interface components {
             stdout_truncated: boolean;
             timed_out: boolean;
         };
+        /** @description Body of `POST /v1/workspaces/{id}/handoff`. */
+        Handoff: {
+            /**
+             * @description What a person should do, in words they read (1 to 1000 characters,
+             *     no control characters but line breaks): shown in the page until an
+             *     operator takes over.
+             */
+            reason: string;
+        };
         /** @description One rule that matched. */
         HitView: {
             description?: string | null;
@@ -1405,6 +1430,11 @@ export interface components {
         WorkspaceView: {
             /** @description `jail` or `microvm`. */
             backend: string;
+            /**
+             * @description The agent's call for a person (`reason`, `by`, `since_ms`), until
+             *     an operator takes over (`POST .../handoff`; lists and reads).
+             */
+            call?: Record<string, never> | null;
             /** Format: int64 */
             created_at_ms: number;
             egress?: null | components["schemas"]["EgressBody"];
@@ -2402,7 +2432,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call: list_workspaces, create_workspace, computer, exec, read_file, write_file, list_files, ask_person, clipboard) */
+        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call: list_workspaces, create_workspace, computer, exec, read_file, write_file, list_files, ask_person, call_person, clipboard) */
         requestBody: {
             content: {
                 "application/json": Record<string, never>;
@@ -5183,6 +5213,84 @@ export interface operations {
             };
             /** @description The workspace did not answer in time (`guest_timeout`) */
             504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "control/handoff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Handoff"];
+            };
+        };
+        responses: {
+            /** @description Called: the control state, with `call` {reason, by, since_ms} until an operator takes over */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace, or one outside the token's scope */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The workspace is not running, or paused */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over the size limit (`too_large`) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -25,6 +25,7 @@ from .error_detail import ErrorDetail
 from .exec_body import ExecBody
 from .exec_body_env import ExecBodyEnv
 from .exec_result import ExecResult
+from .handoff import Handoff
 from .hit_view import HitView
 from .image_format import ImageFormat
 from .new_token import NewToken
@@ -45,6 +46,7 @@ from .webhook_view import WebhookView
 from .webhook_view_last_type_0 import WebhookViewLastType0
 from .workspace_list import WorkspaceList
 from .workspace_view import WorkspaceView
+from .workspace_view_call_type_0 import WorkspaceViewCallType0
 from .workspace_view_geometry_type_0 import WorkspaceViewGeometryType0
 from .workspace_view_limits import WorkspaceViewLimits
 from .workspace_view_links import WorkspaceViewLinks
@@ -76,6 +78,7 @@ __all__ = (
     "ExecBody",
     "ExecBodyEnv",
     "ExecResult",
+    "Handoff",
     "HitView",
     "ImageFormat",
     "NewToken",
@@ -96,6 +99,7 @@ __all__ = (
     "WebhookViewLastType0",
     "WorkspaceList",
     "WorkspaceView",
+    "WorkspaceViewCallType0",
     "WorkspaceViewGeometryType0",
     "WorkspaceViewLimits",
     "WorkspaceViewLinks",

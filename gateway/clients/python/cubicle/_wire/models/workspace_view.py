@@ -11,6 +11,7 @@ from ..types import UNSET, Unset
 if TYPE_CHECKING:
     from ..models.egress_body import EgressBody
     from ..models.time_limits_view import TimeLimitsView
+    from ..models.workspace_view_call_type_0 import WorkspaceViewCallType0
     from ..models.workspace_view_geometry_type_0 import WorkspaceViewGeometryType0
     from ..models.workspace_view_limits import WorkspaceViewLimits
     from ..models.workspace_view_links import WorkspaceViewLinks
@@ -37,6 +38,8 @@ class WorkspaceView:
         state (str): `creating`, `starting`, `running`, `paused`, `stopping`, `stopped`,
             `failed`.
         updated_at_ms (int):
+        call (None | Unset | WorkspaceViewCallType0): The agent's call for a person (`reason`, `by`, `since_ms`), until
+            an operator takes over (`POST .../handoff`; lists and reads).
         egress (EgressBody | None | Unset):
         error (None | str | Unset): Why it failed or stopped unexpectedly.
         owner_token (None | str | Unset): The token that created it (agents see only their own by default).
@@ -59,6 +62,7 @@ class WorkspaceView:
     name: str
     state: str
     updated_at_ms: int
+    call: None | Unset | WorkspaceViewCallType0 = UNSET
     egress: EgressBody | None | Unset = UNSET
     error: None | str | Unset = UNSET
     owner_token: None | str | Unset = UNSET
@@ -71,6 +75,7 @@ class WorkspaceView:
     def to_dict(self) -> dict[str, Any]:
         from ..models.egress_body import EgressBody
         from ..models.time_limits_view import TimeLimitsView
+        from ..models.workspace_view_call_type_0 import WorkspaceViewCallType0
         from ..models.workspace_view_geometry_type_0 import WorkspaceViewGeometryType0
         from ..models.workspace_view_usage_type_0 import WorkspaceViewUsageType0
 
@@ -97,6 +102,14 @@ class WorkspaceView:
         state = self.state
 
         updated_at_ms = self.updated_at_ms
+
+        call: dict[str, Any] | None | Unset
+        if isinstance(self.call, Unset):
+            call = UNSET
+        elif isinstance(self.call, WorkspaceViewCallType0):
+            call = self.call.to_dict()
+        else:
+            call = self.call
 
         egress: dict[str, Any] | None | Unset
         if isinstance(self.egress, Unset):
@@ -162,6 +175,8 @@ class WorkspaceView:
                 "updated_at_ms": updated_at_ms,
             }
         )
+        if call is not UNSET:
+            field_dict["call"] = call
         if egress is not UNSET:
             field_dict["egress"] = egress
         if error is not UNSET:
@@ -183,6 +198,7 @@ class WorkspaceView:
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.egress_body import EgressBody
         from ..models.time_limits_view import TimeLimitsView
+        from ..models.workspace_view_call_type_0 import WorkspaceViewCallType0
         from ..models.workspace_view_geometry_type_0 import WorkspaceViewGeometryType0
         from ..models.workspace_view_limits import WorkspaceViewLimits
         from ..models.workspace_view_links import WorkspaceViewLinks
@@ -219,6 +235,23 @@ class WorkspaceView:
         state = d.pop("state")
 
         updated_at_ms = d.pop("updated_at_ms")
+
+        def _parse_call(data: object) -> None | Unset | WorkspaceViewCallType0:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                call_type_0 = WorkspaceViewCallType0.from_dict(data)
+
+                return call_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Unset | WorkspaceViewCallType0, data)
+
+        call = _parse_call(d.pop("call", UNSET))
 
         def _parse_egress(data: object) -> EgressBody | None | Unset:
             if data is None:
@@ -318,6 +351,7 @@ class WorkspaceView:
             name=name,
             state=state,
             updated_at_ms=updated_at_ms,
+            call=call,
             egress=egress,
             error=error,
             owner_token=owner_token,
