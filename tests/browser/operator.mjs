@@ -168,7 +168,7 @@ try {
   await operator.click('#clipboard-set');
   await operator.waitForFunction(() => document.querySelector('#clipboard-status').textContent.startsWith('set'), null, { timeout: guard(10000) });
   out.clipboardFromPage = await api(cfg.agent, 'GET', `/v1/workspaces/${cfg.workspace}/clipboard`);
-  out.clipboardSetByApi = (await api(cfg.admin, 'PUT', `/v1/workspaces/${cfg.workspace}/clipboard`, { text: 'from the API ✓' })).status;
+  out.clipboardSetByApi = await api(cfg.admin, 'PUT', `/v1/workspaces/${cfg.workspace}/clipboard`, { text: 'from the API ✓' });
   await operator.click('#clipboard-read');
   await operator.waitForFunction(() => document.querySelector('#clipboard-status').textContent.startsWith('read'), null, { timeout: guard(10000) });
   out.clipboardInPage = await operator.inputValue('#clipboard-text');

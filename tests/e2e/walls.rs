@@ -904,9 +904,21 @@ async fn files_run_as_the_user(daemon: &Daemon, a: &Ws) {
     )
     .await;
     assert!(status >= 400, "wrote into the browser's profile: {body}");
-    // Control: the profile is there (on the workspace's disk).
-    let prefs = daemon
-        .workspace_dir(&a.id)
-        .join("disk/browser/profile/Default/Preferences");
-    assert!(prefs.exists(), "control: {}", prefs.display());
+    // Control: the profile is there, so the refusal above is the wall and
+    // not a missing file. A jail's is on the workspace's disk, seen from
+    // the host; a microVM's disk is an image, so inside it the guest says
+    // the user may not read it (not that it is absent).
+    if a.jail() {
+        let prefs = daemon
+            .workspace_dir(&a.id)
+            .join("disk/browser/profile/Default/Preferences");
+        assert!(prefs.exists(), "control: {}", prefs.display());
+    } else {
+        let path = "path=/run/cubicle-browser/profile/Default/Preferences";
+        let (status, body) = files(daemon, Method::GET, &a.id, path, b"").await;
+        assert!(
+            status == 403 && body.contains("permission_denied"),
+            "control: {status} {body}"
+        );
+    }
 }

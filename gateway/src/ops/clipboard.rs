@@ -31,6 +31,9 @@ const XCLIP: &str = "/usr/bin/xclip";
 /// How long one xclip may take (it answers in milliseconds; a desktop
 /// whose X server is gone makes it fail, not wait).
 const XCLIP_TIMEOUT_MS: u64 = 10_000;
+/// How long a set may take to show in the clipboard before it is called
+/// taken by another program.
+const SET_SEEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether the caller's role may use clipboards at all (a 403 before any
 /// 400 about the body).
@@ -157,7 +160,16 @@ async fn set(channel: &GuestChannel, text: &str) -> Result<(), OpError> {
     if out.exit.exit_code != Some(0) {
         return Err(xclip_failed("set", &out.exit, ""));
     }
-    let now = current(channel).await?;
+    // xclip's parent exits once it has forked; the child takes the
+    // selection, and a loaded X server may not have seen it yet. Nothing
+    // announces that to a client outside X, so the clipboard is read until
+    // it holds the text, for a bounded time.
+    let deadline = tokio::time::Instant::now() + SET_SEEN_WITHIN;
+    let mut now = current(channel).await?;
+    while now != text && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        now = current(channel).await?;
+    }
     if now != text {
         return Err(OpError::new(
             ErrorKind::Conflict,
