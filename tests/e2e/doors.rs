@@ -804,9 +804,10 @@ async fn the_mcp_python_sdk_speaks_the_newest_protocol_over_stdio_and_http() {
         );
         let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
         assert_eq!(result["version"], "2026-07-28", "{mode}: {result}");
+        // Every tool the server has (tests/e2e/mcp.rs names them).
         assert_eq!(
             result["tools"].as_array().unwrap().len(),
-            8,
+            10,
             "{mode}: {result}"
         );
         assert_eq!(result["exec_error"], false, "{mode}: {result}");
