@@ -376,6 +376,8 @@ mod tests {
     /// The unit tests' process, like the VMM's, has one malloc arena from
     /// before its first thread: run before main, as an `.init_array` entry
     /// (libtest starts its threads, each with an arena, before any test).
+    // SAFETY: the section holds only this function pointer, of the
+    // `extern "C" fn()` type the loader calls there, with no arguments.
     #[used]
     #[unsafe(link_section = ".init_array")]
     static ONE_ARENA_BEFORE_MAIN: extern "C" fn() = {
