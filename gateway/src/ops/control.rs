@@ -34,8 +34,9 @@ pub async fn release(state: &Core, ctx: &OpContext, id: &str) -> Result<Control,
         .await?)
 }
 
-/// The longest reason a call for a person may give.
-pub const MAX_REASON: usize = 1000;
+/// The longest reason a call for a person may give: as long as a question
+/// asked of one.
+use super::approvals::MAX_REASON;
 
 /// The agent calls for a person on running workspace `id` (`reason`: 1 to
 /// 1000 characters, no control characters but line breaks): the page shows
