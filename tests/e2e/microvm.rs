@@ -77,23 +77,8 @@ async fn microvm_workspace_boots_to_readiness() {
     };
     assert!(version.contains("webSocketDebuggerUrl"), "{version}");
 
-    // The guest runs the user's commands as the user, with nothing of the
-    // host's: no network device, no vsock for the user's processes.
-    // (Python starts in seconds here but in tens of them under emulation:
-    // the exec's time limit is scaled like every hang guard.)
-    let (status, out) = cubicle_tests::desk::exec_status(
-        &daemon,
-        id,
-        "id -u; ls /sys/class/net; python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)' 2>&1 | tail -1",
-    )
-    .await;
-    assert_eq!(status, 200, "{out}");
-    let stdout = out["stdout"].as_str().unwrap();
-    assert!(stdout.starts_with("1000\nlo\n"), "{out}");
-    assert!(
-        stdout.contains("PermissionError"),
-        "the user opened a vsock socket (or Python never said): {out}"
-    );
+    // The user's side of the guest (no network device, no vsock) is
+    // asserted in every_door::, which CI's nested part runs.
 
     // The VMM's own memory beside the guest's RAM, with the desktop up.
     let uid = u32::try_from(ws["host_uid"].as_u64().unwrap()).unwrap();
