@@ -157,11 +157,19 @@ pub enum EventKind {
     /// An agent called for a person (its reason); it stands until an
     /// operator takes over.
     ControlCall,
+    /// A request carrying a secret's placeholder where it may not go was
+    /// refused by the egress proxy (by the daemon).
+    EgressSecretBlocked,
+    /// A host-bound secret was stored, or removed (never its value).
+    SecretCreate,
+    SecretDelete,
+    /// A secret was given to a workspace as a placeholder.
+    SecretBind,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 61] = [
+    pub const ALL: [Self; 65] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -223,6 +231,10 @@ impl EventKind {
         Self::ClipboardRead,
         Self::ClipboardWrite,
         Self::ControlCall,
+        Self::EgressSecretBlocked,
+        Self::SecretCreate,
+        Self::SecretDelete,
+        Self::SecretBind,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -288,6 +300,10 @@ impl EventKind {
             Self::ClipboardRead => "clipboard.read",
             Self::ClipboardWrite => "clipboard.write",
             Self::ControlCall => "control.call",
+            Self::EgressSecretBlocked => "egress.secret_blocked",
+            Self::SecretCreate => "secret.create",
+            Self::SecretDelete => "secret.delete",
+            Self::SecretBind => "secret.bind",
         }
     }
 
@@ -625,7 +641,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::ControlCall as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::SecretBind as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

@@ -31,6 +31,7 @@ pub mod pool;
 pub mod proc_scan;
 pub mod quarantine;
 pub mod rootfs_modes;
+pub mod secret_rows;
 pub mod shim;
 pub mod state;
 pub mod time_limits;

@@ -196,6 +196,7 @@ fn kind_of(event: &EgressEvent) -> EventKind {
     match event {
         EgressEvent::Decision { .. } => EventKind::EgressDecision,
         EgressEvent::Request { .. } => EventKind::EgressRequest,
+        EgressEvent::SecretBlocked { .. } => EventKind::EgressSecretBlocked,
         EgressEvent::UpstreamRefused { .. } => EventKind::EgressUpstreamRefused,
         EgressEvent::Close { .. } => EventKind::EgressClose,
         EgressEvent::DownloadHeld { .. } => EventKind::DownloadHeld,

@@ -54,6 +54,23 @@ pub enum EgressEvent {
         mode: Mode,
         /// Set when the response went to quarantine instead.
         download: Option<String>,
+        /// The secrets whose values went in place of their placeholders
+        /// (ids; never a value).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        secrets: Vec<String>,
+    },
+    /// A request carrying a secret's placeholder where it may not go was
+    /// refused before anything of it was sent.
+    SecretBlocked {
+        host: String,
+        port: u16,
+        method: String,
+        path: String,
+        /// The secret it belongs to; `None`: not one of this workspace's.
+        secret: Option<String>,
+        /// `url` or `header <name>`.
+        place: String,
+        reason: String,
     },
     /// The upstream's TLS certificate was not accepted.
     UpstreamRefused {
@@ -109,6 +126,7 @@ impl EgressEvent {
         match self {
             Self::Decision { .. } => "egress.decision",
             Self::Request { .. } => "egress.request",
+            Self::SecretBlocked { .. } => "egress.secret_blocked",
             Self::UpstreamRefused { .. } => "egress.upstream_refused",
             Self::Close { .. } => "egress.close",
             Self::Widened { .. } => "egress.policy",
@@ -123,6 +141,7 @@ impl EgressEvent {
             Self::Decision { allowed: true, .. } => "allowed",
             Self::Decision { allowed: false, .. }
             | Self::UpstreamRefused { .. }
+            | Self::SecretBlocked { .. }
             | Self::DownloadRefused { .. } => "denied",
             Self::DownloadHeld { .. } => "held",
             Self::Request { .. } | Self::Close { .. } | Self::Widened { .. } => "ok",

@@ -27,6 +27,7 @@ pub mod peek;
 pub mod policy;
 pub mod proxy;
 pub mod resolve;
+pub mod secrets;
 pub mod store;
 pub mod tls;
 pub mod trust;

@@ -46,6 +46,7 @@ use super::gate::{Answer, Ask, EgressGate, Verdict};
 use super::peek::{self, Replayed};
 use super::policy::{AllowRule, EgressPolicy};
 use super::resolve::Resolve;
+use super::secrets::{self, Channel, SecretCell};
 use super::tls::Interception;
 use crate::quarantine::decode::{self, Coding, Codings};
 use crate::quarantine::{self, HoldError, Quarantine, sniff};
@@ -133,11 +134,21 @@ impl PolicyCell {
     }
 }
 
+/// How a request reached the proxy, for [`WorkspaceProxy::exchange`].
+#[derive(Clone, Copy)]
+struct Way<'a> {
+    mode: Mode,
+    scheme: &'a str,
+    channel: Channel,
+}
+
 /// One workspace's proxy: its policy, its connections, their owner.
 pub struct WorkspaceProxy {
     egress: Arc<Egress>,
     workspace: String,
     policy: PolicyCell,
+    /// The secrets bound to it, swapped in on the way out.
+    secrets: SecretCell,
     cancel: CancellationToken,
     tasks: TaskTracker,
     connections: Arc<Semaphore>,
@@ -344,6 +355,7 @@ impl WorkspaceProxy {
             egress,
             workspace: workspace.to_owned(),
             policy,
+            secrets: SecretCell::default(),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
             connections: Arc::new(Semaphore::new(max)),
@@ -356,6 +368,10 @@ impl WorkspaceProxy {
 
     pub fn policy(&self) -> &PolicyCell {
         &self.policy
+    }
+
+    pub fn secrets(&self) -> &SecretCell {
+        &self.secrets
     }
 
     /// Ends every connection and download in flight (their partial files
@@ -725,7 +741,8 @@ impl WorkspaceProxy {
                 Err(err) => tracing::debug!(%err, "egress: upstream HTTP handshake failed"),
             }
             let upstream = Ok(Arc::new(tokio::sync::Mutex::new(upstream)));
-            self.serve_tunnel(client, &target.dest, upstream).await;
+            self.serve_tunnel(client, &target.dest, upstream, Channel::Plain)
+                .await;
             relays.close();
             relays.wait().await;
             return;
@@ -760,6 +777,16 @@ impl WorkspaceProxy {
             Ok(Ok(tls)) => tls,
             _ => return,
         };
+        // A secret goes only where the client itself asked for its host.
+        let named = client_tls.get_ref().1.server_name().map(|name| {
+            name.trim_end_matches('.')
+                .eq_ignore_ascii_case(&target.dest.host)
+        });
+        let channel = if named == Some(true) {
+            Channel::Tls
+        } else {
+            Channel::TlsOtherName
+        };
         let upstream = match upstream_tls {
             Ok(tls) => {
                 let mut upstream = Upstream {
@@ -788,7 +815,8 @@ impl WorkspaceProxy {
                 Err(reason)
             }
         };
-        self.serve_tunnel(client_tls, &target.dest, upstream).await;
+        self.serve_tunnel(client_tls, &target.dest, upstream, channel)
+            .await;
         relays.close();
         relays.wait().await;
     }
@@ -801,6 +829,7 @@ impl WorkspaceProxy {
         client: C,
         dest: &Destination,
         upstream: Result<Arc<tokio::sync::Mutex<Upstream>>, String>,
+        channel: Channel,
     ) where
         C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -816,7 +845,9 @@ impl WorkspaceProxy {
             async move {
                 let response = match (framing, upstream) {
                     (Some(why), _) => refusal(StatusCode::BAD_REQUEST, why),
-                    (None, Ok(upstream)) => this.forward_intercepted(req, dest, upstream).await,
+                    (None, Ok(upstream)) => {
+                        this.forward_intercepted(req, dest, upstream, channel).await
+                    }
                     (None, Err(reason)) => refusal(StatusCode::BAD_GATEWAY, &reason),
                 };
                 Ok::<_, Infallible>(response)
@@ -849,6 +880,7 @@ impl WorkspaceProxy {
         req: Request<Incoming>,
         dest: Destination,
         upstream: Arc<tokio::sync::Mutex<Upstream>>,
+        channel: Channel,
     ) -> Response<ProxyBody> {
         // The request must be for the host and port the tunnel was decided
         // for, in its target (absolute form) and in its Host header alike.
@@ -890,8 +922,12 @@ impl WorkspaceProxy {
                 return refusal(StatusCode::BAD_GATEWAY, &format!("{}: {reason}", dest.host));
             }
         };
-        self.exchange(req, &dest, Mode::Intercepted, scheme, sender, &relays)
-            .await
+        let way = Way {
+            mode: Mode::Intercepted,
+            scheme,
+            channel,
+        };
+        self.exchange(req, &dest, way, sender, &relays).await
     }
 
     async fn forward_http(
@@ -945,7 +981,12 @@ impl WorkspaceProxy {
             req.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        self.exchange(req, &target.dest, Mode::Http, "http", &mut sender, &relays)
+        let way = Way {
+            mode: Mode::Http,
+            scheme: "http",
+            channel: Channel::Plain,
+        };
+        self.exchange(req, &target.dest, way, &mut sender, &relays)
             .await
     }
 
@@ -956,17 +997,48 @@ impl WorkspaceProxy {
         &self,
         mut req: Request<Incoming>,
         dest: &Destination,
-        mode: Mode,
-        scheme: &str,
+        way: Way<'_>,
         sender: &mut SendRequest<ProxyBody>,
         relays: &TaskTracker,
     ) -> Response<ProxyBody> {
+        let Way {
+            mode,
+            scheme,
+            channel,
+        } = way;
         let method = req.method().to_string();
         let path = req
             .uri()
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
+        // Placeholders: swapped for their values, or the request refused
+        // before anything of it leaves.
+        let bound = self.secrets.get();
+        let used = match secrets::apply(&bound, &path, req.headers_mut(), &dest.host, channel) {
+            Ok(used) => used,
+            Err(blocked) => {
+                let why = format!("{} ({})", blocked.reason, blocked.place);
+                let recorded = self
+                    .record(EgressEvent::SecretBlocked {
+                        host: dest.host.clone(),
+                        port: dest.port,
+                        method: method.clone(),
+                        path: path.clone(),
+                        secret: blocked.secret,
+                        place: blocked.place,
+                        reason: blocked.reason,
+                    })
+                    .await;
+                if recorded.is_err() {
+                    return refusal(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the event log cannot be written, so the request was not sent",
+                    );
+                }
+                return refusal(StatusCode::FORBIDDEN, &why);
+            }
+        };
         let default_port = if scheme == "https" { 443 } else { 80 };
         let authority = match (dest.host.contains(':'), dest.port == default_port) {
             (true, true) => format!("[{}]", dest.host),
@@ -1017,6 +1089,7 @@ impl WorkspaceProxy {
             status: status.as_u16(),
             mode,
             download,
+            secrets: used.clone(),
         };
         let mut response = match sender.send_request(req).await {
             Ok(response) => response,

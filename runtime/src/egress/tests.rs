@@ -226,6 +226,16 @@ async fn origin_answer(req: Request<Incoming>) -> Result<Response<Body>, std::co
     if req.uri().path() == "/ws" {
         return Ok(websocket_echo(req));
     }
+    if req.uri().path() == "/headers" {
+        let mut seen = String::new();
+        for (name, value) in req.headers() {
+            seen.push_str(&format!(
+                "{name}: {}\n",
+                String::from_utf8_lossy(value.as_bytes())
+            ));
+        }
+        return Ok(Response::new(owned(seen.into_bytes())));
+    }
     if let Some(variant) = req.uri().path().strip_prefix("/exe/")
         && let Some(response) = executable_variant(variant)
     {
@@ -487,6 +497,18 @@ impl Harness {
         path: &str,
         tls: Arc<rustls::ClientConfig>,
     ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
+        self.https_get_with(authority, name, path, tls, &[]).await
+    }
+
+    /// [`Harness::https_get`] with these request headers.
+    async fn https_get_with(
+        &self,
+        authority: &str,
+        name: &str,
+        path: &str,
+        tls: Arc<rustls::ClientConfig>,
+        headers: &[(&str, &str)],
+    ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
         let (head, stream) = self.connect(authority).await;
         if !head.starts_with("HTTP/1.1 200") {
             return Err(head);
@@ -500,10 +522,11 @@ impl Harness {
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
-        let req = Request::get(path)
-            .header("host", authority)
-            .body(Full::new(Bytes::new()))
-            .unwrap();
+        let mut req = Request::get(path).header("host", authority);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(Full::new(Bytes::new())).unwrap();
         let response = sender.send_request(req).await.map_err(|e| e.to_string())?;
         let (parts, body) = response.into_parts();
         Ok((
@@ -1388,4 +1411,104 @@ async fn ambiguous_framing_is_refused_before_any_connection() {
     assert_eq!(seen("/framed").len(), 1);
     h.wait_for(|e| matches!(e, EgressEvent::Request { path, .. } if path == "/framed"))
         .await;
+}
+
+#[tokio::test]
+async fn a_secret_reaches_its_host_only_and_a_placeholder_sent_elsewhere_is_refused() {
+    use super::secrets::{Bound, placeholder};
+    let origin_pki = pki(&["origin.test", "other.test", "127.0.0.1"]);
+    let port = origin(Some(origin_pki.server.clone())).await;
+    let plain = origin(None).await;
+    let h = harness(
+        &[
+            &format!("origin.test:{port}"),
+            &format!("other.test:{port}"),
+            &format!("127.0.0.1/32:{port},{plain}"),
+        ],
+        &[],
+        &origin_pki.ca_pem,
+        1 << 20,
+    )
+    .await;
+    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+    h.dns.script("other.test", vec![vec![ip("127.0.0.1")]]);
+    let held = placeholder();
+    h.proxy.secrets().set(vec![Bound {
+        id: "sec-test".into(),
+        placeholder: held.clone(),
+        value: "the-real-value-42".into(),
+        hosts: vec!["origin.test".into()],
+    }]);
+    let bearer = format!("Bearer {held}");
+
+    // To its host, over intercepted TLS: the value arrives, not the
+    // placeholder, and the request's event names the secret.
+    let (status, _, body) = h
+        .https_get_with(
+            &format!("origin.test:{port}"),
+            "origin.test",
+            "/headers",
+            h.workspace_tls.clone(),
+            &[("authorization", &bearer)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let echoed = String::from_utf8_lossy(&body);
+    assert!(
+        echoed.contains("authorization: Bearer the-real-value-42"),
+        "{echoed}"
+    );
+    assert!(!echoed.contains(&held), "{echoed}");
+    let request = h
+        .wait_for(|e| matches!(e, EgressEvent::Request { path, .. } if path == "/headers"))
+        .await;
+    assert!(
+        matches!(&request, EgressEvent::Request { secrets, .. } if secrets == &["sec-test"]),
+        "{request:?}"
+    );
+
+    // To another host (same address, another name), and in plain HTTP:
+    // refused before anything is sent, and said.
+    let (status, _, body) = h
+        .https_get_with(
+            &format!("other.test:{port}"),
+            "other.test",
+            "/elsewhere-tls",
+            h.workspace_tls.clone(),
+            &[("x-api-key", &held)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(String::from_utf8_lossy(&body).contains("origin.test only"));
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(h.client()))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(format!("http://127.0.0.1:{plain}/elsewhere-plain?k={held}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(
+        sender.send_request(req).await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    for path in ["/elsewhere-tls", "/elsewhere-plain"] {
+        assert!(seen(path).is_empty(), "{path} reached the origin");
+    }
+    let blocked: Vec<EgressEvent> = h
+        .events
+        .all()
+        .into_iter()
+        .filter(|e| matches!(e, EgressEvent::SecretBlocked { .. }))
+        .collect();
+    assert_eq!(blocked.len(), 2, "{blocked:?}");
+    assert!(
+        matches!(&blocked[0], EgressEvent::SecretBlocked { host, secret: Some(s), place, .. }
+            if host == "other.test" && s == "sec-test" && place == "header x-api-key"),
+        "{blocked:?}"
+    );
+    // The value is in no event.
+    let all = format!("{:?}", h.events.all());
+    assert!(!all.contains("the-real-value-42"));
 }

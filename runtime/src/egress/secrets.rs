@@ -1,0 +1,437 @@
+//! Host-bound secrets: a workspace holds a placeholder
+//! (`cubicle_secret_` and 32 hex digits), never the value. The proxy puts
+//! the value in place of the placeholder in a request's headers (basic
+//! auth's password included) only when all of these hold:
+//!
+//! - the request came through an intercepted TLS tunnel (never plain HTTP,
+//!   never a passthrough tunnel, whose bytes the proxy does not see);
+//! - the tunnel's host is a name the secret is bound to, which the proxy
+//!   itself resolved and checked before connecting (a `CONNECT` to an
+//!   address literal matches no name);
+//! - the client's TLS server name and the request's `Host` are that name
+//!   (the proxy checks `Host` for every intercepted request; the server
+//!   name is checked here).
+//!
+//! Any other request carrying a placeholder — to another host, in plain
+//! HTTP, in the URL of a host it is not bound to, one this workspace was
+//! never given — is refused before anything is sent, and the refusal is
+//! an event. What the proxy cannot see it cannot judge: a placeholder the
+//! workspace encodes (base64 outside basic auth, split, reversed), or sends
+//! in a request body or through a passthrough tunnel, is not found. The
+//! value never leaves this module but in the swapped header.
+
+use std::sync::{Arc, RwLock};
+
+use base64::Engine;
+use hyper::header::{self, HeaderMap, HeaderValue};
+
+/// What every placeholder starts with.
+pub const PREFIX: &str = "cubicle_secret_";
+
+/// Hex digits after [`PREFIX`].
+const DIGITS: usize = 32;
+
+/// A fresh placeholder: [`PREFIX`] and 128 random bits in hex.
+pub fn placeholder() -> String {
+    let mut bits = [0u8; DIGITS / 2];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bits);
+    format!("{PREFIX}{}", hex::encode(bits))
+}
+
+/// One secret as a workspace's proxy holds it.
+#[derive(Clone)]
+pub struct Bound {
+    /// The secret's id (`sec-…`), what events name.
+    pub id: String,
+    /// What the workspace holds instead of the value.
+    pub placeholder: String,
+    /// The value; shown to nothing but the upstream server.
+    pub value: String,
+    /// The lowercase host names it may go to.
+    pub hosts: Vec<String>,
+}
+
+impl std::fmt::Debug for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bound")
+            .field("id", &self.id)
+            .field("placeholder", &self.placeholder)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A workspace's bound secrets, replaced whole when one is bound or a
+/// secret is deleted.
+#[derive(Debug, Clone, Default)]
+pub struct SecretCell(Arc<RwLock<Arc<Vec<Bound>>>>);
+
+impl SecretCell {
+    pub fn get(&self) -> Arc<Vec<Bound>> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set(&self, bound: Vec<Bound>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(bound);
+    }
+}
+
+/// How the request reached the proxy, as far as a swap is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// Inside an intercepted TLS tunnel whose client named the tunnel's
+    /// host as its server name.
+    Tls,
+    /// Inside an intercepted TLS tunnel whose client named another server
+    /// (or none).
+    TlsOtherName,
+    /// Plain HTTP (a request, or a plain tunnel).
+    Plain,
+}
+
+/// Why a request carrying a placeholder was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// The secret whose placeholder it was; `None`: not one of this
+    /// workspace's.
+    pub secret: Option<String>,
+    /// Where it was: `url` or `header <name>`.
+    pub place: String,
+    pub reason: String,
+}
+
+/// Every placeholder-shaped string in `text`: the prefix and the digits
+/// after it (fewer than [`DIGITS`] when cut short).
+fn found(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.match_indices(PREFIX).map(move |(at, _)| {
+        let digits = text[at + PREFIX.len()..]
+            .bytes()
+            .take(DIGITS)
+            .take_while(u8::is_ascii_hexdigit)
+            .count();
+        (at, &text[at..at + PREFIX.len() + digits])
+    })
+}
+
+/// Whether `text` holds anything placeholder-shaped, in any case.
+fn mentions(text: &[u8]) -> bool {
+    text.windows(PREFIX.len())
+        .any(|w| w.eq_ignore_ascii_case(PREFIX.as_bytes()))
+}
+
+/// The verdict on one placeholder bound for `host` over `channel`: the
+/// secret to swap in, or why not.
+fn judge<'a>(
+    bound: &'a [Bound],
+    text: &str,
+    host: &str,
+    channel: Channel,
+    place: &str,
+) -> Result<&'a Bound, Blocked> {
+    let Some(secret) = bound.iter().find(|b| b.placeholder == text) else {
+        return Err(Blocked {
+            secret: None,
+            place: place.to_owned(),
+            reason: "a secret placeholder this workspace was not given".into(),
+        });
+    };
+    let refuse = |reason: String| Blocked {
+        secret: Some(secret.id.clone()),
+        place: place.to_owned(),
+        reason,
+    };
+    if !secret.hosts.iter().any(|h| h == host) {
+        return Err(refuse(format!(
+            "secret {} may go to {} only, not {host}",
+            secret.id,
+            secret.hosts.join(", ")
+        )));
+    }
+    match channel {
+        Channel::Tls => Ok(secret),
+        Channel::TlsOtherName => Err(refuse(format!(
+            "the TLS server name the client sent is not {host}"
+        ))),
+        Channel::Plain => Err(refuse(format!(
+            "secret {} goes over intercepted TLS only, not plain HTTP",
+            secret.id
+        ))),
+    }
+}
+
+/// `text` with each placeholder replaced by its value, if every one of
+/// them may go to `host`; the secrets used.
+fn swap_text(
+    bound: &[Bound],
+    text: &str,
+    host: &str,
+    channel: Channel,
+    place: &str,
+    used: &mut Vec<String>,
+) -> Result<String, Blocked> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    for (at, placeholder) in found(text) {
+        let secret = judge(bound, placeholder, host, channel, place)?;
+        out.push_str(&text[rest..at]);
+        out.push_str(&secret.value);
+        rest = at + placeholder.len();
+        if !used.contains(&secret.id) {
+            used.push(secret.id.clone());
+        }
+    }
+    out.push_str(&text[rest..]);
+    Ok(out)
+}
+
+/// Puts the values of `bound` in place of their placeholders in `headers`
+/// and checks the request's `path` (which keeps any placeholder as it is),
+/// for a request to `host` over `channel`: the ids of the secrets swapped
+/// in, or why the request must be refused. A header holding something
+/// placeholder-shaped that is not a whole placeholder (another case, cut
+/// short) is refused too: it can only be an attempt to slip one past.
+pub fn apply(
+    bound: &[Bound],
+    path: &str,
+    headers: &mut HeaderMap,
+    host: &str,
+    channel: Channel,
+) -> Result<Vec<String>, Blocked> {
+    let mut used = Vec::new();
+    // A placeholder in the URL is never swapped: it may reach only a host
+    // it is bound to, unchanged.
+    let decoded = percent_decoded(path);
+    if mentions(decoded.as_bytes()) {
+        if found(&decoded).count() == 0
+            || found(&decoded).any(|(_, p)| p.len() != PREFIX.len() + DIGITS)
+        {
+            return Err(malformed("url"));
+        }
+        for (_, placeholder) in found(&decoded) {
+            judge(bound, placeholder, host, Channel::Tls, "url")?;
+        }
+    }
+    let names: Vec<header::HeaderName> = headers.keys().cloned().collect();
+    for name in names {
+        let values: Vec<HeaderValue> = headers.get_all(&name).iter().cloned().collect();
+        if !values
+            .iter()
+            .any(|v| mentions(v.as_bytes()) || is_basic(&name, v))
+        {
+            continue;
+        }
+        let place = format!("header {name}");
+        let mut swapped = Vec::with_capacity(values.len());
+        for value in values {
+            swapped.push(swap_value(
+                bound, &name, &value, host, channel, &place, &mut used,
+            )?);
+        }
+        headers.remove(&name);
+        for value in swapped {
+            headers.append(name.clone(), value);
+        }
+    }
+    Ok(used)
+}
+
+fn malformed(place: &str) -> Blocked {
+    Blocked {
+        secret: None,
+        place: place.to_owned(),
+        reason: "something shaped like a secret placeholder that is not a whole one".into(),
+    }
+}
+
+fn is_basic(name: &header::HeaderName, value: &HeaderValue) -> bool {
+    (name == header::AUTHORIZATION || name == header::PROXY_AUTHORIZATION)
+        && value
+            .as_bytes()
+            .get(..6)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"basic "))
+}
+
+/// One header value with its placeholders swapped; basic auth's
+/// credentials are decoded, swapped and encoded again.
+fn swap_value(
+    bound: &[Bound],
+    name: &header::HeaderName,
+    value: &HeaderValue,
+    host: &str,
+    channel: Channel,
+    place: &str,
+    used: &mut Vec<String>,
+) -> Result<HeaderValue, Blocked> {
+    let bad_value = || Blocked {
+        secret: None,
+        place: place.to_owned(),
+        reason: "the value is not text".into(),
+    };
+    if is_basic(name, value) {
+        let encoded = value.to_str().map_err(|_| bad_value())?[6..].trim();
+        if let Ok(credentials) = base64::engine::general_purpose::STANDARD.decode(encoded)
+            && let Ok(credentials) = String::from_utf8(credentials)
+            && mentions(credentials.as_bytes())
+        {
+            if found(&credentials).any(|(_, p)| p.len() != PREFIX.len() + DIGITS) {
+                return Err(malformed(place));
+            }
+            let swapped = swap_text(bound, &credentials, host, channel, place, used)?;
+            let encoded = base64::engine::general_purpose::STANDARD.encode(swapped);
+            return HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| bad_value());
+        }
+    }
+    if !mentions(value.as_bytes()) {
+        return Ok(value.clone());
+    }
+    let text = value.to_str().map_err(|_| bad_value())?;
+    if found(text).count() == 0 || found(text).any(|(_, p)| p.len() != PREFIX.len() + DIGITS) {
+        return Err(malformed(place));
+    }
+    let swapped = swap_text(bound, text, host, channel, place, used)?;
+    let mut out = HeaderValue::from_str(&swapped).map_err(|_| bad_value())?;
+    // A value a secret carries is not for logs or caches on the way.
+    out.set_sensitive(true);
+    Ok(out)
+}
+
+/// `path` with `%XX` escapes undone (bytes that do not decode kept).
+fn percent_decoded(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bound() -> Vec<Bound> {
+        vec![Bound {
+            id: "sec-1".into(),
+            placeholder: format!("{PREFIX}{}", "ab".repeat(16)),
+            value: "s3cret-value".into(),
+            hosts: vec!["api.example.com".into()],
+        }]
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn a_placeholder_becomes_the_value_only_for_its_host_over_tls() {
+        let b = bound();
+        let p = b[0].placeholder.clone();
+        let mut h = headers(&[("authorization", &format!("Bearer {p}")), ("x-a", "plain")]);
+        let used = apply(&b, "/v1", &mut h, "api.example.com", Channel::Tls).unwrap();
+        assert_eq!(used, ["sec-1"]);
+        assert_eq!(h["authorization"], "Bearer s3cret-value");
+        assert_eq!(h["x-a"], "plain");
+
+        for (host, channel) in [
+            ("evil.example.com", Channel::Tls),
+            ("api.example.com", Channel::Plain),
+            ("api.example.com", Channel::TlsOtherName),
+        ] {
+            let mut h = headers(&[("authorization", &format!("Bearer {p}"))]);
+            let blocked = apply(&b, "/", &mut h, host, channel).unwrap_err();
+            assert_eq!(
+                blocked.secret.as_deref(),
+                Some("sec-1"),
+                "{host} {channel:?}"
+            );
+            assert_eq!(blocked.place, "header authorization");
+            assert_eq!(h["authorization"], format!("Bearer {p}").as_str());
+        }
+    }
+
+    #[test]
+    fn basic_auth_passwords_are_swapped_inside_their_encoding() {
+        let b = bound();
+        let p = &b[0].placeholder;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("me:{p}"));
+        let mut h = headers(&[("authorization", &format!("Basic {encoded}"))]);
+        apply(&b, "/", &mut h, "api.example.com", Channel::Tls).unwrap();
+        let want = base64::engine::general_purpose::STANDARD.encode("me:s3cret-value");
+        assert_eq!(h["authorization"], format!("Basic {want}").as_str());
+        // Toward another host, hidden in basic auth, it is still found.
+        let mut h = headers(&[("authorization", &format!("Basic {encoded}"))]);
+        assert!(apply(&b, "/", &mut h, "other.test", Channel::Tls).is_err());
+    }
+
+    #[test]
+    fn unknown_cut_short_or_recased_placeholders_and_urls_are_refused() {
+        let b = bound();
+        let p = b[0].placeholder.clone();
+        let other = placeholder();
+        let cases = [
+            ("x-k", other.clone()),
+            ("x-k", p[..p.len() - 3].to_owned()),
+            ("x-k", p.to_uppercase()),
+            (
+                "cookie",
+                format!("a=1; t={}", p.replace("cubicle", "CUBICLE")),
+            ),
+        ];
+        for (name, value) in cases {
+            let mut h = headers(&[(name, &value)]);
+            let blocked = apply(&b, "/", &mut h, "api.example.com", Channel::Tls);
+            assert!(blocked.is_err(), "{value} passed");
+        }
+        // In the URL: allowed to its host unchanged, refused elsewhere,
+        // percent-encoded or not.
+        let mut h = HeaderMap::new();
+        let url = format!("/q?k={p}");
+        assert_eq!(
+            apply(&b, &url, &mut h, "api.example.com", Channel::Tls),
+            Ok(vec![])
+        );
+        let escaped = format!("/q?k=%63ubicle_secret_{}", &p[PREFIX.len()..]);
+        let blocked = apply(&b, &escaped, &mut h, "elsewhere.test", Channel::Tls).unwrap_err();
+        assert_eq!(blocked.place, "url");
+    }
+
+    #[test]
+    fn requests_without_placeholders_pass_untouched_and_debug_never_shows_the_value() {
+        let b = bound();
+        let mut h = headers(&[("authorization", "Basic bWU6cGFzcw=="), ("x", "cubicle")]);
+        let before = h.clone();
+        assert_eq!(
+            apply(&b, "/", &mut h, "any.test", Channel::Plain),
+            Ok(vec![])
+        );
+        assert_eq!(h, before);
+        assert!(!format!("{b:?}").contains("s3cret"));
+        assert!(placeholder().starts_with(PREFIX));
+        assert_eq!(placeholder().len(), PREFIX.len() + DIGITS);
+    }
+}
