@@ -702,6 +702,8 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(id, WorkspaceState::Deleted, None, None)
             .await?;
+        // The placeholders it held mean nothing any more.
+        crate::secret_rows::unbind_workspace(&self.store, id).await?;
         self.release_uids(record.host_uid);
         self.oom_seen
             .lock()

@@ -11,6 +11,7 @@ pub mod events;
 pub mod exec;
 pub mod files;
 pub mod replay;
+pub mod secrets;
 pub mod tokens;
 pub mod webhooks;
 pub mod workspaces;

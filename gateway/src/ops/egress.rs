@@ -94,6 +94,7 @@ async fn start_for(
         downloads,
     };
     state.hosts.get(&record.id).set_egress(live).await;
+    super::secrets::refresh(state, &record.id).await;
     Ok(())
 }
 

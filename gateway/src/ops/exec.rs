@@ -49,6 +49,17 @@ fn gated(request: &ExecRequest, operation: &'static str) -> gates::Gated {
     }
 }
 
+/// `request` with the placeholders of the secrets workspace `id` was given
+/// in its environment ([`super::secrets`]); a variable the caller set
+/// itself stays as the caller set it.
+async fn with_secrets(state: &Core, id: &str, request: &ExecRequest) -> Result<ExecRequest, OpError> {
+    let mut request = request.clone();
+    for (name, placeholder) in super::secrets::env_of(state, id).await? {
+        request.env.entry(name).or_insert(placeholder);
+    }
+    Ok(request)
+}
+
 /// Whether the caller's role may run commands at all: the door asks before it
 /// reads the request, so a caller without the role gets 403, never a 400
 /// about a request it may not send. The operation checks it again, with
@@ -66,6 +77,7 @@ pub async fn run(
 ) -> Result<ExecOutput, OpError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::agent_held_off(state, ctx, id)?;
+    let request = &with_secrets(state, id, request).await?;
     gates::check(state, ctx, id, gated(request, "exec")).await?;
     let run = async { channel.exec(request).await.map_err(OpError::from) };
     let summary = |out: &ExecOutput| {
@@ -93,6 +105,7 @@ pub async fn open_stream(
 ) -> Result<(ExecEvents, ExecStdin), OpError> {
     let channel = access::guest(state, ctx, id, Permission::Exec).await?;
     access::agent_held_off(state, ctx, id)?;
+    let request = &with_secrets(state, id, request).await?;
     gates::check(state, ctx, id, gated(request, "exec.stream")).await?;
     let run = async { channel.exec_stream(request).await.map_err(OpError::from) };
     let kind = EventKind::ExecStream;

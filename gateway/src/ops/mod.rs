@@ -32,6 +32,7 @@ pub mod host;
 pub mod live_view;
 pub mod permission;
 pub mod replay;
+pub mod secrets;
 pub mod tokens;
 pub mod webhooks;
 pub mod workspaces;

@@ -67,10 +67,13 @@ pub enum Permission {
     WebhooksManage,
     /// Read and set the desktop's clipboard.
     Clipboard,
+    /// Store host-bound secrets, give them to workspaces as placeholders,
+    /// list and remove its own (admins: everyone's).
+    SecretsManage,
 }
 
 impl Permission {
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 26] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -96,6 +99,7 @@ impl Permission {
         Self::LimitsManage,
         Self::WebhooksManage,
         Self::Clipboard,
+        Self::SecretsManage,
     ];
 
     /// What it lets a caller do, for refusals ("a token with role auditor
@@ -127,6 +131,7 @@ impl Permission {
             Self::LimitsManage => "give a workspace more resources or time than the defaults",
             Self::WebhooksManage => "subscribe webhooks to events",
             Self::Clipboard => "read or set a workspace's clipboard",
+            Self::SecretsManage => "store secrets or give them to workspaces",
         }
     }
 }
@@ -210,6 +215,7 @@ mod tests {
             P::PolicySwitch,
             P::RecordingManage,
             P::LimitsManage,
+            P::SecretsManage,
         ] {
             assert!(!granted(Role::Agent, p), "agent must not {}", p.action());
         }

@@ -16,6 +16,7 @@ pub mod exec;
 pub mod guard_rails;
 pub mod path;
 pub mod replay;
+pub mod secret;
 pub mod time_limits;
 pub mod token;
 pub mod webhook;

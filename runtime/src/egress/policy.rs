@@ -359,6 +359,13 @@ impl EgressPolicy {
         })
     }
 
+    /// Whether a name rule allows `name` on some port.
+    pub fn names(&self, name: &str) -> bool {
+        self.allow
+            .iter()
+            .any(|rule| matches!(&rule.target, Target::Host(p) if p.matches(name)))
+    }
+
     /// Whether `ip:port` may be reached, given that the rule `named` (if
     /// any: an allowlist name rule, a policy rule, an approval) already
     /// allowed the name or literal it came from: `Ok(rule)` with the rule
