@@ -51,6 +51,7 @@ mod request_ids;
 mod restarts;
 mod schemathesis;
 mod scopes;
+mod secrets;
 mod survive;
 mod time_limits;
 mod ts_client;

@@ -187,6 +187,17 @@ fn answer(req: &Request<Incoming>) -> Response<Body> {
     match path {
         "/page" => with(full(PAGE), &[("content-type", "text/html; charset=utf-8")]),
         "/echo-host" => with(full(host), &[("content-type", "text/plain")]),
+        "/headers" => {
+            // Every request header as the origin got it, one per line.
+            let mut seen = String::new();
+            for (name, value) in req.headers() {
+                seen.push_str(&format!(
+                    "{name}: {}\n",
+                    String::from_utf8_lossy(value.as_bytes())
+                ));
+            }
+            with(full(seen), &[("content-type", "text/plain")])
+        }
         "/eicar.com" => with(
             full(EICAR),
             &[

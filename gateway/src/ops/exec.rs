@@ -52,7 +52,11 @@ fn gated(request: &ExecRequest, operation: &'static str) -> gates::Gated {
 /// `request` with the placeholders of the secrets workspace `id` was given
 /// in its environment ([`super::secrets`]); a variable the caller set
 /// itself stays as the caller set it.
-async fn with_secrets(state: &Core, id: &str, request: &ExecRequest) -> Result<ExecRequest, OpError> {
+async fn with_secrets(
+    state: &Core,
+    id: &str,
+    request: &ExecRequest,
+) -> Result<ExecRequest, OpError> {
     let mut request = request.clone();
     for (name, placeholder) in super::secrets::env_of(state, id).await? {
         request.env.entry(name).or_insert(placeholder);

@@ -136,7 +136,9 @@ pub async fn create(
         Ok(SecretView::from(&row))
     };
     core.audit
-        .run(ctx, EventKind::SecretCreate, None, detail, run, |_| json!({}))
+        .run(ctx, EventKind::SecretCreate, None, detail, run, |_| {
+            json!({})
+        })
         .await
 }
 

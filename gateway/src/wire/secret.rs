@@ -48,7 +48,9 @@ impl std::fmt::Debug for SecretRequest {
 impl NewSecret {
     pub fn parse(body: &[u8]) -> Result<SecretRequest, OpError> {
         let new = super::parse::<Self>(body)?;
-        if new.name.trim().is_empty() || new.name.len() > 64 || new.name.chars().any(char::is_control)
+        if new.name.trim().is_empty()
+            || new.name.len() > 64
+            || new.name.chars().any(char::is_control)
         {
             return Err(OpError::bad_request(
                 "name: 1..=64 bytes without control characters",
@@ -165,8 +167,14 @@ mod tests {
             (r#"{"name":"n","value":"a\nb","hosts":["a.b"]}"#, "value"),
             (r#"{"name":"n","value":"v","hosts":[]}"#, "hosts"),
             (r#"{"name":"n","value":"v","hosts":["*.a.b"]}"#, "hosts[0]"),
-            (r#"{"name":"n","value":"v","hosts":["a.b","10.0.0.1"]}"#, "hosts[1]"),
-            (r#"{"name":"n","value":"v","hosts":["a.b:443"]}"#, "hosts[0]"),
+            (
+                r#"{"name":"n","value":"v","hosts":["a.b","10.0.0.1"]}"#,
+                "hosts[1]",
+            ),
+            (
+                r#"{"name":"n","value":"v","hosts":["a.b:443"]}"#,
+                "hosts[0]",
+            ),
             (r#"{"name":"n","value":"v","hosts":["a.b"],"x":1}"#, "x"),
             (
                 r#"{"name":"n","value":"cubicle_secret_00","hosts":["a.b"]}"#,

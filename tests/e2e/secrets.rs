@@ -1,0 +1,240 @@
+//! Host-bound secrets on a real workspace: an operator stores one for an
+//! HTTPS origin on the host's loopback (its CA given as
+//! `--egress-extra-ca`, its names from a test resolver) and gives it to the
+//! workspace, which sees only the placeholder (in its commands' environment
+//! and in a file). The workspace's curl sends the placeholder; the origin
+//! gets the value; a second origin name gets a refusal instead, and the
+//! value is nowhere the workspace, the event log or the audit bundle can
+//! show.
+
+use cubicle_tests::desk;
+use cubicle_tests::origin::{self, TestPki};
+use cubicle_tests::{Daemon, guard};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const VALUE: &str = "tok-the-real-value-8c1f27";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
+    let pki = TestPki::new(&["origin.test", "other.test"]);
+    let https = origin::serve(Some(pki.server.clone())).await;
+    let data = tempfile::tempdir().unwrap();
+    let ca = data.path().join("origin-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let hosts = data.path().join("hosts");
+    std::fs::write(&hosts, "origin.test=127.0.0.1\nother.test=127.0.0.1\n").unwrap();
+    let state = data.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let daemon = Daemon::start(
+        &state,
+        None,
+        &[
+            "--egress-extra-ca",
+            ca.to_str().unwrap(),
+            "--egress-allow-host-services",
+            "--egress-test-hosts",
+            hosts.to_str().unwrap(),
+        ],
+    )
+    .unwrap();
+    let operator = desk::token(&daemon, "alice", "operator").await;
+    let agent = desk::token(&daemon, "bot", "agent").await;
+    let as_op = |method: Method, path: String, body: Option<Value>| {
+        let daemon = &daemon;
+        let secret = operator.secret.clone();
+        async move {
+            let body = body.map(|b| b.to_string());
+            daemon
+                .call_as(Some(&secret), method, &path, body.as_deref())
+                .await
+                .unwrap()
+        }
+    };
+    let body = json!({
+        "policy": "open",
+        "egress": {"allow": [
+            format!("origin.test:{https}"),
+            format!("other.test:{https}"),
+            format!("127.0.0.1/32:{https}"),
+        ]},
+    });
+    let ws = desk::create(&daemon, &operator.secret, &body.to_string()).await;
+    let id = ws["id"].as_str().unwrap().to_owned();
+
+    // Agents may not store secrets; an operator may, and the answer never
+    // holds the value.
+    let new = json!({"name": "origin api", "value": VALUE, "hosts": ["Origin.Test"]});
+    let (status, reply) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/secrets",
+            Some(&new.to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 403, "{reply}");
+    let (status, secret) = as_op(Method::POST, "/v1/secrets".into(), Some(new)).await;
+    assert_eq!(status, 201, "{secret}");
+    assert_eq!(secret["hosts"], json!(["origin.test"]));
+    assert!(!secret.to_string().contains(VALUE), "{secret}");
+    let sec = secret["id"].as_str().unwrap().to_owned();
+    let (_, listed) = as_op(Method::GET, "/v1/secrets".into(), None).await;
+    assert_eq!(listed["secrets"][0]["id"], sec.as_str(), "{listed}");
+    assert!(!listed.to_string().contains(VALUE));
+
+    // A secret for a host the workspace may not reach is refused.
+    let elsewhere = json!({"name": "x", "value": "v", "hosts": ["api.example.com"]});
+    let (_, other) = as_op(Method::POST, "/v1/secrets".into(), Some(elsewhere)).await;
+    let (status, reply) = as_op(
+        Method::POST,
+        format!("/v1/workspaces/{id}/secrets"),
+        Some(json!({"secret": other["id"]})),
+    )
+    .await;
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("secret_host_not_allowed")),
+        "{reply}"
+    );
+
+    // Given to the workspace: a placeholder in its commands' environment
+    // and in a file; the value in neither.
+    let (status, given) = as_op(
+        Method::POST,
+        format!("/v1/workspaces/{id}/secrets"),
+        Some(json!({"secret": sec, "env": "ORIGIN_TOKEN", "path": "/home/user/.origin-token"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{given}");
+    let placeholder = given["placeholder"].as_str().unwrap().to_owned();
+    assert!(placeholder.starts_with("cubicle_secret_"), "{given}");
+    let shown = desk::exec(
+        &daemon,
+        &id,
+        "echo \"$ORIGIN_TOKEN\"; cat ~/.origin-token; echo; stat -c %a ~/.origin-token",
+    )
+    .await;
+    assert_eq!(shown, format!("{placeholder}\n{placeholder}\n600\n"));
+    let (status, again) = as_op(
+        Method::POST,
+        format!("/v1/workspaces/{id}/secrets"),
+        Some(json!({"secret": sec})),
+    )
+    .await;
+    assert_eq!(status, 409, "{again}");
+
+    // The workspace's curl sends the placeholder; the origin gets the
+    // value, in a bearer header and in basic auth alike.
+    let curl = |host: &str, flags: &str| {
+        format!(
+            "curl -sS -m {} {flags} https://{host}:{https}/headers 2>&1",
+            guard(std::time::Duration::from_secs(60)).as_secs()
+        )
+    };
+    let bearer = desk::exec(
+        &daemon,
+        &id,
+        &curl(
+            "origin.test",
+            "-H \"Authorization: Bearer $ORIGIN_TOKEN\" -H \"X-Api-Key: $(cat ~/.origin-token)\"",
+        ),
+    )
+    .await;
+    assert!(
+        bearer.contains(&format!("authorization: Bearer {VALUE}")),
+        "{bearer}"
+    );
+    assert!(bearer.contains(&format!("x-api-key: {VALUE}")), "{bearer}");
+    assert!(!bearer.contains(&placeholder), "{bearer}");
+    let basic = desk::exec(
+        &daemon,
+        &id,
+        &curl("origin.test", "-u \"me:$ORIGIN_TOKEN\""),
+    )
+    .await;
+    let encoded = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(format!("me:{VALUE}"))
+    };
+    assert!(
+        basic.contains(&format!("authorization: Basic {encoded}")),
+        "{basic}"
+    );
+
+    // Toward another name (the same address): refused, nothing sent.
+    let before = origin::seen("/headers").len();
+    let refused = desk::exec(
+        &daemon,
+        &id,
+        &curl(
+            "other.test",
+            "-o /dev/null -w '%{http_code}' -H \"Authorization: Bearer $ORIGIN_TOKEN\"",
+        ),
+    )
+    .await;
+    assert_eq!(refused.trim(), "403", "{refused}");
+    assert_eq!(
+        origin::seen("/headers").len(),
+        before,
+        "it reached the origin"
+    );
+
+    // Every step is an event; none holds the value.
+    let events = desk::events(&daemon, &format!("workspace={id}")).await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"secret.bind"), "{kinds:?}");
+    let blocked = events
+        .iter()
+        .find(|e| e["kind"] == "egress.secret_blocked")
+        .unwrap_or_else(|| panic!("no egress.secret_blocked in {kinds:?}"));
+    assert_eq!(blocked["detail"]["host"], "other.test", "{blocked}");
+    assert_eq!(blocked["detail"]["secret"], sec.as_str(), "{blocked}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "egress.request"
+                && e["detail"]["secrets"] == json!([sec.as_str()])),
+        "no request names the secret it carried"
+    );
+    let everything = desk::events(&daemon, "").await;
+    assert!(
+        !serde_json::to_string(&everything).unwrap().contains(VALUE),
+        "the value is in the event log"
+    );
+    let bundle = reqwest::Client::new()
+        .get(daemon.url(&format!("/v1/workspaces/{id}/audit/export")))
+        .bearer_auth(&daemon.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bundle.status(), 200);
+    let bytes = bundle.bytes().await.unwrap();
+    assert!(
+        !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
+        "the value is in the audit bundle"
+    );
+    // Nor anywhere on the workspace's disk.
+    let found = desk::exec(
+        &daemon,
+        &id,
+        &format!("grep -rl {VALUE} /home/user /tmp 2>/dev/null; true"),
+    )
+    .await;
+    assert_eq!(found, "", "the value is in the workspace");
+
+    // Removed: its placeholder is refused even toward its own host.
+    let (status, _) = as_op(Method::DELETE, format!("/v1/secrets/{sec}"), None).await;
+    assert_eq!(status, 204);
+    let after = desk::exec(
+        &daemon,
+        &id,
+        &curl(
+            "origin.test",
+            "-o /dev/null -w '%{http_code}' -H \"Authorization: Bearer $(cat ~/.origin-token)\"",
+        ),
+    )
+    .await;
+    assert_eq!(after.trim(), "403", "{after}");
+}
