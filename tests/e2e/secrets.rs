@@ -238,3 +238,51 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     .await;
     assert_eq!(after.trim(), "403", "{after}");
 }
+
+/// The Secrets panel in headless Chromium (tests/browser/secrets.mjs): an
+/// operator stores a secret (the value field empties, the page never shows
+/// it back), gives it to a workspace with a variable and sees the
+/// placeholder, which is what the workspace's commands get; a secret for a
+/// host its egress policy does not open is refused with the reason, and
+/// removed; the first stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_manages_secrets_in_the_page() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let operator = desk::token(&daemon, "olga", "operator").await;
+    let body = json!({"egress": {"allow": ["api.allowed.test:443"]}});
+    let ws = desk::create(&daemon, &operator.secret, &body.to_string()).await;
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let value = "page-typed-value-5d02";
+    let config = json!({
+        "base": daemon.base,
+        "operator": operator.secret,
+        "workspace": id,
+        "value": value,
+    });
+    let seen =
+        cubicle_tests::browser::run("secrets.mjs", &config, std::time::Duration::from_secs(120))
+            .await;
+    assert_eq!(seen["error"], Value::Null, "{seen}");
+    assert_eq!(seen["hosts"], "goes to api.allowed.test only", "{seen}");
+    assert_eq!(seen["valueField"], "", "{seen}");
+    assert_eq!(seen["pageHoldsValue"], false, "{seen}");
+    let placeholder = seen["placeholder"].as_str().unwrap_or_default();
+    assert!(placeholder.starts_with("cubicle_secret_"), "{seen}");
+    assert!(
+        seen["given"]
+            .as_str()
+            .is_some_and(|g| g.contains("$API_KEY")),
+        "{seen}"
+    );
+    assert!(
+        seen["refused"]
+            .as_str()
+            .is_some_and(|r| r.contains("api.notallowed.test") && r.contains("egress policy")),
+        "{seen}"
+    );
+    assert_eq!(seen["left"], json!(["api key"]), "{seen}");
+    // What the page gave is what the workspace's commands hold.
+    let env = desk::exec(&daemon, &id, "printf %s \"$API_KEY\"").await;
+    assert_eq!(env, placeholder);
+}

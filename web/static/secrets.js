@@ -1,0 +1,132 @@
+// The Secrets panel of the operator page (README "Host-bound secrets"):
+// store a secret for the hosts it may go to (its value is typed into a
+// password field, sent once and never shown again: the gateway does not
+// give it back), list the token's secrets (an admin's: everyone's), give
+// one to a workspace (it gets a placeholder, shown here, in its commands'
+// environment when a variable is named), remove one.
+
+const $ = (selector) => document.querySelector(selector);
+let shown = '';
+// What this page gave, by secret id: kept across redraws of the list.
+const gave = new Map();
+
+async function api(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: body ? { 'Content-Type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const data = response.status === 204 ? {} : await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
+  return data;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === 'class') node.className = value;
+    else if (key.startsWith('data-') || key.startsWith('aria-')) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+/// The workspace the page is looking at, if any (`/#ws-…`).
+function current() {
+  const hash = location.hash.slice(1);
+  return hash.startsWith('ws-') ? hash : '';
+}
+
+function showGiven(node, made) {
+  node.replaceChildren(`${made.workspace}: placeholder `, el('code', { class: 'placeholder' }, made.placeholder),
+    made.env ? ` in $${made.env}` : '');
+}
+
+function row(s) {
+  const error = el('p', { class: 'error', role: 'alert' });
+  const given = el('p', { class: 'given' });
+  if (gave.has(s.id)) showGiven(given, gave.get(s.id));
+  const remove = el('button', { type: 'button', class: 'remove' }, 'Remove');
+  remove.onclick = async () => {
+    if (!confirm(`Remove secret ${s.name}? Workspaces holding its placeholder can no longer use it.`)) return;
+    remove.disabled = true;
+    try {
+      await api('DELETE', `/v1/secrets/${s.id}`);
+      await refresh();
+    } catch (err) {
+      error.textContent = err.message;
+      remove.disabled = false;
+    }
+  };
+  const give = el('form', { class: 'give' },
+    el('input', { name: 'workspace', placeholder: 'workspace id', size: 16, value: current(), 'aria-label': 'give to workspace' }),
+    el('input', { name: 'env', placeholder: 'variable (optional)', size: 14, 'aria-label': 'environment variable' }),
+    el('button', { type: 'submit' }, 'Give'));
+  give.onsubmit = async (event) => {
+    event.preventDefault();
+    error.textContent = '';
+    given.textContent = '';
+    const body = { secret: s.id };
+    if (give.env.value.trim()) body.env = give.env.value.trim();
+    try {
+      const workspace = give.workspace.value.trim();
+      const made = await api('POST', `/v1/workspaces/${workspace}/secrets`, body);
+      gave.set(s.id, { workspace, placeholder: made.placeholder, env: made.env });
+      showGiven(given, gave.get(s.id));
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  return el('li', { class: 'secret', 'data-id': s.id, 'data-name': s.name },
+    el('div', { class: 'what' }, el('strong', { class: 'name' }, s.name), ' ',
+      el('code', {}, s.id), ' ', remove),
+    el('p', { class: 'hosts' }, 'goes to ', s.hosts.join(', '), ' only'),
+    give, given, error);
+}
+
+async function refresh() {
+  let secrets;
+  try {
+    ({ secrets } = await api('GET', '/v1/secrets'));
+  } catch {
+    return;
+  }
+  $('#secrets-count').textContent = secrets.length ? `(${secrets.length})` : '';
+  const key = JSON.stringify(secrets.map((s) => s.id));
+  if (key === shown) return;
+  shown = key;
+  $('#secrets-list').replaceChildren(...secrets.map(row));
+}
+
+async function add(event) {
+  event.preventDefault();
+  const form = event.target;
+  const hosts = form.hosts.value.split(',').map((h) => h.trim()).filter(Boolean);
+  $('#secrets-error').textContent = '';
+  try {
+    await api('POST', '/v1/secrets', { name: form.name.value.trim(), value: form.value.value, hosts });
+    // The value leaves the page with the request and nowhere else.
+    form.value.value = '';
+    form.name.value = '';
+    await refresh();
+  } catch (err) {
+    $('#secrets-error').textContent = err.message;
+  }
+}
+
+async function start() {
+  let me;
+  try {
+    me = await api('GET', '/v1/me');
+  } catch {
+    return;
+  }
+  if (!(me.permissions || []).includes('secrets_manage')) return;
+  $('#secrets-pane').hidden = false;
+  $('#secrets-form').addEventListener('submit', add);
+  await refresh();
+  setInterval(refresh, 3000);
+}
+
+start();
