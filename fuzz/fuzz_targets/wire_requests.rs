@@ -1,6 +1,7 @@
 //! Every request body type of the API (`gateway/src/wire/`): create
 //! workspace (with its limits, egress and time limits), exec, token,
-//! approval decision, policy switch, download decision, egress policy.
+//! approval decision, policy switch, download decision, egress policy,
+//! webhook, handoff, a secret and its binding.
 #![no_main]
 
 use cubicle_gateway::wire;
@@ -16,4 +17,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = wire::download::Decision::parse(data);
     let _ = wire::egress::EgressBody::parse(data);
     let _ = wire::exec::text_and_bytes(data);
+    let _ = wire::webhook::NewWebhook::parse(data);
+    let _ = wire::parse::<wire::control::Handoff>(data);
+    let _ = wire::secret::NewSecret::parse(data);
+    let _ = wire::secret::BindSecret::parse(data);
 });
