@@ -71,6 +71,27 @@ def check_sync() -> None:
         called = ws.call_person("please log in for me")
         assert called["call"]["reason"] == "please log in for me", called
 
+        # Secrets are the operators': an agent may not store one; a secret
+        # for a host this workspace's egress policy does not open is
+        # refused, and the workspace holds none.
+        try:
+            cubicle.store_secret("k", "v", ["api.example.com"])
+            raise AssertionError("an agent stored a secret")
+        except errors.Forbidden as err:
+            assert err.status == 403, err
+        with Cubicle(token=os.environ["OPERATOR_TOKEN"]) as operator:
+            made = operator.store_secret("gh", "value-from-python", ["api.example.com"])
+            assert "value" not in made and made["hosts"] == ["api.example.com"], made
+            assert [s["id"] for s in operator.secrets()] == [made["id"]]
+            try:
+                operator.connect(WORKSPACE).give_secret(made["id"], env="GH_TOKEN")
+                raise AssertionError("a secret for a host the workspace may not reach was given")
+            except errors.Conflict as err:
+                assert err.code == "secret_host_not_allowed", err
+            operator.delete_secret(made["id"])
+            assert operator.secrets() == []
+        assert ws.secrets() == []
+
         # Held: a result, not an exception; decided by an operator, then
         # sent again with the approval.
         held = ws.exec(["touch", "/home/user/held-python"])

@@ -37,13 +37,27 @@ fn the_wire_layer_is_what_the_openapi_document_generates() {
     );
 }
 
-/// The client pip-installed from the repo path into a scratch folder.
+/// The client pip-installed from a copy of the repo's source into a
+/// scratch folder. A copy: setuptools builds in the source tree (`build/`,
+/// `*.egg-info`), and two tests installing from one tree at once broke
+/// each other's wheel.
 fn install_client(python: &str) -> tempfile::TempDir {
     let target = tempfile::tempdir().unwrap();
+    let source = tempfile::tempdir().unwrap();
+    let tree = repo().join("gateway/clients/python");
+    for part in ["pyproject.toml", "cubicle"] {
+        let copied = Command::new("cp")
+            .arg("-r")
+            .arg(tree.join(part))
+            .arg(source.path())
+            .status()
+            .unwrap();
+        assert!(copied.success(), "cp -r {part}");
+    }
     let install = Command::new(python)
         .args(["-m", "pip", "install", "-q", "--no-deps", "--target"])
         .arg(target.path())
-        .arg(repo().join("gateway/clients/python"))
+        .arg(source.path())
         .output()
         .unwrap();
     assert!(

@@ -30,6 +30,11 @@ from ._wire.api.downloads import reject as w_reject
 from ._wire.api.downloads import release as w_release
 from ._wire.api.files import delete as w_file_delete
 from ._wire.api.files import get as w_file_get
+from ._wire.api.secrets import bind as w_secret_bind
+from ._wire.api.secrets import create as w_secret_create
+from ._wire.api.secrets import delete as w_secret_delete
+from ._wire.api.secrets import given as w_secrets_given
+from ._wire.api.secrets import list_ as w_secrets
 from ._wire.api.shell import run as w_exec
 from ._wire.api.tokens import me as w_me
 from ._wire.api.workspaces import create as w_create
@@ -41,6 +46,8 @@ from ._wire.api.workspaces import resume as w_resume
 from ._wire.api.workspaces import start as w_start
 from ._wire.api.workspaces import stop as w_stop
 from ._wire.models.action_request import ActionRequest
+from ._wire.models.bind_secret import BindSecret
+from ._wire.models.new_secret import NewSecret
 from ._wire.models.ask import Ask
 from ._wire.models.create_workspace import CreateWorkspace
 from ._wire.models.decide import Decide
@@ -229,6 +236,22 @@ class AsyncCubicle:
         body = Decision.from_dict({"reason": reason} if reason else {})
         return await self._call(w_reject._get_kwargs(download_id, body=body))
 
+    # --- host-bound secrets (operators, admins) -----------------------------
+
+    async def store_secret(self, name: str, value: str, hosts: list[str]) -> dict[str, Any]:
+        """Stores a secret the egress proxy sends only to ``hosts`` (exact
+        names), in place of the placeholder a workspace is given. The value
+        is never shown again."""
+        body = NewSecret.from_dict({"name": name, "value": value, "hosts": hosts})
+        return await self._call(w_secret_create._get_kwargs(body=body))
+
+    async def secrets(self) -> list[dict[str, Any]]:
+        """The token's secrets (an admin's: everyone's), never a value."""
+        return (await self._call(w_secrets._get_kwargs()))["secrets"]
+
+    async def delete_secret(self, secret_id: str) -> None:
+        await self._call(w_secret_delete._get_kwargs(secret_id))
+
 
 class AsyncWorkspace:
     """One workspace. An ``async with`` block deletes it on exit."""
@@ -404,6 +427,18 @@ class AsyncWorkspace:
 
     async def delete_file(self, path: str, recursive: bool = False) -> None:
         await self._c._call(w_file_delete._get_kwargs(self.id, path=path, recursive=recursive))
+
+    async def give_secret(self, secret_id: str, env: str | None = None, path: str | None = None) -> dict[str, Any]:
+        """Gives a stored secret to this workspace: the answer's
+        ``placeholder`` is what it holds (in ``$env`` of every exec, in the
+        file at ``path``), never the value."""
+        fields = {"secret": secret_id, "env": env, "path": path}
+        body = BindSecret.from_dict({k: v for k, v in fields.items() if v is not None})
+        return await self._c._call(w_secret_bind._get_kwargs(self.id, body=body))
+
+    async def secrets(self) -> list[dict[str, Any]]:
+        """The secrets this workspace was given, with their placeholders."""
+        return (await self._c._call(w_secrets_given._get_kwargs(self.id)))["secrets"]
 
     async def call_person(self, reason: str) -> dict[str, Any]:
         """Calls a person to take over the screen (a login, a captcha): the

@@ -314,6 +314,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["secrets/list"];
+        put?: never;
+        post: operations["secrets/create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/secrets/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["secrets/delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tokens": {
         parameters: {
             query?: never;
@@ -820,6 +852,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workspaces/{id}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["secrets/given"];
+        put?: never;
+        post: operations["secrets/bind"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workspaces/{id}/start": {
         parameters: {
             query?: never;
@@ -959,6 +1007,47 @@ export interface components {
              *     line breaks.
              */
             question: string;
+        };
+        /**
+         * @description Gives a stored secret to a workspace: it gets a placeholder, in an
+         *     environment variable of its commands, a file, both or neither (the
+         *     answer shows it).
+         */
+        BindSecret: {
+            /**
+             * @description Set to the placeholder in every command run through exec
+             *     (`[A-Za-z_][A-Za-z0-9_]*`).
+             * @example GITHUB_TOKEN
+             */
+            env?: string | null;
+            /**
+             * @description A file written with the placeholder (mode 0600, as the desktop user),
+             *     through the files API and its policy.
+             * @example /home/user/.config/github-token
+             */
+            path?: string | null;
+            /**
+             * @description The secret's id (`sec-…`).
+             * @example sec-0123456789ab
+             */
+            secret: string;
+        };
+        /** @description A secret given to a workspace, as the API shows it. */
+        BindingView: {
+            /** Format: int64 */
+            created_at_ms: number;
+            /** @description The variable set to it in every command run through exec. */
+            env?: string | null;
+            hosts: string[];
+            name: string;
+            /** @description The file it was written to. */
+            path?: string | null;
+            /**
+             * @description What the workspace holds instead of the value.
+             * @example cubicle_secret_0123456789abcdef0123456789abcdef
+             */
+            placeholder: string;
+            secret: string;
         };
         /**
          * @description The desktop's clipboard as UTF-8 text: the body of `PUT
@@ -1238,6 +1327,27 @@ export interface components {
          * @enum {string}
          */
         ImageFormat: "png" | "jpeg" | "jpg";
+        /** @description A secret to store. Its value is never shown again. */
+        NewSecret: {
+            /**
+             * @description The host names it may go to, exactly (no wildcards, no addresses):
+             *     only requests to these, over TLS the proxy intercepts, get the value.
+             * @example [
+             *       "api.github.com"
+             *     ]
+             */
+            hosts: string[];
+            /**
+             * @description A name for people: 1..=64 bytes, no control characters.
+             * @example github
+             */
+            name: string;
+            /**
+             * @description What the proxy sends in place of the placeholder: printable ASCII
+             *     (it goes into HTTP headers), at most 8 KiB.
+             */
+            value: string;
+        };
         /** @description A token to make; its secret is in the answer and nowhere else. */
         NewToken: {
             /** @description 1..=128 characters, no control characters. */
@@ -1321,6 +1431,17 @@ export interface components {
          * @enum {string}
          */
         ScrollDirection: "up" | "down" | "left" | "right";
+        /** @description A secret as the API shows it: never its value. */
+        SecretView: {
+            /** Format: int64 */
+            created_at_ms: number;
+            /** @description The host names it may go to. */
+            hosts: string[];
+            id: string;
+            name: string;
+            /** @description The token that stored it. */
+            owner_token: string;
+        };
         /** @description A closed video segment: fragmented MP4 (H.264), sealed in the chain. */
         SegmentView: {
             /** Format: int64 */
@@ -2672,6 +2793,176 @@ export interface operations {
             };
             /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "secrets/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {"secrets": [secret]} (the caller's; an admin's: everyone's; never a value) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "secrets/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewSecret"];
+            };
+        };
+        responses: {
+            /** @description Stored; its value is never shown again */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretView"];
+                };
+            };
+            /** @description A bad field (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over the size limit (`too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_secrets`: this token keeps the most it may */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "secrets/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed: its placeholders are refused from now on, in every workspace */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such secret of the caller's */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5763,6 +6054,142 @@ export interface operations {
             };
             /** @description The workspace did not answer in time (`guest_timeout`) */
             504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "secrets/given": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {"secrets": [binding]}: what it was given, with the placeholders (never a value) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace in the caller's scope */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "secrets/bind": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BindSecret"];
+            };
+        };
+        responses: {
+            /** @description Given: the workspace holds the placeholder, the proxy swaps in the value toward the secret's hosts */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BindingView"];
+                };
+            };
+            /** @description A bad field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace in the caller's scope, or no such secret of the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `secret_host_not_allowed`, `secret_host_passthrough`: a host of the secret its egress policy does not open to the proxy; `secret_already_given` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over the size limit (`too_large`) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -7,6 +7,8 @@ from .action_response import ActionResponse
 from .approval_state_filter import ApprovalStateFilter
 from .ask import Ask
 from .ask_details_type_0 import AskDetailsType0
+from .bind_secret import BindSecret
+from .binding_view import BindingView
 from .clipboard_text import ClipboardText
 from .create_workspace import CreateWorkspace
 from .create_workspace_geometry_type_1_type_0 import CreateWorkspaceGeometryType1Type0
@@ -28,6 +30,7 @@ from .exec_result import ExecResult
 from .handoff import Handoff
 from .hit_view import HitView
 from .image_format import ImageFormat
+from .new_secret import NewSecret
 from .new_token import NewToken
 from .new_webhook import NewWebhook
 from .on_expiry_body import OnExpiryBody
@@ -37,6 +40,7 @@ from .recording_view import RecordingView
 from .role_name import RoleName
 from .scope import Scope
 from .scroll_direction import ScrollDirection
+from .secret_view import SecretView
 from .segment_view import SegmentView
 from .set_policy import SetPolicy
 from .time_limits_body import TimeLimitsBody
@@ -60,6 +64,8 @@ __all__ = (
     "ApprovalStateFilter",
     "Ask",
     "AskDetailsType0",
+    "BindSecret",
+    "BindingView",
     "ClipboardText",
     "CreateWorkspace",
     "CreateWorkspaceGeometryType1Type0",
@@ -81,6 +87,7 @@ __all__ = (
     "Handoff",
     "HitView",
     "ImageFormat",
+    "NewSecret",
     "NewToken",
     "NewWebhook",
     "OnExpiryBody",
@@ -90,6 +97,7 @@ __all__ = (
     "RoleName",
     "Scope",
     "ScrollDirection",
+    "SecretView",
     "SegmentView",
     "SetPolicy",
     "TimeLimitsBody",
