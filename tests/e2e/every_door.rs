@@ -31,7 +31,11 @@ async fn one_workspace_through_every_door() {
     // Each door's time since the start, printed: under emulation this test
     // takes many minutes, and a slow run should say where they went.
     let started_at = std::time::Instant::now();
-    let door = |name: &str| eprintln!("every door: {name} at {:.0?}", started_at.elapsed());
+    // Written past the test harness's capture, so a passing run shows it.
+    let door = |name: &str| {
+        let line = format!("every door: {name} at {:.0?}\n", started_at.elapsed());
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    };
     let origin_port = origin::serve(None).await;
     let data = tempfile::tempdir().unwrap();
     // The origin is on this host's loopback, which the proxy walls off
