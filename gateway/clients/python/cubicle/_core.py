@@ -24,7 +24,10 @@ from ._wire.api.approvals import ask as w_ask
 from ._wire.api.approvals import deny as w_deny
 from ._wire.api.approvals import one as w_approval
 from ._wire.api.audit import events as w_events
+from ._wire.api.clipboard import get as w_clipboard_get
+from ._wire.api.clipboard import put as w_clipboard_put
 from ._wire.api.computer import actions as w_actions
+from ._wire.api.control import handoff as w_handoff
 from ._wire.api.computer import screenshot as w_screenshot
 from ._wire.api.downloads import reject as w_reject
 from ._wire.api.downloads import release as w_release
@@ -47,12 +50,14 @@ from ._wire.api.workspaces import start as w_start
 from ._wire.api.workspaces import stop as w_stop
 from ._wire.models.action_request import ActionRequest
 from ._wire.models.bind_secret import BindSecret
+from ._wire.models.clipboard_text import ClipboardText
 from ._wire.models.new_secret import NewSecret
 from ._wire.models.ask import Ask
 from ._wire.models.create_workspace import CreateWorkspace
 from ._wire.models.decide import Decide
 from ._wire.models.decision import Decision
 from ._wire.models.exec_body import ExecBody
+from ._wire.models.handoff import Handoff
 
 DEFAULT_URL = "http://127.0.0.1:7878"
 
@@ -444,28 +449,19 @@ class AsyncWorkspace:
         """Calls a person to take over the screen (a login, a captcha): the
         operator page shows the workspace as waiting with ``reason`` until
         an operator takes over. Returns the control state at once."""
-        kwargs = {
-            "method": "post",
-            "url": f"/v1/workspaces/{quote(self.id, safe='')}/handoff",
-            "json": {"reason": reason},
-        }
-        return await self._c._call(kwargs)
+        body = Handoff.from_dict({"reason": reason})
+        return await self._c._call(w_handoff._get_kwargs(self.id, body=body))
 
     async def clipboard(self) -> str:
         """What the desktop's clipboard holds (what Ctrl+V would paste)."""
-        kwargs = {"method": "get", "url": f"/v1/workspaces/{quote(self.id, safe='')}/clipboard"}
-        answer = await self._c._call(kwargs)
+        answer = await self._c._call(w_clipboard_get._get_kwargs(self.id))
         return answer["text"]
 
     async def set_clipboard(self, text: str) -> Held | None:
         """Sets the desktop's clipboard (then Ctrl+V in the workspace
         pastes it); ``Held`` if the policy holds it for a person."""
-        kwargs = {
-            "method": "put",
-            "url": f"/v1/workspaces/{quote(self.id, safe='')}/clipboard",
-            "json": {"text": text},
-        }
-        answer = await self._c._call(kwargs, may_hold=True)
+        body = ClipboardText.from_dict({"text": text})
+        answer = await self._c._call(w_clipboard_put._get_kwargs(self.id, body=body), may_hold=True)
         return answer if isinstance(answer, Held) else None
 
     # --- browser and live view ----------------------------------------------
