@@ -21,6 +21,25 @@ use crate::ops::Core;
 /// The longest reason kept with a decision.
 pub const MAX_REASON: usize = 1000;
 
+/// Whether `text`, sent as `field`, is words for a person: at most
+/// [`MAX_REASON`] characters, no control character but line breaks, and
+/// not blank when `required`. The one test of reasons and questions.
+pub fn check_text(field: &str, text: &str, required: bool) -> Result<(), OpError> {
+    let length = text.chars().count();
+    if (required && text.trim().is_empty()) || length > MAX_REASON {
+        let least = usize::from(required);
+        return Err(OpError::bad_request(format!(
+            "{field}: give {least} to {MAX_REASON} characters of text (this one has {length})"
+        )));
+    }
+    if let Some(c) = text.chars().find(|c| c.is_control() && *c != '\n') {
+        return Err(OpError::bad_request(format!(
+            "{field}: holds the control character {c:?}; only line breaks are allowed"
+        )));
+    }
+    Ok(())
+}
+
 /// The most JSON text an agent's question may carry as details.
 pub const MAX_DETAILS: usize = 16 * 1024;
 /// How long a question waits for a person unless the agent says otherwise.
@@ -156,11 +175,7 @@ pub async fn decide(
     ctx.require(Permission::ApprovalsDecide)?;
     sweep_due(state).await;
     let reason = reason.unwrap_or_default();
-    if reason.chars().count() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\n') {
-        return Err(OpError::bad_request(format!(
-            "reason: at most {MAX_REASON} characters of text without control characters"
-        )));
-    }
+    check_text("reason", &reason, false)?;
     let approvals = &state.gates.approvals;
     let not_found = || approval_error(ApprovalError::NotFound(id.to_owned()));
     let approval = approvals.get(id).ok_or_else(not_found)?;
@@ -239,14 +254,7 @@ pub async fn ask(
         details,
         ttl,
     } = ask;
-    if question.trim().is_empty()
-        || question.chars().count() > MAX_REASON
-        || question.chars().any(|c| c.is_control() && c != '\n')
-    {
-        return Err(OpError::bad_request(format!(
-            "question: 1 to {MAX_REASON} characters of text without control characters but line breaks"
-        )));
-    }
+    check_text("question", &question, true)?;
     if !(details.is_object() || details.is_null()) {
         return Err(OpError::bad_request(
             "details: a JSON object (what the person should see of the step), or leave it out",

@@ -36,7 +36,6 @@ pub async fn release(state: &Core, ctx: &OpContext, id: &str) -> Result<Control,
 
 /// The longest reason a call for a person may give: as long as a question
 /// asked of one.
-use super::approvals::MAX_REASON;
 
 /// The agent calls for a person on running workspace `id` (`reason`: 1 to
 /// 1000 characters, no control characters but line breaks): the page shows
@@ -50,7 +49,7 @@ pub async fn call(
     reason: &str,
 ) -> Result<Control, OpError> {
     ctx.require(Permission::ApprovalsAsk)?;
-    check_reason(reason)?;
+    super::approvals::check_text("reason", reason, true)?;
     access::running(state, ctx, id, Permission::ApprovalsAsk).await?;
     Ok(state.control.call(&state.store, id, ctx, reason).await?)
 }
@@ -59,21 +58,6 @@ pub async fn call(
 /// 400 about the body).
 pub fn may_call(ctx: &OpContext) -> Result<(), OpError> {
     ctx.require(Permission::ApprovalsAsk)
-}
-
-fn check_reason(reason: &str) -> Result<(), OpError> {
-    let length = reason.chars().count();
-    if reason.trim().is_empty() || length > MAX_REASON {
-        return Err(OpError::bad_request(format!(
-            "reason: give 1 to {MAX_REASON} characters saying what a person should do (this one has {length})"
-        )));
-    }
-    if let Some(c) = reason.chars().find(|c| c.is_control() && *c != '\n') {
-        return Err(OpError::bad_request(format!(
-            "reason: holds the control character {c:?}; only line breaks are allowed"
-        )));
-    }
-    Ok(())
 }
 
 /// Whether `token` holds `control`: it is the holder, and its role may
@@ -104,9 +88,12 @@ mod tests {
 
     #[test]
     fn a_reason_is_words_a_person_reads() {
-        assert!(check_reason("log in to the bank, please\nthen hand back").is_ok());
+        use crate::ops::approvals::{MAX_REASON, check_text};
+        assert!(check_text("reason", "log in to the bank, please\nthen hand back", true).is_ok());
+        // Optional (a decision's reason): blank is fine, the rest is not.
+        assert!(check_text("reason", "", false).is_ok());
         for bad in ["", "   ", "\u{1b}[31mred", &"x".repeat(MAX_REASON + 1)] {
-            let err = check_reason(bad).unwrap_err();
+            let err = check_text("reason", bad, true).unwrap_err();
             assert!(
                 err.message.starts_with("reason:"),
                 "{bad:?}: {}",
