@@ -461,6 +461,15 @@ impl WorkspaceProxy {
             );
             return refusal(StatusCode::BAD_REQUEST, why);
         }
+        if let Some(authority) = req.uri().authority()
+            && let Some(blocked) = secrets::in_authority(&self.secrets.get(), authority.as_str())
+        {
+            let dest = Destination::new(authority.host(), authority.port_u16().unwrap_or(0));
+            let method = req.method().to_string();
+            return self
+                .refuse_secret(&dest, method, String::new(), blocked)
+                .await;
+        }
         if req.method() == Method::CONNECT {
             return self.connect(req).await;
         }
@@ -1018,25 +1027,9 @@ impl WorkspaceProxy {
         let used = match secrets::apply(&bound, &path, req.headers_mut(), &dest.host, channel) {
             Ok(used) => used,
             Err(blocked) => {
-                let why = format!("{} ({})", blocked.reason, blocked.place);
-                let recorded = self
-                    .record(EgressEvent::SecretBlocked {
-                        host: dest.host.clone(),
-                        port: dest.port,
-                        method: method.clone(),
-                        path: path.clone(),
-                        secret: blocked.secret,
-                        place: blocked.place,
-                        reason: blocked.reason,
-                    })
+                return self
+                    .refuse_secret(dest, method.clone(), path.clone(), blocked)
                     .await;
-                if recorded.is_err() {
-                    return refusal(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "the event log cannot be written, so the request was not sent",
-                    );
-                }
-                return refusal(StatusCode::FORBIDDEN, &why);
             }
         };
         let default_port = if scheme == "https" { 443 } else { 80 };
@@ -1168,6 +1161,36 @@ impl WorkspaceProxy {
             headers.insert(header::UPGRADE, protocol);
         }
         response.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed())
+    }
+
+    /// Refuses a request that carried a secret's placeholder where it may
+    /// not go, after its event is written.
+    async fn refuse_secret(
+        &self,
+        dest: &Destination,
+        method: String,
+        path: String,
+        blocked: secrets::Blocked,
+    ) -> Response<ProxyBody> {
+        let why = format!("{} ({})", blocked.reason, blocked.place);
+        let recorded = self
+            .record(EgressEvent::SecretBlocked {
+                host: dest.host.clone(),
+                port: dest.port,
+                method,
+                path,
+                secret: blocked.secret,
+                place: blocked.place,
+                reason: blocked.reason,
+            })
+            .await;
+        if recorded.is_err() {
+            return refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the event log cannot be written, so the request was not sent",
+            );
+        }
+        refusal(StatusCode::FORBIDDEN, &why)
     }
 
     /// Reads the head of a response body and judges it; whether it is

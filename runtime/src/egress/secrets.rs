@@ -12,7 +12,8 @@
 //!   (the proxy checks `Host` for every intercepted request; the server
 //!   name is checked here).
 //!
-//! Any other request carrying a placeholder — to another host, in plain
+//! Any other request carrying a placeholder — to another host, in a host
+//! name (where a lookup would carry it out through DNS), in plain
 //! HTTP, in the URL of a host it is not bound to, one this workspace was
 //! never given — is refused before anything is sent, and the refusal is
 //! an event. What the proxy cannot see it cannot judge: a placeholder the
@@ -241,6 +242,24 @@ pub fn apply(
     Ok(used)
 }
 
+/// Why a request whose target names `authority` must be refused, if it
+/// holds anything placeholder-shaped: a host name is never a place for
+/// one (a lookup of it would carry it out through DNS, bound or not).
+pub fn in_authority(bound: &[Bound], authority: &str) -> Option<Blocked> {
+    if !mentions(authority.as_bytes()) {
+        return None;
+    }
+    let lower = authority.to_ascii_lowercase();
+    let secret = found(&lower)
+        .find_map(|(_, p)| bound.iter().find(|b| b.placeholder == p))
+        .map(|b| b.id.clone());
+    Some(Blocked {
+        secret,
+        place: "host".into(),
+        reason: "a secret placeholder in the host name".into(),
+    })
+}
+
 fn malformed(place: &str) -> Blocked {
     Blocked {
         secret: None,
@@ -407,6 +426,14 @@ mod tests {
             let blocked = apply(&b, "/", &mut h, "api.example.com", Channel::Tls);
             assert!(blocked.is_err(), "{value} passed");
         }
+        // In a host name: refused, in any case.
+        let named = format!("{}.api.example.com:443", p.to_uppercase());
+        let blocked = in_authority(&b, &named).unwrap();
+        assert_eq!(
+            (blocked.secret.as_deref(), blocked.place.as_str()),
+            (Some("sec-1"), "host")
+        );
+        assert_eq!(in_authority(&b, "api.example.com:443"), None);
         // In the URL: allowed to its host unchanged, refused elsewhere,
         // percent-encoded or not.
         let mut h = HeaderMap::new();

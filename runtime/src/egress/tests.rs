@@ -1496,13 +1496,23 @@ async fn a_secret_reaches_its_host_only_and_a_placeholder_sent_elsewhere_is_refu
     for path in ["/elsewhere-tls", "/elsewhere-plain"] {
         assert!(seen(path).is_empty(), "{path} reached the origin");
     }
+    // In a host name (a lookup would carry it out): refused, never looked up.
+    let (head, _) = h
+        .connect(&format!("{}.origin.test:{port}", held.to_uppercase()))
+        .await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     let blocked: Vec<EgressEvent> = h
         .events
         .all()
         .into_iter()
         .filter(|e| matches!(e, EgressEvent::SecretBlocked { .. }))
         .collect();
-    assert_eq!(blocked.len(), 2, "{blocked:?}");
+    assert_eq!(blocked.len(), 3, "{blocked:?}");
+    assert!(
+        matches!(&blocked[2], EgressEvent::SecretBlocked { secret: Some(s), place, .. }
+            if s == "sec-test" && place == "host"),
+        "{blocked:?}"
+    );
     assert!(
         matches!(&blocked[0], EgressEvent::SecretBlocked { host, secret: Some(s), place, .. }
             if host == "other.test" && s == "sec-test" && place == "header x-api-key"),
