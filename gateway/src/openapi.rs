@@ -182,6 +182,7 @@ impl Modify for BearerAuth {
         crate::api::secrets::given,
         crate::api::replay::key,
         crate::api::replay::export,
+        crate::api::replay::har,
         crate::api::replay::verify,
         crate::api::replay::list,
         crate::api::replay::get,

@@ -97,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/workspaces/{id}/screenshot", get(actions::screenshot))
         .route("/v1/audit/key", get(replay::key))
         .route("/v1/workspaces/{id}/audit/export", get(replay::export))
+        .route("/v1/workspaces/{id}/har", get(replay::har))
         .route("/v1/workspaces/{id}/audit/verify", get(replay::verify))
         .route("/v1/recordings", get(replay::list))
         .route("/v1/workspaces/{id}/recordings", get(replay::get))

@@ -45,6 +45,11 @@ try {
   await page.waitForFunction(() => document.querySelector('#verify').dataset.state !== 'checking', null, { timeout: guard(30000) });
   out.badge = await page.$eval('#verify', (b) => ({ state: b.dataset.state, text: b.textContent }));
   out.events = await page.$$eval('#timeline li', (items) => items.length);
+  out.har = await page.evaluate(async () => {
+    const answer = await fetch(document.querySelector('#har').href);
+    const har = await answer.json();
+    return { status: answer.status, version: har.log && har.log.version, entries: (har.log && har.log.entries || []).length };
+  });
   // What each row says it was about, as the auditor reads it.
   out.rows = await page.$$eval('#timeline li', (items) => items.map((li) => ({
     kind: li.dataset.kind,

@@ -274,6 +274,9 @@ async fn a_session_is_recorded_exported_verified_and_replayed_in_the_browser() {
     }
     assert!(seen["duration"].as_f64().unwrap() > 0.0, "{seen}");
     assert_eq!(seen["badge"]["state"], "ok", "{seen}");
+    // The page's HAR link answers the auditor with a HAR 1.2 document.
+    assert_eq!(seen["har"]["status"], 200, "{seen}");
+    assert_eq!(seen["har"]["version"], "1.2", "{seen}");
     let wanted = seen["eventVideoMs"].as_f64().unwrap() / 1000.0;
     let landed = seen["currentTime"].as_f64().unwrap();
     assert!(

@@ -224,6 +224,50 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     .await;
     assert_eq!(found, "", "the value is in the workspace");
 
+    // The traffic as HAR: what the proxy saw, credentials redacted, valid
+    // HAR 1.2 (har-validator); agents may not read it.
+    let (status, _) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::GET,
+            &format!("/v1/workspaces/{id}/har"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 403);
+    let (status, har) = as_op(Method::GET, format!("/v1/workspaces/{id}/har"), None).await;
+    assert_eq!(status, 200, "{har}");
+    let text = har.to_string();
+    assert!(!text.contains(VALUE), "the value is in the HAR");
+    let entries = har["log"]["entries"].as_array().unwrap();
+    let sent = entries
+        .iter()
+        .find(|e| e["request"]["url"] == format!("https://origin.test:{https}/headers"))
+        .unwrap_or_else(|| panic!("no request to the origin in {har}"));
+    assert_eq!(sent["response"]["status"], 200, "{sent}");
+    assert_eq!(
+        sent["response"]["content"]["mimeType"], "text/plain",
+        "{sent}"
+    );
+    let authorization = sent["request"]["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "authorization")
+        .unwrap_or_else(|| panic!("{sent}"));
+    assert_eq!(authorization["value"], "[redacted]");
+    assert_eq!(sent["_cubicle"]["secrets"], json!([sec.as_str()]));
+    let file = data.path().join("traffic.har");
+    std::fs::write(&file, &text).unwrap();
+    let checked = cubicle_tests::browser::run(
+        "har_check.mjs",
+        &json!({ "file": file }),
+        std::time::Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(checked["valid"], true, "{checked}");
+
     // Removed: its placeholder is refused even toward its own host.
     let (status, _) = as_op(Method::DELETE, format!("/v1/secrets/{sec}"), None).await;
     assert_eq!(status, 204);

@@ -232,6 +232,7 @@ async function open(id) {
   $('#timeline-pane').hidden = false;
   $('#session-title').textContent = `${view.recording.name} (${view.recording.state})`;
   $('#export').href = `/v1/workspaces/${id}/audit/export`;
+  $('#har').href = `/v1/workspaces/${id}/har`;
   const kinds = [...new Set(view.events.map((e) => e.kind))].sort();
   const filter = $('#kind-filter');
   filter.replaceChildren(new Option('all', ''), ...kinds.map((k) => new Option(k, k)));

@@ -44,6 +44,27 @@ pub async fn export(
         .into_response())
 }
 
+#[utoipa::path(get, path = "/v1/workspaces/{id}/har", tag = "audit",
+    params(("id" = String, Path)),
+    responses((status = 200, content_type = "application/json", description = "HAR 1.2 of every request the workspace's egress proxy saw (plain HTTP and intercepted HTTPS): method, URL, status, headers with credentials and cookies redacted, start and wait time; no bodies. Operators, auditors, admins"),
+        crate::wire::doc::NoWorkspace))]
+pub async fn har(
+    State(state): State<AppState>,
+    ctx: OpContext,
+    Path(id): Path<String>,
+) -> Result<Response, OpError> {
+    let har = ops::har::har(&state, &ctx, &id).await?;
+    let disposition = format!("attachment; filename=\"cubicle-{id}.har\"");
+    Ok((
+        [
+            (CONTENT_TYPE, "application/json".to_owned()),
+            (CONTENT_DISPOSITION, disposition),
+        ],
+        Json(har),
+    )
+        .into_response())
+}
+
 #[utoipa::path(get, path = "/v1/workspaces/{id}/audit/verify", tag = "audit",
     params(("id" = String, Path)),
     responses((status = 200, description = "The report of `cubicle audit verify` on a fresh export: {ok, records, checkpoints, segments, last_seq, checkpointed_seq, failures: [{seq, line, message}], warnings}"),

@@ -28,6 +28,7 @@ pub mod expiry;
 pub mod files;
 pub mod gates;
 pub mod guard_rails;
+pub mod har;
 pub mod host;
 pub mod live_view;
 pub mod permission;

@@ -50,8 +50,18 @@ pub enum EgressEvent {
         port: u16,
         method: String,
         path: String,
+        /// The whole URL the server was asked for.
+        url: String,
         status: u16,
         mode: Mode,
+        /// Unix milliseconds when the proxy got the request's head.
+        started_ms: u64,
+        /// From then to the response's head (or the failure).
+        wait_ms: u64,
+        /// The request's headers as the client sent them (placeholders, not
+        /// values) and the response's, by [`shown_headers`].
+        request_headers: Vec<(String, String)>,
+        response_headers: Vec<(String, String)>,
         /// Set when the response went to quarantine instead.
         download: Option<String>,
         /// The secrets whose values went in place of their placeholders
@@ -149,6 +159,55 @@ impl EgressEvent {
     }
 }
 
+/// Most headers an event keeps of one message.
+const MAX_SHOWN: usize = 64;
+/// Most bytes an event keeps of one header's value.
+const MAX_VALUE: usize = 512;
+
+/// Whether a header's value is a credential or a cookie, by its name.
+fn is_credential(name: &str) -> bool {
+    matches!(
+        name,
+        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
+    ) || [
+        "token",
+        "secret",
+        "key",
+        "auth",
+        "session",
+        "password",
+        "csrf",
+        "signature",
+    ]
+    .iter()
+    .any(|part| name.contains(part))
+}
+
+/// `headers` as an event (and the HAR made of events) keeps them: in
+/// order, credentials and cookies redacted (`[redacted]`), each value cut
+/// at [`MAX_VALUE`] bytes, at most [`MAX_SHOWN`] of them.
+pub fn shown_headers(headers: &hyper::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .take(MAX_SHOWN)
+        .map(|(name, value)| {
+            let name = name.as_str().to_owned();
+            let value = if is_credential(&name) {
+                "[redacted]".to_owned()
+            } else {
+                let bytes = value.as_bytes();
+                let mut text =
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_VALUE)]).into_owned();
+                if bytes.len() > MAX_VALUE {
+                    text.push('…');
+                }
+                text
+            };
+            (name, value)
+        })
+        .collect()
+}
+
 pub type Recorded<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 
 /// Where the proxy's events go.
@@ -181,5 +240,35 @@ impl EgressEvents for MemoryEvents {
             .expect("never held across a panic")
             .push((workspace.to_owned(), event));
         Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_and_cookies_are_redacted_and_long_values_cut() {
+        let mut headers = hyper::HeaderMap::new();
+        for (name, value) in [
+            ("authorization", "Bearer abc"),
+            ("cookie", "sid=1"),
+            ("x-api-key", "k"),
+            ("x-auth-token", "t"),
+            ("accept", "text/html"),
+        ] {
+            headers.insert(
+                hyper::header::HeaderName::from_static(name),
+                value.parse().unwrap(),
+            );
+        }
+        headers.insert("x-long", "a".repeat(600).parse().unwrap());
+        let shown = shown_headers(&headers);
+        let get = |n: &str| shown.iter().find(|(k, _)| k == n).unwrap().1.clone();
+        for name in ["authorization", "cookie", "x-api-key", "x-auth-token"] {
+            assert_eq!(get(name), "[redacted]", "{name}");
+        }
+        assert_eq!(get("accept"), "text/html");
+        assert_eq!(get("x-long").chars().count(), MAX_VALUE + 1);
     }
 }

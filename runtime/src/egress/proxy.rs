@@ -1021,6 +1021,12 @@ impl WorkspaceProxy {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
+        let started = Instant::now();
+        let started_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        // As the client sent them: placeholders, never values.
+        let request_headers = super::events::shown_headers(req.headers());
         // Placeholders: swapped for their values, or the request refused
         // before anything of it leaves.
         let bound = self.secrets.get();
@@ -1074,22 +1080,30 @@ impl WorkspaceProxy {
         }
         let bodiless = req.method() == Method::HEAD;
         let req = req.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed());
-        let request_event = |status: StatusCode, download: Option<String>| EgressEvent::Request {
-            host: dest.host.clone(),
-            port: dest.port,
-            method: method.clone(),
-            path: path.clone(),
-            status: status.as_u16(),
-            mode,
-            download,
-            secrets: used.clone(),
+        let no_answer = HeaderMap::new();
+        let request_event = |status: StatusCode, download: Option<String>, answer: &HeaderMap| {
+            EgressEvent::Request {
+                host: dest.host.clone(),
+                port: dest.port,
+                method: method.clone(),
+                path: path.clone(),
+                url: url.clone(),
+                status: status.as_u16(),
+                mode,
+                started_ms,
+                wait_ms: started.elapsed().as_millis() as u64,
+                request_headers: request_headers.clone(),
+                response_headers: super::events::shown_headers(answer),
+                download,
+                secrets: used.clone(),
+            }
         };
         let mut response = match sender.send_request(req).await {
             Ok(response) => response,
             Err(err) => {
                 // It may have reached the server: an event all the same.
                 let _ = self
-                    .record(request_event(StatusCode::BAD_GATEWAY, None))
+                    .record(request_event(StatusCode::BAD_GATEWAY, None, &no_answer))
                     .await;
                 return refusal(
                     StatusCode::BAD_GATEWAY,
@@ -1109,17 +1123,21 @@ impl WorkspaceProxy {
                 Ok(judged) => judged,
                 Err(reason) => {
                     let _ = self
-                        .record(request_event(StatusCode::BAD_GATEWAY, None))
+                        .record(request_event(StatusCode::BAD_GATEWAY, None, &no_answer))
                         .await;
                     return refusal(StatusCode::BAD_GATEWAY, &format!("{}: {reason}", dest.host));
                 }
             };
             if let Some(held) = held {
                 let (answer, id) = self.hold(quarantine, &url, &held, body, &codings).await;
-                let _ = self.record(request_event(status, id)).await;
+                let _ = self.record(request_event(status, id, &parts.headers)).await;
                 return answer;
             }
-            if self.record(request_event(status, None)).await.is_err() {
+            if self
+                .record(request_event(status, None, &parts.headers))
+                .await
+                .is_err()
+            {
                 return refusal(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the event log cannot be written, so the response was not delivered",
@@ -1130,7 +1148,11 @@ impl WorkspaceProxy {
             strip_hop_by_hop(response.headers_mut());
             return response;
         }
-        if self.record(request_event(status, None)).await.is_err() {
+        if self
+            .record(request_event(status, None, response.headers()))
+            .await
+            .is_err()
+        {
             return refusal(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the event log cannot be written, so the response was not delivered",
