@@ -192,7 +192,8 @@ fn url_name(path: &str) -> String {
     percent_decode(path.rsplit('/').next().unwrap_or_default())
 }
 
-fn percent_decode(text: &str) -> String {
+/// `text` with its `%XX` escapes undone (a `%` that starts none is kept).
+pub(super) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

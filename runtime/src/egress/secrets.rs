@@ -207,7 +207,7 @@ pub fn apply(
     let mut used = Vec::new();
     // A placeholder in the URL is never swapped: it may reach only a host
     // it is bound to, unchanged.
-    let decoded = percent_decoded(path);
+    let decoded = super::download::percent_decode(path);
     if mentions(decoded.as_bytes()) {
         if found(&decoded).count() == 0
             || found(&decoded).any(|(_, p)| p.len() != PREFIX.len() + DIGITS)
@@ -318,28 +318,6 @@ fn swap_value(
     // A value a secret carries is not for logs or caches on the way.
     out.set_sensitive(true);
     Ok(out)
-}
-
-/// `path` with `%XX` escapes undone (bytes that do not decode kept).
-fn percent_decoded(path: &str) -> String {
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(byte) = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
