@@ -34,11 +34,8 @@ pub async fn release(state: &Core, ctx: &OpContext, id: &str) -> Result<Control,
         .await?)
 }
 
-/// The longest reason a call for a person may give: as long as a question
-/// asked of one.
-
-/// The agent calls for a person on running workspace `id` (`reason`: 1 to
-/// 1000 characters, no control characters but line breaks): the page shows
+/// The agent calls for a person on running workspace `id` (`reason`: text
+/// as [`super::approvals::check_text`] judges it): the page shows
 /// the workspace as waiting, a `control.call` event fires webhooks, and
 /// the call stands until an operator takes over. Any role that may ask a
 /// person (agents, operators, admins).
