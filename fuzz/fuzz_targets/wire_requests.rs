@@ -21,4 +21,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = wire::parse::<wire::control::Handoff>(data);
     let _ = wire::secret::NewSecret::parse(data);
     let _ = wire::secret::BindSecret::parse(data);
+    let _ = wire::secret::FillSecret::parse(data);
 });

@@ -89,7 +89,7 @@ pub enum Lookup {
 }
 
 /// One workspace's CDP session.
-struct Session {
+pub(crate) struct Session {
     socket: BrowserSocket,
     next_id: u64,
     /// targetId → sessionId (flat sessions).
@@ -134,7 +134,7 @@ pub async fn context(manager: &Manager<AnyBackend>, slot: &BrowserSlot, id: &str
     }
 }
 
-enum LookupError {
+pub(crate) enum LookupError {
     /// Nothing listens: no browser running.
     NoBrowser,
     /// It answered, but not as CDP should.
@@ -146,6 +146,15 @@ async fn lookup(
     id: &str,
     slot: &mut Option<Session>,
 ) -> Result<Lookup, LookupError> {
+    open(manager, id, slot).await?.read().await
+}
+
+/// The session in `slot`, made first when there is none.
+async fn open<'a>(
+    manager: &Manager<AnyBackend>,
+    id: &str,
+    slot: &'a mut Option<Session>,
+) -> Result<&'a mut Session, LookupError> {
     if slot.is_none() {
         let record = manager.get(id).await.map_err(|_| LookupError::NoBrowser)?;
         let channel = manager.backend().channel(&manager.spec(&record));
@@ -162,14 +171,47 @@ async fn lookup(
             worlds: HashMap::new(),
         });
     }
-    let Some(session) = slot.as_mut() else {
-        return Err(LookupError::Broken("no session".into()));
-    };
-    session.read().await
+    slot.as_mut()
+        .ok_or_else(|| LookupError::Broken("no session".into()))
+}
+
+impl BrowserSlot {
+    /// Runs `work` on the session (made first when there is none), within
+    /// [`LOOKUP_TIMEOUT`]; a session that failed or timed out is dropped,
+    /// as a half-read answer would confuse the next caller.
+    pub(crate) async fn with<T>(
+        &self,
+        manager: &Manager<AnyBackend>,
+        id: &str,
+        work: impl for<'s> FnOnce(
+            &'s mut Session,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<T, LookupError>> + Send + 's>,
+        >,
+    ) -> Result<T, LookupError> {
+        let mut slot = self.0.lock().await;
+        let run = async {
+            let session = open(manager, id, &mut slot).await?;
+            work(session).await
+        };
+        match tokio::time::timeout(LOOKUP_TIMEOUT, run).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => {
+                *slot = None;
+                Err(err)
+            }
+            Err(_) => {
+                *slot = None;
+                Err(LookupError::Broken(format!(
+                    "the browser did not answer within {LOOKUP_TIMEOUT:?}"
+                )))
+            }
+        }
+    }
 }
 
 impl Session {
-    async fn send(
+    pub(crate) async fn send(
         &mut self,
         method: &str,
         params: Value,
@@ -188,7 +230,7 @@ impl Session {
     }
 
     /// The replies to `ids`, in that order (events in between are skipped).
-    async fn replies(&mut self, ids: &[u64]) -> Result<Vec<Value>, LookupError> {
+    pub(crate) async fn replies(&mut self, ids: &[u64]) -> Result<Vec<Value>, LookupError> {
         let mut got: HashMap<u64, Value> = HashMap::new();
         while got.len() < ids.len() {
             let message = self
@@ -211,7 +253,7 @@ impl Session {
         Ok(ids.iter().filter_map(|id| got.remove(id)).collect())
     }
 
-    async fn call(
+    pub(crate) async fn call(
         &mut self,
         method: &str,
         params: Value,
@@ -227,7 +269,7 @@ impl Session {
     }
 
     /// The flat session of page `target`, attaching once.
-    async fn attach(&mut self, target: &str) -> Result<String, LookupError> {
+    pub(crate) async fn attach(&mut self, target: &str) -> Result<String, LookupError> {
         if let Some(session) = self.attached.get(target) {
             return Ok(session.clone());
         }
@@ -247,7 +289,7 @@ impl Session {
     }
 
     /// The isolated world of the page on `session` (its main frame is the target).
-    async fn world(&mut self, target: &str, session: &str) -> Result<i64, LookupError> {
+    pub(crate) async fn world(&mut self, target: &str, session: &str) -> Result<i64, LookupError> {
         if let Some(&context) = self.worlds.get(session) {
             return Ok(context);
         }
@@ -266,7 +308,9 @@ impl Session {
     }
 
     /// Probes each page; the one on screen (focused first) wins.
-    async fn read(&mut self) -> Result<Lookup, LookupError> {
+    /// The browser's tabs (at most [`MAX_PAGES`]), by target id; what was
+    /// kept of tabs that closed is forgotten.
+    pub(crate) async fn pages(&mut self) -> Result<Vec<String>, LookupError> {
         let targets = self.call("Target.getTargets", json!({}), None).await?;
         let pages: Vec<String> = targets["targetInfos"]
             .as_array()
@@ -279,6 +323,16 @@ impl Session {
         self.attached.retain(|target, _| pages.contains(target));
         let live: Vec<String> = self.attached.values().cloned().collect();
         self.worlds.retain(|session, _| live.contains(session));
+        Ok(pages)
+    }
+
+    /// Forgets the isolated world of `session` (it went with a navigation).
+    pub(crate) fn forget_world(&mut self, session: &str) {
+        self.worlds.remove(session);
+    }
+
+    async fn read(&mut self) -> Result<Lookup, LookupError> {
+        let pages = self.pages().await?;
         let mut probes = Vec::new();
         for target in &pages {
             let session = self.attach(target).await?;

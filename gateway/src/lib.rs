@@ -16,6 +16,7 @@ pub mod approvals;
 pub mod auth;
 pub mod browser_context;
 pub mod browser_downloads;
+pub mod browser_fill;
 pub mod cdp;
 pub mod cdp_proxy;
 pub mod control;

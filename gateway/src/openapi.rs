@@ -180,6 +180,7 @@ impl Modify for BearerAuth {
         crate::api::secrets::delete,
         crate::api::secrets::bind,
         crate::api::secrets::given,
+        crate::api::secrets::fill,
         crate::api::replay::key,
         crate::api::replay::export,
         crate::api::replay::har,
@@ -223,6 +224,7 @@ impl Modify for BearerAuth {
         crate::ops::webhooks::WebhookView, crate::wire::clipboard::ClipboardText, crate::wire::control::Handoff,
         crate::wire::secret::NewSecret, crate::wire::secret::BindSecret,
         crate::ops::secrets::SecretView, crate::ops::secrets::BindingView,
+        crate::wire::secret::FillSecret, crate::ops::secret_fill::Filled,
     )),
     modifiers(&BearerAuth, &CallerRefusals, &ActionNames),
     security(("bearer" = []))

@@ -71,6 +71,10 @@ pub fn router(state: AppState) -> Router {
             get(secrets::given).post(secrets::bind),
         )
         .route(
+            "/v1/workspaces/{id}/fill_secret",
+            axum::routing::post(secrets::fill),
+        )
+        .route(
             "/v1/webhooks/{id}",
             get(webhooks::one).delete(webhooks::delete),
         )

@@ -68,6 +68,7 @@ fn fields_of(kind: Kind) -> &'static [&'static str] {
         Kind::Clipboard => &["text"],
         Kind::DownloadRelease => &["name", "media_type"],
         Kind::Egress => &["host", "port"],
+        Kind::SecretFill => &["name", "url", "origin", "host"],
     }
 }
 

@@ -129,6 +129,13 @@ impl Rule {
                 globs(&m.name, name) && globs(&m.media_type, media_type)
             }
             Subject::Egress { host, port } => globs(&m.host, host) && list(&m.port, |p| p == port),
+            Subject::SecretFill { name, url } => {
+                let (origin, host) = crate::subject::origin_and_host(url);
+                globs(&m.name, name)
+                    && globs(&m.url, url)
+                    && globs(&m.origin, &origin)
+                    && globs(&m.host, &host)
+            }
         }
     }
 

@@ -37,10 +37,14 @@ pub enum Kind {
     /// never decides egress.
     #[serde(rename = "egress")]
     Egress,
+    /// A stored secret filled into a page's field by the gateway
+    /// (`fill_secret`): the secret's name and the page.
+    #[serde(rename = "secret.fill")]
+    SecretFill,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Action,
         Kind::Exec,
         Kind::FileWrite,
@@ -51,6 +55,7 @@ impl Kind {
         Kind::Clipboard,
         Kind::DownloadRelease,
         Kind::Egress,
+        Kind::SecretFill,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +70,7 @@ impl Kind {
             Kind::Clipboard => "clipboard",
             Kind::DownloadRelease => "download.release",
             Kind::Egress => "egress",
+            Kind::SecretFill => "secret.fill",
         }
     }
 }
@@ -114,6 +120,11 @@ pub enum Subject {
         host: String,
         port: u16,
     },
+    /// Secret `name` filled into a field of the page at `url`.
+    SecretFill {
+        name: String,
+        url: String,
+    },
 }
 
 impl Subject {
@@ -129,6 +140,7 @@ impl Subject {
             Subject::Clipboard { .. } => Kind::Clipboard,
             Subject::DownloadRelease { .. } => Kind::DownloadRelease,
             Subject::Egress { .. } => Kind::Egress,
+            Subject::SecretFill { .. } => Kind::SecretFill,
         }
     }
 

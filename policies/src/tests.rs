@@ -154,6 +154,20 @@ subject = "egress"
 host = ["*.corp.example"]
 decision = "confirm"
 reason = "corp"
+
+[[rule]]
+id = "fill-bank"
+subject = "secret.fill"
+name = ["bank*"]
+host = ["*.bank.example"]
+decision = "deny"
+reason = "bank logins by hand"
+
+[[rule]]
+id = "fill-any"
+subject = "secret.fill"
+decision = "confirm"
+reason = "fill"
 "#;
 
 fn policy() -> Policy {
@@ -524,6 +538,24 @@ fn clipboard_downloads_egress() {
             Allow,
             "default",
         ),
+        (
+            Subject::SecretFill {
+                name: "bank login".into(),
+                url: "https://www.bank.example/login".into(),
+            },
+            None,
+            Deny,
+            "fill-bank",
+        ),
+        (
+            Subject::SecretFill {
+                name: "bank login".into(),
+                url: "https://bank.example.evil/login".into(),
+            },
+            None,
+            Confirm,
+            "fill-any",
+        ),
     ]);
 }
 
@@ -599,6 +631,14 @@ fn shipped_policies_load_and_say_what_they_promise() {
             .decision,
         Decision::Confirm
     );
+    let fill = Subject::SecretFill {
+        name: "mail".into(),
+        url: "https://mail.example/login".into(),
+    };
+    for name in ["default", "strict"] {
+        let outcome = set.get(name).unwrap().evaluate(&fill, &Context::default());
+        assert_eq!(outcome.decision, Decision::Confirm, "{name}");
+    }
     let open = set.get("open").unwrap();
     assert_eq!(
         open.evaluate(&Subject::exec(&[], Some("sudo x")), &Context::default())

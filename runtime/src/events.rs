@@ -165,11 +165,14 @@ pub enum EventKind {
     SecretDelete,
     /// A secret was given to a workspace as a placeholder.
     SecretBind,
+    /// A secret's value was filled into a page's field by the gateway
+    /// (`fill_secret`: the secret, the page and the field, never the value).
+    SecretFill,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 65] = [
+    pub const ALL: [Self; 66] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -235,6 +238,7 @@ impl EventKind {
         Self::SecretCreate,
         Self::SecretDelete,
         Self::SecretBind,
+        Self::SecretFill,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -304,6 +308,7 @@ impl EventKind {
             Self::SecretCreate => "secret.create",
             Self::SecretDelete => "secret.delete",
             Self::SecretBind => "secret.bind",
+            Self::SecretFill => "secret.fill",
         }
     }
 
@@ -641,7 +646,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::SecretBind as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::SecretFill as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

@@ -13,7 +13,7 @@ use cubicle_tests::daemon::bin_dir;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 11] = [
     "list_workspaces",
     "create_workspace",
     "computer",
@@ -24,6 +24,7 @@ const TOOLS: [&str; 10] = [
     "ask_person",
     "call_person",
     "clipboard",
+    "fill_secret",
 ];
 
 use cubicle_tests::repo;
@@ -366,6 +367,16 @@ async fn refusals_and_bad_arguments_are_clear() {
             "wait_seconds:",
         ),
         ("clipboard", json!({"workspace": id, "text": 7}), "text:"),
+        (
+            "fill_secret",
+            json!({"workspace": id, "secret": "x"}),
+            "secret:",
+        ),
+        (
+            "fill_secret",
+            json!({"workspace": id, "secret": "sec-0123456789ab", "selector": ""}),
+            "selector:",
+        ),
     ];
     for (name, arguments, prefix) in cases {
         let body = tool(&daemon, name, arguments.clone()).await;

@@ -5,7 +5,9 @@
 //! and in a file). The workspace's curl sends the placeholder; the origin
 //! gets the value; a second origin name gets a refusal instead, and the
 //! value is nowhere the workspace, the event log or the audit bundle can
-//! show.
+//! show. A login form on the origin gets the value through `fill_secret`
+//! (confirmed by a person, masked on screen) and is posted; the same form
+//! on the second name is refused.
 
 use cubicle_tests::desk;
 use cubicle_tests::origin::{self, TestPki};
@@ -181,10 +183,126 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
         "it reached the origin"
     );
 
+    // A login form on the origin, filled without the agent seeing the
+    // value: only a password or autocomplete-marked field, only on a page
+    // of the secret's host, confirmed by a person under the default policy.
+    let socket = daemon.channel_socket(&id);
+    let mut tab = cubicle_tests::cdp::Page::first(&socket).await.unwrap();
+    let login = format!("https://origin.test:{https}/login");
+    tab.call("Page.navigate", json!({ "url": login }))
+        .await
+        .unwrap();
+    wait_for(&mut tab, "!!document.getElementById('note')").await;
+    let (status, _) = as_op(
+        Method::PUT,
+        format!("/v1/workspaces/{id}/policy"),
+        Some(json!({"policy": "default"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let fill = |body: Value| {
+        let daemon = &daemon;
+        let agent = agent.secret.clone();
+        let id = id.clone();
+        async move {
+            daemon
+                .call_as(
+                    Some(&agent),
+                    Method::POST,
+                    &format!("/v1/workspaces/{id}/fill_secret"),
+                    Some(&body.to_string()),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let (status, refused) = fill(json!({"secret": sec, "selector": "#note"})).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("neither a password field")),
+        "{refused}"
+    );
+    let (status, unknown) = fill(json!({"secret": "sec-000000000000", "selector": "#pw"})).await;
+    assert_eq!(
+        (status, unknown["error"]["code"].as_str()),
+        (404, Some("secret_not_given")),
+        "{unknown}"
+    );
+    for (selector, field) in [("#pw", "password"), ("#otp", "autocomplete:one-time-code")] {
+        // By the placeholder the workspace holds, as an agent knows it.
+        let body = json!({"secret": placeholder, "selector": selector});
+        let (status, held) = fill(body.clone()).await;
+        assert_eq!(status, 202, "{held}");
+        let approval = held["approval"]["id"].as_str().unwrap().to_owned();
+        // The operator sees which secret goes into which field of which
+        // page, never the value.
+        let (_, record) = as_op(Method::GET, format!("/v1/approvals/{approval}"), None).await;
+        assert_eq!(record["params"]["field"], field, "{record}");
+        assert_eq!(record["params"]["url"], login.as_str(), "{record}");
+        assert!(!record.to_string().contains(VALUE), "{record}");
+        let (status, _) = as_op(
+            Method::POST,
+            format!("/v1/approvals/{approval}/approve"),
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let (status, filled) = fill(body).await;
+        assert_eq!(status, 200, "{filled}");
+        assert_eq!(filled["field"], field, "{filled}");
+        assert_eq!(filled["host"], "origin.test", "{filled}");
+        assert!(!filled.to_string().contains(VALUE), "{filled}");
+    }
+    // Masked on screen: the marked text field shows discs, as the password
+    // field does.
+    let masked = tab
+        .eval("getComputedStyle(document.getElementById('otp')).webkitTextSecurity")
+        .await
+        .unwrap();
+    assert_eq!(masked, "disc");
+    tab.eval("document.getElementById('user').value = 'alice'; document.getElementById('go').click(); true")
+        .await
+        .unwrap();
+    wait_for(&mut tab, "!!document.getElementById('result')").await;
+    let form = origin::posted();
+    assert!(
+        form.iter()
+            .any(|f| f.contains(&format!("pw={VALUE}")) && f.contains(&format!("otp={VALUE}"))),
+        "the origin got {form:?}"
+    );
+    // The same form on a host the secret is not bound to: refused.
+    tab.call(
+        "Page.navigate",
+        json!({ "url": format!("https://other.test:{https}/login") }),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &mut tab,
+        "location.hostname === 'other.test' && !!document.getElementById('pw')",
+    )
+    .await;
+    let (status, elsewhere) = fill(json!({"secret": sec, "selector": "#pw"})).await;
+    assert_eq!(status, 409, "{elsewhere}");
+    assert!(
+        elsewhere["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("goes only to origin.test")),
+        "{elsewhere}"
+    );
+
     // Every step is an event; none holds the value.
     let events = desk::events(&daemon, &format!("workspace={id}")).await;
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
     assert!(kinds.contains(&"secret.bind"), "{kinds:?}");
+    let fills: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "secret.fill" && e["outcome"] == "ok")
+        .collect();
+    assert_eq!(fills.len(), 2, "{kinds:?}");
+    assert_eq!(fills[0]["detail"]["field"], "password", "{:?}", fills[0]);
     let blocked = events
         .iter()
         .find(|e| e["kind"] == "egress.secret_blocked")
@@ -281,6 +399,18 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     )
     .await;
     assert_eq!(after.trim(), "403", "{after}");
+}
+
+/// Waits until `expression` is true in `tab` (a page loading).
+async fn wait_for(tab: &mut cubicle_tests::cdp::Page, expression: &str) {
+    let deadline = std::time::Instant::now() + guard(std::time::Duration::from_secs(30));
+    while tab.eval(expression).await.ok() != Some(Value::Bool(true)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page never got to {expression}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// The Secrets panel in headless Chromium (tests/browser/secrets.mjs): an

@@ -144,6 +144,25 @@ fn executable_variant(variant: &str) -> Option<Response<Body>> {
 /// the `Host` headers they got (joined by ` | `).
 static SEEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
+/// The bodies of the forms posted to `/login`, in order.
+static POSTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The bodies (`application/x-www-form-urlencoded`) of the forms posted to
+/// `/login` so far.
+pub fn posted() -> Vec<String> {
+    POSTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+/// A login form: a user name (`autocomplete=username`), a password, a
+/// one-time code (`autocomplete=one-time-code`) and a plain note.
+const LOGIN: &str = "<!doctype html><title>Log in</title>\
+<form method=post action=/login><input id=user name=user autocomplete=username>\
+<input id=pw name=pw type=password><input id=otp name=otp autocomplete=one-time-code>\
+<input id=note name=note><button id=go type=submit>Log in</button></form>";
+
 /// The `Host` headers the origins got for `path`, one entry a request.
 pub fn seen(path: &str) -> Vec<String> {
     SEEN.lock()
@@ -186,6 +205,7 @@ fn answer(req: &Request<Incoming>) -> Response<Body> {
     };
     match path {
         "/page" => with(full(PAGE), &[("content-type", "text/html; charset=utf-8")]),
+        "/login" => with(full(LOGIN), &[("content-type", "text/html; charset=utf-8")]),
         "/echo-host" => with(full(host), &[("content-type", "text/plain")]),
         "/headers" => {
             // Every request header as the origin got it, one per line.
@@ -318,6 +338,25 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
                 let service = hyper::service::service_fn(|mut req: Request<Incoming>| async move {
                     if req.uri().path() == "/ws" {
                         return Ok::<_, std::convert::Infallible>(websocket_echo(&mut req));
+                    }
+                    if req.uri().path() == "/login" && req.method() == hyper::Method::POST {
+                        let (_, body) = req.into_parts();
+                        let bytes = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        POSTED
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(String::from_utf8_lossy(&bytes).into_owned());
+                        let mut signed =
+                            Response::new(full("<!doctype html><p id=result>signed in</p>"));
+                        signed.headers_mut().insert(
+                            "content-type",
+                            hyper::header::HeaderValue::from_static("text/html; charset=utf-8"),
+                        );
+                        return Ok(signed);
                     }
                     Ok(answer(&req))
                 });

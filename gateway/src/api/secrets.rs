@@ -14,7 +14,7 @@ use crate::app::AppState;
 use crate::error::OpError;
 use crate::ops::{self, OpContext};
 use crate::wire::path::Path;
-use crate::wire::secret::{BindSecret, NewSecret};
+use crate::wire::secret::{BindSecret, FillSecret, NewSecret};
 
 #[utoipa::path(post, path = "/v1/secrets", tag = "secrets", request_body = crate::wire::secret::NewSecret,
     responses((status = 201, body = crate::ops::secrets::SecretView, description = "Stored; its value is never shown again"),
@@ -80,4 +80,24 @@ pub async fn given(
 ) -> Result<Json<Value>, OpError> {
     let all = ops::secrets::of_workspace(&state, &ctx, &id).await?;
     Ok(Json(json!({ "secrets": all })))
+}
+
+#[utoipa::path(post, path = "/v1/workspaces/{id}/fill_secret", tag = "secrets", params(("id" = String, Path)),
+    request_body = crate::wire::secret::FillSecret,
+    responses((status = 200, body = crate::ops::secret_fill::Filled, description = "Filled: the field holds the value (shown masked); the caller never sees it"),
+        (status = 202, body = crate::wire::doc::ErrorBody, description = "`approval_required`: held by a `secret.fill` rule (the shipped policies confirm); ask again once approved"),
+        (status = 400, body = crate::wire::doc::ErrorBody, description = "A bad field"),
+        (status = 403, body = crate::wire::doc::ErrorBody, description = "Not a role that uses the browser, held off by a take-over, or denied by a rule"),
+        (status = 404, body = crate::wire::doc::ErrorBody, description = "`secret_not_given`: the workspace does not have that secret; or no such workspace in the caller's scope"),
+        (status = 409, body = crate::wire::doc::ErrorBody, description = "`fill_refused`: the page is not on https at one of the secret's hosts, or the field is not a password or autocomplete-marked input (the message says which); `no_page`: no tab on screen")))]
+pub async fn fill(
+    State(state): State<AppState>,
+    ctx: OpContext,
+    Path(id): Path<String>,
+    Body(body): Body,
+) -> Result<Json<Value>, OpError> {
+    ops::secret_fill::may_fill(&ctx)?;
+    let fill = FillSecret::parse(&body)?;
+    let filled = ops::secret_fill::fill(&state, &ctx, &id, fill).await?;
+    Ok(Json(json!(filled)))
 }

@@ -33,6 +33,7 @@ pub async fn call(state: &AppState, caller: &OpContext, name: &str, args: Args) 
         "ask_person" => ask_person(state, caller, args).await,
         "clipboard" => clipboard(state, caller, args).await,
         "call_person" => call_person(state, caller, args).await,
+        "fill_secret" => fill_secret(state, caller, args).await,
         _ => return None,
     })
 }
@@ -326,6 +327,16 @@ async fn clipboard(state: &AppState, caller: &OpContext, mut args: Args) -> Outc
             Ok(json_result(json!({ "text": text })))
         }
     }
+}
+
+/// `{"workspace", "secret", "selector"?}`: the fill `POST .../fill_secret`
+/// makes.
+async fn fill_secret(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
+    let id = take_workspace(&mut args)?;
+    ops::secret_fill::may_fill(caller)?;
+    let fill = crate::wire::secret::FillSecret::parse(&bytes_of(&args))?;
+    let filled = ops::secret_fill::fill(state, caller, &id, fill).await?;
+    Ok(json_result(json!(filled)))
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
 /// served by the MCP SDK's Streamable HTTP service (see [`routes`]); this
 /// function only carries the description.
 #[utoipa::path(post, path = "/v1/mcp", tag = "mcp",
-    request_body(content = Object, description = "A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call: list_workspaces, create_workspace, computer, exec, read_file, write_file, list_files, ask_person, call_person, clipboard)"),
+    request_body(content = Object, description = "A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call: list_workspaces, create_workspace, computer, exec, read_file, write_file, list_files, ask_person, call_person, clipboard, fill_secret)"),
     responses((status = 200, description = "The JSON-RPC answer"), (status = 202, description = "A notification was accepted"),
         (status = 401, description = "JSON-RPC error: no valid token"), (status = 403, description = "JSON-RPC error: the role may not drive workspaces")))]
 pub async fn described() {}

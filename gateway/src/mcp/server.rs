@@ -20,8 +20,8 @@ const INSTRUCTIONS: &str = "Cubicle workspaces are isolated Linux desktops (XFCE
 List or create a workspace, then drive it with `computer` (Anthropic computer-use actions; \
 screenshots come back as images), run commands with `exec`, move files with \
 `read_file`, `write_file` and `list_files`, read or set the desktop's clipboard with \
-`clipboard`, ask a person to confirm a step with `ask_person`, and call one to take over \
-with `call_person`.";
+`clipboard`, fill a secret into a login form without seeing it with `fill_secret`, ask a \
+person to confirm a step with `ask_person`, and call one to take over with `call_person`.";
 
 /// How long a tool call a policy holds waits for an operator's decision.
 const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(60);

@@ -92,6 +92,25 @@ pub fn all() -> Vec<Tool> {
                 "additionalProperties": false,
             }),
         ),
+        tool(
+            "fill_secret",
+            "Fill a secret the workspace was given (a password, a one-time code) into a field of \
+             the page on screen, without seeing it: the gateway puts the value in itself. Only into \
+             a password field or an input with an autocomplete token, on an https page of one of \
+             the secret's hosts; a person may have to approve first. Then submit the form as usual.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "workspace": workspace(),
+                    "secret": { "type": "string", "maxLength": 64,
+                        "description": "The secret's id (sec-...) or the placeholder the workspace holds for it." },
+                    "selector": { "type": "string", "minLength": 1, "maxLength": 1024,
+                        "description": "A CSS selector of the field; leave out to fill the focused field." },
+                },
+                "required": ["workspace", "secret"],
+                "additionalProperties": false,
+            }),
+        ),
     ]
 }
 

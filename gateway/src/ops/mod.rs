@@ -33,6 +33,7 @@ pub mod host;
 pub mod live_view;
 pub mod permission;
 pub mod replay;
+pub mod secret_fill;
 pub mod secrets;
 pub mod tokens;
 pub mod webhooks;

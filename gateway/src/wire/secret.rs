@@ -149,6 +149,49 @@ impl BindSecret {
     }
 }
 
+/// Fills a secret the workspace was given into a field of the page on
+/// screen, without the caller seeing it (`fill_secret`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FillSecret {
+    /// The secret's id (`sec-…`), or the placeholder the workspace holds.
+    #[schema(example = "sec-0123456789ab")]
+    pub secret: String,
+    /// A CSS selector of the field in the page on screen; without it, the
+    /// focused field. It must be a password field or an input marked with
+    /// an `autocomplete` token (`username`, `one-time-code`, ...).
+    #[schema(max_length = 1024, example = "#password")]
+    pub selector: Option<String>,
+}
+
+impl FillSecret {
+    pub fn parse(body: &[u8]) -> Result<Self, OpError> {
+        let fill = super::parse::<Self>(body)?;
+        let placeholder = fill
+            .secret
+            .strip_prefix(cubicle_runtime::egress::secrets::PREFIX)
+            .is_some_and(|digits| {
+                digits.len() == 32 && digits.bytes().all(|b| b.is_ascii_hexdigit())
+            });
+        if !(placeholder || fill.secret.starts_with("sec-") && fill.secret.len() <= 64) {
+            return Err(OpError::bad_request(
+                "secret: a secret id such as \"sec-0123456789ab\" or the workspace's placeholder for it (GET /v1/workspaces/{id}/secrets lists both)",
+            ));
+        }
+        if let Some(selector) = &fill.selector
+            && (selector.trim().is_empty()
+                || selector.len() > crate::browser_fill::MAX_SELECTOR
+                || selector.chars().any(char::is_control))
+        {
+            return Err(OpError::bad_request(format!(
+                "selector: a CSS selector of 1..={} bytes without control characters, or leave it out to fill the focused field",
+                crate::browser_fill::MAX_SELECTOR
+            )));
+        }
+        Ok(fill)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +235,30 @@ mod tests {
         ] {
             let err = BindSecret::parse(body.as_bytes()).unwrap_err();
             assert!(err.message.contains(names), "{body}: {}", err.message);
+        }
+    }
+
+    #[test]
+    fn a_fill_names_a_secret_and_maybe_a_field() {
+        let by_id =
+            FillSecret::parse(br##"{"secret":"sec-0123456789ab","selector":"#pw"}"##).unwrap();
+        assert_eq!(by_id.selector.as_deref(), Some("#pw"));
+        let placeholder = format!(r#"{{"secret":"cubicle_secret_{}"}}"#, "ab".repeat(16));
+        assert!(
+            FillSecret::parse(placeholder.as_bytes())
+                .unwrap()
+                .selector
+                .is_none()
+        );
+        for (body, starts) in [
+            (r#"{"secret":"pw"}"#, "secret:"),
+            (r#"{"secret":"cubicle_secret_00"}"#, "secret:"),
+            (r#"{"secret":"sec-1","selector":" "}"#, "selector:"),
+            (r#"{"secret":"sec-1","selector":"a\nb"}"#, "selector:"),
+            (r#"{"secret":"sec-1","value":"x"}"#, "value"),
+        ] {
+            let message = FillSecret::parse(body.as_bytes()).unwrap_err().message;
+            assert!(message.contains(starts), "{body} → {message}");
         }
     }
 }
