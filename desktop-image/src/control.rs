@@ -67,6 +67,9 @@ pub enum Request {
     ListDir(PathArg),
     Stat(PathArg),
     Delete(DeletePath),
+    /// Keep a file for the browser to hand to a page, where only the
+    /// services' id can read it; the reply's [`FileInfo`] names its path.
+    StageUpload(StageUpload),
 }
 
 /// A command to run as the workspace user.
@@ -197,6 +200,18 @@ pub struct WriteFile {
     /// larger than [`MAX_FILE`] goes in pieces.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub append: bool,
+}
+
+/// `stage_upload`: a file the gateway hands to a page's file input. It is
+/// kept under the browser's home (the services' id, mode 0600 in a folder
+/// of 0700), never where the workspace's user can read or replace it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StageUpload {
+    /// The file's name as the page will see it: one path component of
+    /// 1..=255 bytes, no `/`, NUL, `.` or `..`.
+    pub name: String,
+    /// Base64 of the content, at most [`MAX_FILE`] bytes decoded.
+    pub data: String,
 }
 
 /// An op that only takes a path.

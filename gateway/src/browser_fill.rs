@@ -38,12 +38,14 @@ use crate::browser_context::{BrowserSlot, LookupError, Session};
 /// The longest selector taken.
 pub const MAX_SELECTOR: usize = 1024;
 
-/// Runs in the isolated world with (selector or null, value or null,
-/// the secret's hosts, the host judged). With a null value it only finds.
-const FIELD: &str = r#"function (selector, value, hosts, judged) {
+/// Runs in the isolated world with (what is wanted: `secret` or `file`,
+/// selector or null, value or null, the secret's hosts, the host judged).
+/// With a null value it only finds; a file input, once found again, is
+/// returned itself (for `DOM.setFileInputFiles`), a refusal as a string.
+const FIELD: &str = r#"function (want, selector, value, hosts, judged) {
   const page = { visible: document.visibilityState === 'visible', focused: document.hasFocus(),
                  url: location.href, host: location.hostname, scheme: location.protocol };
-  const refuse = (why) => Object.assign(page, { refusal: why });
+  const refuse = (why) => (want === 'file' && value !== null) ? why : Object.assign(page, { refusal: why });
   let e = null;
   if (selector !== null) {
     try { e = document.querySelector(selector); }
@@ -62,6 +64,14 @@ const FIELD: &str = r#"function (selector, value, hosts, judged) {
   if (tag === 'iframe' || tag === 'frame') return refuse('the field is inside a frame, which is not filled');
   if (tag !== 'input') return refuse('the element is a <' + tag + '>, not an input field');
   const type = String(e.type).toLowerCase();
+  if (want === 'file') {
+    if (type !== 'file') return refuse('the element is not a file input (<input type=file>)');
+    if (e.disabled) return refuse('the file input is disabled');
+    page.field = e.multiple ? 'file:multiple' : 'file';
+    if (value === null) return page;
+    if (page.host !== judged) return refuse('the page moved to ' + page.host + ' after it was judged on ' + judged);
+    return e;
+  }
   const ac = String(e.getAttribute('autocomplete') || '').trim().toLowerCase();
   let field = null;
   if (type === 'password') field = 'password';
@@ -87,6 +97,24 @@ const FIELD: &str = r#"function (selector, value, hosts, judged) {
   return page;
 }"#;
 
+/// What a caller looks for in the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// A field a secret may be filled into.
+    Secret,
+    /// A file input.
+    File,
+}
+
+impl Want {
+    fn as_str(self) -> &'static str {
+        match self {
+            Want::Secret => "secret",
+            Want::File => "file",
+        }
+    }
+}
+
 /// The tab and field a fill goes to.
 #[derive(Debug, Clone)]
 pub struct Found {
@@ -95,7 +123,7 @@ pub struct Found {
     pub url: String,
     /// The URL's host name (no port), lower case.
     pub host: String,
-    /// `password` or `autocomplete:<token>`.
+    /// `password` or `autocomplete:<token>`; `file` or `file:multiple`.
     pub field: String,
 }
 
@@ -122,17 +150,18 @@ impl From<LookupError> for FillError {
 type Work<'s, T> = Pin<Box<dyn Future<Output = Result<T, LookupError>> + Send + 's>>;
 
 /// The visible tab whose field `selector` (or the focus, when `None`)
-/// names, and what that field is.
+/// names, as `want`ed, and what that field is.
 pub async fn find(
     manager: &Manager<AnyBackend>,
     slot: &BrowserSlot,
     id: &str,
+    want: Want,
     selector: Option<&str>,
 ) -> Result<Found, FillError> {
     let selector = selector.map(str::to_owned);
     let seen = slot
         .with(manager, id, move |session| -> Work<'_, _> {
-            Box::pin(async move { look_all(session, selector.as_deref()).await })
+            Box::pin(async move { look_all(session, want, selector.as_deref()).await })
         })
         .await?;
     // Visible tabs whose field is fillable; the focused ones, when any are.
@@ -191,6 +220,7 @@ pub async fn fill(
     hosts: &[String],
 ) -> Result<Found, FillError> {
     let args = json!([
+        { "value": Want::Secret.as_str() },
         { "value": selector },
         { "value": value },
         { "value": hosts },
@@ -224,12 +254,84 @@ pub async fn fill(
     })
 }
 
+/// Hands the file at `path` (in the guest, where the browser reads it) to
+/// `found`'s file input, checking again that the tab is at the host
+/// judged and the element still a file input. Why not, if it was not.
+pub async fn set_file(
+    manager: &Manager<AnyBackend>,
+    slot: &BrowserSlot,
+    id: &str,
+    found: &Found,
+    selector: Option<&str>,
+    path: &str,
+) -> Result<(), FillError> {
+    let args = json!([
+        { "value": Want::File.as_str() },
+        { "value": selector },
+        { "value": true },
+        { "value": [] },
+        { "value": found.host },
+    ]);
+    let target = found.target.clone();
+    let path = path.to_owned();
+    let refusal = slot
+        .with(manager, id, move |session| -> Work<'_, _> {
+            Box::pin(async move {
+                let pages = session.pages().await?;
+                if !pages.contains(&target) {
+                    return Ok(Some("the tab was closed".to_owned()));
+                }
+                let object = call_field(session, &target, args, false)
+                    .await?
+                    .unwrap_or_default();
+                let Some(object_id) = object["objectId"]
+                    .as_str()
+                    .filter(|_| object["subtype"] == "node")
+                else {
+                    let why = object["value"]
+                        .as_str()
+                        .unwrap_or("the page changed while it was read; try again");
+                    return Ok(Some(why.to_owned()));
+                };
+                let object_id = object_id.to_owned();
+                let attached = session.attach(&target).await?;
+                let set = session
+                    .call(
+                        "DOM.setFileInputFiles",
+                        json!({ "files": [path], "objectId": object_id }),
+                        Some(&attached),
+                    )
+                    .await;
+                let _ = session
+                    .call(
+                        "Runtime.releaseObject",
+                        json!({ "objectId": object_id }),
+                        Some(&attached),
+                    )
+                    .await;
+                set.map(|_| None)
+            })
+        })
+        .await?;
+    match refusal {
+        Some(why) => Err(FillError::Refused(why)),
+        None => Ok(()),
+    }
+}
+
 /// Every tab as the field function sees it for `selector`, finding only.
 async fn look_all(
     session: &mut Session,
+    want: Want,
     selector: Option<&str>,
 ) -> Result<Vec<(String, Value)>, LookupError> {
-    let args = json!([{ "value": selector }, { "value": null }, { "value": [] }, { "value": "" }]);
+    let args = json!([
+        { "value": want.as_str() },
+        { "value": selector },
+        { "value": null },
+        { "value": [] },
+        { "value": "" },
+    ]);
     let mut seen = Vec::new();
     for target in session.pages().await? {
         seen.push((target.clone(), run(session, &target, args.clone()).await?));
@@ -238,25 +340,44 @@ async fn look_all(
 }
 
 /// Calls the field function in tab `target`'s isolated world with `args`;
-/// its answer (an object), or a refusal when the page changed under it.
+/// its answer (an object), or a refusal when the page keeps changing
+/// under it.
 async fn run(session: &mut Session, target: &str, args: Value) -> Result<Value, LookupError> {
+    let answer = call_field(session, target, args, true).await?;
+    Ok(match answer {
+        Some(object) if object["value"].is_object() => object["value"].clone(),
+        _ => json!({ "refusal": "the page changed while it was read; try again" }),
+    })
+}
+
+/// Calls the field function in tab `target`'s isolated world: the
+/// answer's remote object (its value with `by_value`), or `None` when the
+/// page keeps changing under it. A world gone with a navigation is made
+/// again once.
+async fn call_field(
+    session: &mut Session,
+    target: &str,
+    args: Value,
+    by_value: bool,
+) -> Result<Option<Value>, LookupError> {
     let attached = session.attach(target).await?;
-    let world = session.world(target, &attached).await?;
-    let params = json!({
-        "functionDeclaration": FIELD,
-        "executionContextId": world,
-        "arguments": args,
-        "returnByValue": true,
-    });
-    let id = session
-        .send("Runtime.callFunctionOn", params, Some(&attached))
-        .await?;
-    let reply = session.replies(&[id]).await?.pop().unwrap_or_default();
-    let value = &reply["result"]["result"]["value"];
-    if reply.get("error").is_some() || !value.is_object() {
-        // The world went with a navigation: made again next time.
+    for _ in 0..2 {
+        let world = session.world(target, &attached).await?;
+        let params = json!({
+            "functionDeclaration": FIELD,
+            "executionContextId": world,
+            "arguments": args,
+            "returnByValue": by_value,
+        });
+        let id = session
+            .send("Runtime.callFunctionOn", params, Some(&attached))
+            .await?;
+        let reply = session.replies(&[id]).await?.pop().unwrap_or_default();
+        let object = &reply["result"]["result"];
+        if reply.get("error").is_none() && reply["result"].get("exceptionDetails").is_none() {
+            return Ok(Some(object.clone()));
+        }
         session.forget_world(&attached);
-        return Ok(json!({ "refusal": "the page changed while it was read; try again" }));
     }
-    Ok(value.clone())
+    Ok(None)
 }

@@ -181,6 +181,7 @@ impl Modify for BearerAuth {
         crate::api::secrets::bind,
         crate::api::secrets::given,
         crate::api::secrets::fill,
+        crate::api::uploads::upload,
         crate::api::replay::key,
         crate::api::replay::export,
         crate::api::replay::har,
@@ -225,6 +226,7 @@ impl Modify for BearerAuth {
         crate::wire::secret::NewSecret, crate::wire::secret::BindSecret,
         crate::ops::secrets::SecretView, crate::ops::secrets::BindingView,
         crate::wire::secret::FillSecret, crate::ops::secret_fill::Filled,
+        crate::ops::uploads::Uploaded,
     )),
     modifiers(&BearerAuth, &CallerRefusals, &ActionNames),
     security(("bearer" = []))

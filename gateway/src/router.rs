@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::api::{
     actions, approvals, clipboard, control, downloads, events, exec, files, replay, secrets,
-    tokens, webhooks, workspaces,
+    tokens, uploads, webhooks, workspaces,
 };
 use crate::app::AppState;
 use crate::error::{ErrorKind, OpError};
@@ -73,6 +73,11 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/workspaces/{id}/fill_secret",
             axum::routing::post(secrets::fill),
+        )
+        .route(
+            "/v1/workspaces/{id}/upload",
+            axum::routing::post(uploads::upload)
+                .layer(axum::extract::DefaultBodyLimit::max(uploads::BODY_LIMIT)),
         )
         .route(
             "/v1/webhooks/{id}",

@@ -168,11 +168,14 @@ pub enum EventKind {
     /// A secret's value was filled into a page's field by the gateway
     /// (`fill_secret`: the secret, the page and the field, never the value).
     SecretFill,
+    /// A file was handed to a page's file input by the gateway (its name,
+    /// SHA-256, size and the page's origin).
+    BrowserUpload,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 66] = [
+    pub const ALL: [Self; 67] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -239,6 +242,7 @@ impl EventKind {
         Self::SecretDelete,
         Self::SecretBind,
         Self::SecretFill,
+        Self::BrowserUpload,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -309,6 +313,7 @@ impl EventKind {
             Self::SecretDelete => "secret.delete",
             Self::SecretBind => "secret.bind",
             Self::SecretFill => "secret.fill",
+            Self::BrowserUpload => "browser.upload",
         }
     }
 
@@ -646,7 +651,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::SecretFill as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::BrowserUpload as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

@@ -13,7 +13,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use cubicle_image::control::{
     DeletePath, DirListing, ErrorCode, ErrorReply, ExecEvent, ExecExit, ExecInput, ExecRequest,
     ExecResult, FileData, FileInfo, InvalidField, MAX_EVENT_LINE, MAX_FILE, MAX_OUTPUT, MAX_STDIN,
-    PathArg, ReadFile, Request, STREAM_CHUNK, WriteFile, normalise_path,
+    PathArg, ReadFile, Request, STREAM_CHUNK, StageUpload, WriteFile, normalise_path,
 };
 use cubicle_image::ports;
 use serde::de::DeserializeOwned;
@@ -269,6 +269,23 @@ impl GuestChannel {
             data: B64.encode(bytes),
             mode,
             append: false,
+        });
+        self.call(&request, MAX_META_REPLY, FILES_TIMEOUT).await
+    }
+
+    /// Keeps `bytes` as file `name` where only the browser can read it
+    /// (for a page's file input); its metadata, named by its guest path.
+    pub async fn stage_upload(&self, name: &str, bytes: &[u8]) -> Result<FileInfo, GuestOpError> {
+        if bytes.len() as u64 > MAX_FILE {
+            return Err(GuestOpError::TooLarge {
+                what: "the content",
+                size: bytes.len() as u64,
+                limit: MAX_FILE,
+            });
+        }
+        let request = Request::StageUpload(StageUpload {
+            name: name.to_owned(),
+            data: B64.encode(bytes),
         });
         self.call(&request, MAX_META_REPLY, FILES_TIMEOUT).await
     }

@@ -56,5 +56,6 @@ mod survive;
 mod time_limits;
 mod ts_client;
 mod ttl_restart;
+mod uploads;
 mod walls;
 mod webhooks;

@@ -200,9 +200,11 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     )
     .await;
     assert_eq!(status, 200);
+    // An agent of this workspace's (an operator made it).
+    let driver = desk::scoped_token(&daemon, "driver", "agent", &[&id]).await;
     let fill = |body: Value| {
         let daemon = &daemon;
-        let agent = agent.secret.clone();
+        let agent = driver.secret.clone();
         let id = id.clone();
         async move {
             daemon

@@ -50,6 +50,20 @@ pub async fn token(daemon: &Daemon, name: &str, role: &str) -> Tok {
     }
 }
 
+/// A token of `role` that reaches workspaces `scope` (ids).
+pub async fn scoped_token(daemon: &Daemon, name: &str, role: &str, scope: &[&str]) -> Tok {
+    let body = json!({"name": name, "role": role, "scope": scope}).to_string();
+    let (status, made) = daemon
+        .call(Method::POST, "/v1/tokens", Some(&body))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{made}");
+    Tok {
+        id: made["id"].as_str().unwrap().to_owned(),
+        secret: made["secret"].as_str().unwrap().to_owned(),
+    }
+}
+
 pub async fn desk() -> Desk {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &[]).unwrap();

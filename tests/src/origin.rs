@@ -163,6 +163,12 @@ const LOGIN: &str = "<!doctype html><title>Log in</title>\
 <input id=pw name=pw type=password><input id=otp name=otp autocomplete=one-time-code>\
 <input id=note name=note><button id=go type=submit>Log in</button></form>";
 
+/// A page with a file input that shows the chosen file's name and text.
+const UPLOAD_FORM: &str = "<!doctype html><title>Upload</title>\
+<input id=f type=file><input id=t><pre id=got></pre><script>\
+document.getElementById('f').onchange = async (e) => { const file = e.target.files[0];\
+document.getElementById('got').textContent = file.name + ':' + await file.text(); };</script>";
+
 /// The `Host` headers the origins got for `path`, one entry a request.
 pub fn seen(path: &str) -> Vec<String> {
     SEEN.lock()
@@ -206,6 +212,10 @@ fn answer(req: &Request<Incoming>) -> Response<Body> {
     match path {
         "/page" => with(full(PAGE), &[("content-type", "text/html; charset=utf-8")]),
         "/login" => with(full(LOGIN), &[("content-type", "text/html; charset=utf-8")]),
+        "/upload-form" => with(
+            full(UPLOAD_FORM),
+            &[("content-type", "text/html; charset=utf-8")],
+        ),
         "/echo-host" => with(full(host), &[("content-type", "text/plain")]),
         "/headers" => {
             // Every request header as the origin got it, one per line.

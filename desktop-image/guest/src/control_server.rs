@@ -7,7 +7,7 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::supervisor::Supervisor;
-use crate::{exec, exec_stream, files, user};
+use crate::{exec, exec_stream, files, uploads, user};
 
 /// Serves one control connection: a Unix stream in the jail, a vsock
 /// stream in a microVM.
@@ -61,6 +61,18 @@ async fn answer(request: Request, supervisor: &Supervisor) -> String {
         Request::ListDir(request) => blocking(move || files::list(request)).await,
         Request::Stat(request) => blocking(move || files::stat(request)).await,
         Request::Delete(request) => blocking(move || files::delete(request)).await,
+        Request::StageUpload(request) => {
+            // As the services' id: the user must not reach the file.
+            let root = supervisor.uploads.clone();
+            let stage = move || uploads::stage(&root, request).map_err(ErrorReply::from);
+            match tokio::task::spawn_blocking(stage).await {
+                Ok(result) => reply(result),
+                Err(err) => encode(&ErrorReply::new(
+                    ErrorCode::Io,
+                    format!("staging the upload failed: {err}"),
+                )),
+            }
+        }
     }
 }
 

@@ -78,7 +78,7 @@ pub enum FilesError {
 }
 
 impl FilesError {
-    fn io(path: &Path, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         let denied = matches!(
             source.kind(),
             ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem

@@ -27,6 +27,7 @@ mod probes;
 mod seccomp_load;
 mod session;
 mod supervisor;
+mod uploads;
 mod user;
 mod vm_init;
 mod vsock_server;
@@ -146,7 +147,11 @@ async fn run(args: Args, endpoints: endpoints::Endpoints) -> Result<(), String> 
         endpoints.browser_net.clone(),
         browser_net::EGRESS_PORT,
     ));
-    let supervisor = Arc::new(supervisor::Supervisor::new(args.log_dir.clone(), endpoints));
+    let supervisor = Arc::new(supervisor::Supervisor::new(
+        args.log_dir.clone(),
+        endpoints,
+        args.browser_home.join("uploads"),
+    ));
     let server = if args.vm {
         let listeners = vsock_server::bind_guest_ports().map_err(|err| err.to_string())?;
         tokio::spawn(vsock_server::serve(listeners, supervisor.clone()))

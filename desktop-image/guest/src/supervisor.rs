@@ -62,15 +62,18 @@ struct State {
 pub struct Supervisor {
     /// How to reach the services (shared with the guest channel servers).
     pub endpoints: Endpoints,
+    /// Where uploads for the browser are kept ([`crate::uploads`]).
+    pub uploads: PathBuf,
     log_dir: PathBuf,
     state: Mutex<State>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Supervisor {
-    pub fn new(log_dir: PathBuf, endpoints: Endpoints) -> Self {
+    pub fn new(log_dir: PathBuf, endpoints: Endpoints, uploads: PathBuf) -> Self {
         Self {
             endpoints,
+            uploads,
             log_dir,
             state: Mutex::new(State::default()),
             tasks: Mutex::new(Vec::new()),

@@ -13,5 +13,6 @@ pub mod files;
 pub mod replay;
 pub mod secrets;
 pub mod tokens;
+pub mod uploads;
 pub mod webhooks;
 pub mod workspaces;

@@ -76,9 +76,15 @@ pub async fn fill(
     let hosts: Vec<String> = serde_json::from_str(&row.hosts).unwrap_or_default();
     let selector = request.selector.as_deref();
     let host = core.hosts.get(id);
-    let found = browser_fill::find(&core.manager, host.browser(), id, selector)
-        .await
-        .map_err(refused)?;
+    let found = browser_fill::find(
+        &core.manager,
+        host.browser(),
+        id,
+        browser_fill::Want::Secret,
+        selector,
+    )
+    .await
+    .map_err(refused)?;
     if !found.url.starts_with("https:") {
         return Err(mismatch(format!(
             "the page on screen ({}) is not on https: a secret is filled only into a page whose server the browser checked",

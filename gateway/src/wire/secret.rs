@@ -149,6 +149,22 @@ impl BindSecret {
     }
 }
 
+/// A selector of a field in the page, if given: 1..=1024 bytes without
+/// control characters.
+pub fn check_selector(selector: Option<&str>) -> Result<(), OpError> {
+    if let Some(selector) = selector
+        && (selector.trim().is_empty()
+            || selector.len() > crate::browser_fill::MAX_SELECTOR
+            || selector.chars().any(char::is_control))
+    {
+        return Err(OpError::bad_request(format!(
+            "selector: a CSS selector of 1..={} bytes without control characters, or leave it out for the focused field",
+            crate::browser_fill::MAX_SELECTOR
+        )));
+    }
+    Ok(())
+}
+
 /// Fills a secret the workspace was given into a field of the page on
 /// screen, without the caller seeing it (`fill_secret`).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -178,16 +194,7 @@ impl FillSecret {
                 "secret: a secret id such as \"sec-0123456789ab\" or the workspace's placeholder for it (GET /v1/workspaces/{id}/secrets lists both)",
             ));
         }
-        if let Some(selector) = &fill.selector
-            && (selector.trim().is_empty()
-                || selector.len() > crate::browser_fill::MAX_SELECTOR
-                || selector.chars().any(char::is_control))
-        {
-            return Err(OpError::bad_request(format!(
-                "selector: a CSS selector of 1..={} bytes without control characters, or leave it out to fill the focused field",
-                crate::browser_fill::MAX_SELECTOR
-            )));
-        }
+        check_selector(fill.selector.as_deref())?;
         Ok(fill)
     }
 }

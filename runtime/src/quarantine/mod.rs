@@ -218,6 +218,33 @@ impl Quarantine {
         Ok(record)
     }
 
+    /// What the quarantine finds in `bytes` that a caller hands to a page
+    /// (an upload): the type sniffed from them and the scanner's hits,
+    /// archives looked into as a download's are. Nothing is kept.
+    pub async fn examine(&self, bytes: &[u8]) -> Result<(String, Vec<Hit>), HoldError> {
+        let mut partial = tempfile::Builder::new()
+            .prefix("up-")
+            .tempfile_in(self.dir.join("tmp"))
+            .map_err(HoldError::Disk)?;
+        std::io::Write::write_all(&mut partial, bytes).map_err(HoldError::Disk)?;
+        let scanner = self.scanner.clone();
+        let hits = tokio::task::spawn_blocking(move || {
+            let path = partial.path();
+            let mut hits = scanner.scan_file(path)?;
+            let inside = archive::inspect(path, &scanner).map_err(|e| scan::ScanError::Scan {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+            hits.extend(inside);
+            Ok::<_, scan::ScanError>(hits)
+        })
+        .await
+        .map_err(|e| HoldError::Scan(e.to_string()))?
+        .map_err(|e| HoldError::Scan(e.to_string()))?;
+        let head = &bytes[..bytes.len().min(SNIFF_BYTES)];
+        Ok((sniff::sniff(head).1, hits))
+    }
+
     /// Removes the content of `sha256` unless a held or released record
     /// still refers to it.
     pub async fn forget_content(&self, sha256: &str) {
