@@ -92,6 +92,26 @@ def check_sync() -> None:
             assert operator.secrets() == []
         assert ws.secrets() == []
 
+        # fill_secret and upload through the client: a secret the
+        # workspace was not given, the EICAR file (the quarantine's scan)
+        # and a page without the file input are refused with their codes.
+        try:
+            ws.fill_secret("sec-000000000000", selector="#pw")
+            raise AssertionError("a secret the workspace was not given was filled")
+        except errors.NotFound as err:
+            assert err.code == "secret_not_given", err
+        eicar = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
+        try:
+            ws.upload("eicar.com", eicar, selector="#f")
+            raise AssertionError("the EICAR file was handed to a page")
+        except errors.Forbidden as err:
+            assert err.code == "upload_flagged", err
+        try:
+            ws.upload("notes.txt", "hello", selector="#no-such-input")
+            raise AssertionError("an upload went to no file input")
+        except errors.Conflict as err:
+            assert err.code == "upload_refused", err
+
         # Held: a result, not an exception; decided by an operator, then
         # sent again with the approval.
         held = ws.exec(["touch", "/home/user/held-python"])

@@ -36,6 +36,7 @@ from ._wire.api.files import get as w_file_get
 from ._wire.api.secrets import bind as w_secret_bind
 from ._wire.api.secrets import create as w_secret_create
 from ._wire.api.secrets import delete as w_secret_delete
+from ._wire.api.secrets import fill as w_secret_fill
 from ._wire.api.secrets import given as w_secrets_given
 from ._wire.api.secrets import list_ as w_secrets
 from ._wire.api.shell import run as w_exec
@@ -50,6 +51,7 @@ from ._wire.api.workspaces import start as w_start
 from ._wire.api.workspaces import stop as w_stop
 from ._wire.models.action_request import ActionRequest
 from ._wire.models.bind_secret import BindSecret
+from ._wire.models.fill_secret import FillSecret
 from ._wire.models.clipboard_text import ClipboardText
 from ._wire.models.new_secret import NewSecret
 from ._wire.models.ask import Ask
@@ -444,6 +446,40 @@ class AsyncWorkspace:
     async def secrets(self) -> list[dict[str, Any]]:
         """The secrets this workspace was given, with their placeholders."""
         return (await self._c._call(w_secrets_given._get_kwargs(self.id)))["secrets"]
+
+    async def fill_secret(self, secret: str, selector: str | None = None) -> dict[str, Any] | Held:
+        """Fills a secret this workspace was given (its id or placeholder)
+        into a field of the page on screen (``selector``, else the focused
+        field) without this client ever seeing the value: only a password
+        or autocomplete-marked field of an https page of one of the
+        secret's hosts. ``Held`` if the policy holds it for a person."""
+        fields = {"secret": secret, "selector": selector}
+        body = FillSecret.from_dict({k: v for k, v in fields.items() if v is not None})
+        return await self._c._call(w_secret_fill._get_kwargs(self.id, body=body), may_hold=True)
+
+    async def upload(
+        self,
+        name: str | None = None,
+        data: bytes | str | None = None,
+        *,
+        download: str | None = None,
+        selector: str | None = None,
+    ) -> dict[str, Any] | Held:
+        """Hands a file to the page's ``<input type=file>`` (``selector``,
+        else the focused one): ``data`` under ``name`` (scanned by the
+        quarantine first), or a released ``download`` of this workspace.
+        ``Held`` if the policy holds it for a person."""
+        content = data.encode() if isinstance(data, str) else (data or b"")
+        # As write_file: the document's bytes body is sent as it is.
+        params = {"name": name, "download": download, "selector": selector}
+        kwargs = {
+            "method": "post",
+            "url": f"/v1/workspaces/{quote(self.id, safe='')}/upload",
+            "params": {k: v for k, v in params.items() if v is not None},
+            "content": content,
+            "headers": {"content-type": "application/octet-stream"},
+        }
+        return await self._c._call(kwargs, may_hold=True)
 
     async def call_person(self, reason: str) -> dict[str, Any]:
         """Calls a person to take over the screen (a login, a captcha): the

@@ -740,6 +740,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workspaces/{id}/fill_secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["secrets/fill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workspaces/{id}/handoff": {
         parameters: {
             query?: never;
@@ -910,6 +926,22 @@ export interface paths {
         get?: never;
         put?: never;
         post: operations["workspaces/stop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workspaces/{id}/upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["files/upload"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1323,6 +1355,38 @@ export interface components {
             stdout_truncated: boolean;
             timed_out: boolean;
         };
+        /**
+         * @description Fills a secret the workspace was given into a field of the page on
+         *     screen, without the caller seeing it (`fill_secret`).
+         */
+        FillSecret: {
+            /**
+             * @description The secret's id (`sec-…`), or the placeholder the workspace holds.
+             * @example sec-0123456789ab
+             */
+            secret: string;
+            /**
+             * @description A CSS selector of the field in the page on screen; without it, the
+             *     focused field. It must be a password field or an input marked with
+             *     an `autocomplete` token (`username`, `one-time-code`, ...).
+             * @example #password
+             */
+            selector?: string | null;
+        };
+        /** @description What was filled (never the value). */
+        Filled: {
+            /**
+             * @description `password`, or `autocomplete:<token>` for another marked field
+             *     (shown masked, as a password field is).
+             * @example password
+             */
+            field: string;
+            host: string;
+            /** @description The secret's id. */
+            secret: string;
+            /** @description The page's URL at the moment of filling. */
+            url: string;
+        };
         /** @description Body of `POST /v1/workspaces/{id}/handoff`. */
         Handoff: {
             /**
@@ -1539,6 +1603,19 @@ export interface components {
              *     at or after it.
              */
             video_ms?: number | null;
+        };
+        /** @description What was handed to the page. */
+        Uploaded: {
+            /** @description The file's name as the page sees it. */
+            name: string;
+            origin: string;
+            sha256: string;
+            /** Format: int64 */
+            size: number;
+            /** @description The type sniffed from the bytes. */
+            sniffed_type: string;
+            /** @description The page's URL and origin when it got the file. */
+            url: string;
         };
         /** @description A subscription as the API shows it (never its secret). */
         WebhookView: {
@@ -2569,7 +2646,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call: list_workspaces, create_workspace, computer, exec, read_file, write_file, list_files, ask_person, call_person, clipboard) */
+        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call: list_workspaces, create_workspace, computer, exec, read_file, write_file, list_files, ask_person, call_person, clipboard, fill_secret) */
         requestBody: {
             content: {
                 "application/json": Record<string, never>;
@@ -5529,6 +5606,86 @@ export interface operations {
             };
         };
     };
+    "secrets/fill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FillSecret"];
+            };
+        };
+        responses: {
+            /** @description Filled: the field holds the value (shown masked); the caller never sees it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Filled"];
+                };
+            };
+            /** @description `approval_required`: held by a `secret.fill` rule (the shipped policies confirm); ask again once approved */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bad field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a role that uses the browser, held off by a take-over, or denied by a rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `secret_not_given`: the workspace does not have that secret; or no such workspace in the caller's scope */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `fill_refused`: the page is not on https at one of the secret's hosts, or the field is not a password or autocomplete-marked input (the message says which); `no_page`: no tab on screen */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     "control/handoff": {
         parameters: {
             query?: never;
@@ -6405,6 +6562,103 @@ export interface operations {
             };
             /** @description Not in a state this change applies to, or another lifecycle change on it is in progress */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "files/upload": {
+        parameters: {
+            query?: {
+                /** @description The file's name as the page sees it, with the file as the body */
+                name?: string;
+                /** @description A released download of this workspace (`dl-…`) instead of a body */
+                download?: string;
+                /** @description A CSS selector of the `<input type=file>`; the focused one without it */
+                selector?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description The file (at most 16 MiB), or empty with `download` */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
+        responses: {
+            /** @description The page's file input holds the file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Uploaded"];
+                };
+            };
+            /** @description `held`: an `upload` rule holds it for a person (the shipped default policy does); ask again once approved */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bad parameter (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `upload_flagged`: the quarantine's scan matched a rule (named); or not a role that uses the browser, held off by a take-over, denied by a rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace in the caller's scope, or no such download of it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `upload_refused`: no file input where the selector or the focus points (the message says what is there); `download_not_released`; `no_page` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over the size limit (`too_large`) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

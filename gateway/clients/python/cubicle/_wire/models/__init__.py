@@ -27,6 +27,8 @@ from .error_detail import ErrorDetail
 from .exec_body import ExecBody
 from .exec_body_env import ExecBodyEnv
 from .exec_result import ExecResult
+from .fill_secret import FillSecret
+from .filled import Filled
 from .handoff import Handoff
 from .hit_view import HitView
 from .image_format import ImageFormat
@@ -46,6 +48,7 @@ from .set_policy import SetPolicy
 from .time_limits_body import TimeLimitsBody
 from .time_limits_view import TimeLimitsView
 from .timeline_event import TimelineEvent
+from .uploaded import Uploaded
 from .webhook_view import WebhookView
 from .webhook_view_last_type_0 import WebhookViewLastType0
 from .workspace_list import WorkspaceList
@@ -84,6 +87,8 @@ __all__ = (
     "ExecBody",
     "ExecBodyEnv",
     "ExecResult",
+    "FillSecret",
+    "Filled",
     "Handoff",
     "HitView",
     "ImageFormat",
@@ -103,6 +108,7 @@ __all__ = (
     "TimeLimitsBody",
     "TimeLimitsView",
     "TimelineEvent",
+    "Uploaded",
     "WebhookView",
     "WebhookViewLastType0",
     "WorkspaceList",
