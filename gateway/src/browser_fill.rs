@@ -23,8 +23,13 @@
 //! too. What it cannot stop: the page's own scripts read the field's value
 //! (that is what a form is for), may send it wherever they like, or remove
 //! the masking style; a form's `action` may post it to another host (the
-//! egress policy still judges where). It fills the top document and open
-//! shadow roots, not frames.
+//! egress policy still judges where). An agent with the CDP door can read
+//! the field back as a page script can (`Runtime.evaluate`), unless a
+//! `cdp` rule denies it that. It fills the top document and open shadow
+//! roots, not frames.
+//!
+//! Uploads ([`set_file`]) use the same function to find a file input and
+//! hand it a file the guest keeps where only the browser reads it.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -807,7 +807,7 @@ async fn the_mcp_python_sdk_speaks_the_newest_protocol_over_stdio_and_http() {
         // Every tool the server has (tests/e2e/mcp.rs names them).
         assert_eq!(
             result["tools"].as_array().unwrap().len(),
-            10,
+            crate::mcp::TOOLS.len(),
             "{mode}: {result}"
         );
         assert_eq!(result["exec_error"], false, "{mode}: {result}");

@@ -13,7 +13,7 @@ use cubicle_tests::daemon::bin_dir;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 11] = [
+pub(crate) const TOOLS: [&str; 11] = [
     "list_workspaces",
     "create_workspace",
     "computer",

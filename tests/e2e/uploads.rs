@@ -145,14 +145,39 @@ async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
     )
     .await;
 
-    // The workspace's user cannot read what the browser read.
+    // The workspace's user cannot read what the browser read, through a
+    // command or the files API (which runs with the user's ids). Control,
+    // in a jail (whose disk the host sees): the file is there, so the
+    // refusals are the wall and not a missing file.
     let looked = desk::exec(
         &daemon,
         &id,
-        "cat /run/cubicle-browser/uploads/*/notes.txt 2>/dev/null; ls /run/cubicle-browser 2>/dev/null; true",
+        "cat /run/cubicle-browser/uploads/*/notes.txt 2>&1; true",
     )
     .await;
     assert!(!looked.contains(TEXT), "the user read the upload: {looked}");
+    if ws["backend"] == "jail" {
+        let uploads = daemon.workspace_dir(&id).join("disk/browser/uploads");
+        let folder = std::fs::read_dir(&uploads)
+            .unwrap_or_else(|e| panic!("control: {}: {e}", uploads.display()))
+            .flatten()
+            .next()
+            .expect("control: an upload folder");
+        let kept = folder.path().join("notes.txt");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), TEXT);
+        let inside = format!(
+            "/run/cubicle-browser/uploads/{}/notes.txt",
+            folder.file_name().to_string_lossy()
+        );
+        let response = reqwest::Client::new()
+            .get(daemon.url(&format!("/v1/workspaces/{id}/files")))
+            .query(&[("path", inside.as_str())])
+            .bearer_auth(&daemon.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{inside}");
+    }
 
     let events = desk::events(&daemon, &format!("workspace={id}")).await;
     let started = events
