@@ -192,7 +192,9 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     tab.call("Page.navigate", json!({ "url": login }))
         .await
         .unwrap();
-    wait_for(&mut tab, "!!document.getElementById('note')").await;
+    tab.wait_for("!!document.getElementById('note')")
+        .await
+        .unwrap();
     let (status, _) = as_op(
         Method::PUT,
         format!("/v1/workspaces/{id}/policy"),
@@ -267,7 +269,9 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     tab.eval("document.getElementById('user').value = 'alice'; document.getElementById('go').click(); true")
         .await
         .unwrap();
-    wait_for(&mut tab, "!!document.getElementById('result')").await;
+    tab.wait_for("!!document.getElementById('result')")
+        .await
+        .unwrap();
     let form = origin::posted();
     assert!(
         form.iter()
@@ -281,11 +285,9 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     )
     .await
     .unwrap();
-    wait_for(
-        &mut tab,
-        "location.hostname === 'other.test' && !!document.getElementById('pw')",
-    )
-    .await;
+    tab.wait_for("location.hostname === 'other.test' && !!document.getElementById('pw')")
+        .await
+        .unwrap();
     let (status, elsewhere) = fill(json!({"secret": sec, "selector": "#pw"})).await;
     assert_eq!(status, 409, "{elsewhere}");
     assert!(
@@ -401,18 +403,6 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     )
     .await;
     assert_eq!(after.trim(), "403", "{after}");
-}
-
-/// Waits until `expression` is true in `tab` (a page loading).
-async fn wait_for(tab: &mut cubicle_tests::cdp::Page, expression: &str) {
-    let deadline = std::time::Instant::now() + guard(std::time::Duration::from_secs(30));
-    while tab.eval(expression).await.ok() != Some(Value::Bool(true)) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the page never got to {expression}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
 }
 
 /// The Secrets panel in headless Chromium (tests/browser/secrets.mjs): an

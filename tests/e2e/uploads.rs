@@ -7,26 +7,14 @@
 //! the quarantine's scan, a selector that names no file input is refused,
 //! and the event names the file's SHA-256 and the page's origin.
 
+use cubicle_tests::Daemon;
 use cubicle_tests::desk;
 use cubicle_tests::origin;
-use cubicle_tests::{Daemon, guard};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 const TEXT: &str = "hello from the host, 4b1d";
-
-/// Waits until `expression` is true in `tab`.
-async fn wait_for(tab: &mut cubicle_tests::cdp::Page, expression: &str) {
-    let deadline = std::time::Instant::now() + guard(std::time::Duration::from_secs(30));
-    while tab.eval(expression).await.ok() != Some(Value::Bool(true)) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the page never got to {expression}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
@@ -61,7 +49,9 @@ async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
     tab.call("Page.navigate", json!({ "url": page }))
         .await
         .unwrap();
-    wait_for(&mut tab, "!!document.getElementById('f')").await;
+    tab.wait_for("!!document.getElementById('f')")
+        .await
+        .unwrap();
 
     let upload = |query: String, bytes: Vec<u8>| {
         let daemon = &daemon;
@@ -139,11 +129,11 @@ async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
     assert_eq!(status, 200, "{uploaded}");
     assert_eq!(uploaded["sha256"], sha256.as_str(), "{uploaded}");
     assert_eq!(uploaded["name"], "notes.txt", "{uploaded}");
-    wait_for(
-        &mut tab,
-        &format!("document.getElementById('got').textContent === 'notes.txt:{TEXT}'"),
-    )
-    .await;
+    tab.wait_for(&format!(
+        "document.getElementById('got').textContent === 'notes.txt:{TEXT}'"
+    ))
+    .await
+    .unwrap();
 
     // The workspace's user cannot read what the browser read, through a
     // command or the files API (which runs with the user's ids). Control,

@@ -75,6 +75,19 @@ impl Page {
         Ok(result["result"]["value"].clone())
     }
 
+    /// Waits until `expression` is true in the page (a page loading, a
+    /// script reacting), up to 30 s scaled by `guard`.
+    pub async fn wait_for(&mut self, expression: &str) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + crate::guard(Duration::from_secs(30));
+        while self.eval(expression).await.ok() != Some(Value::Bool(true)) {
+            if std::time::Instant::now() >= deadline {
+                bail!("the page never got to {expression}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
     /// Navigates to `url` and waits for the load to finish.
     pub async fn goto(&mut self, url: &str) -> anyhow::Result<()> {
         self.call("Page.navigate", json!({ "url": url })).await?;
