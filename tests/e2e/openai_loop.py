@@ -156,6 +156,13 @@ with Cubicle() as cubicle:
     asked = seen["sc_1"]
     assert asked["operation"] == "ask" and asked["reason"] == check(1, "")["message"], asked
     assert asked["params"]["details"]["actions"][1] == {"type": "type", "text": f"about:blank#{MARK}-confirmed"}, asked
+    # The screen as it was when asked: in the record at once, or (a
+    # loaded host) added to it soon after.
+    deadline = time.monotonic() + 60
+    while not asked["has_screenshot"] and time.monotonic() < deadline:
+        time.sleep(0.25)
+        asked = httpx.get(f"{os.environ['CUBICLE_URL']}{asked['url']}", timeout=30,
+                          headers={"authorization": f"Bearer {os.environ['OPERATOR_TOKEN']}"}).json()
     assert asked["has_screenshot"], asked
     assert any(f"#{MARK}-confirmed" in u for u in urls(ws)), urls(ws)
 

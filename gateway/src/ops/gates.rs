@@ -42,8 +42,10 @@ use crate::ops::Core;
 
 /// How often a waiting MCP call is told it still waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
-/// How long taking the screenshot of a held action may take.
+/// How long the request of a held action waits for its screenshot.
 const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the screenshot of a held action is tried for in all.
+const SCREENSHOT_GIVE_UP: Duration = Duration::from_secs(60);
 
 use super::context::Progress;
 
@@ -334,28 +336,47 @@ pub(super) async fn request(
     Ok(state.gates.approvals.get(&approval.id).unwrap_or(approval))
 }
 
-/// Keeps a picture of the screen as it was when the action was asked.
+/// Keeps a picture of the screen as it was when the action was asked:
+/// waited for up to [`SCREENSHOT_TIMEOUT`], so the answer usually has it,
+/// then left to finish in the background (on a loaded host reading and
+/// encoding the screen can take longer; the picture then arrives later,
+/// and the approvals' change stream says so), given up after
+/// [`SCREENSHOT_GIVE_UP`].
 async fn screenshot(state: &Core, workspace: &str, approval: &str) {
-    let taken = tokio::time::timeout(SCREENSHOT_TIMEOUT, async {
-        let record = state.manager.get(workspace).await.ok()?;
-        let channel = state
-            .manager
-            .backend()
-            .channel(&state.manager.spec(&record));
-        let session = state.hosts.screen(workspace, &channel).await.ok()?;
-        let frame = session.snapshot();
-        let encoded = tokio::task::spawn_blocking(move || {
-            crate::screen::image_out::encode(&frame, crate::screen::image_out::Format::Png, None)
-        });
-        encoded.await.ok()?.ok()
-    })
-    .await;
-    if let Ok(Some(encoded)) = taken {
-        state
-            .gates
-            .approvals
-            .set_screenshot(approval, encoded.bytes);
-    }
+    let (state, workspace, approval) = (state.clone(), workspace.to_owned(), approval.to_owned());
+    let taking = tokio::spawn(async move {
+        let taken = tokio::time::timeout(SCREENSHOT_GIVE_UP, async {
+            let record = state.manager.get(&workspace).await.ok()?;
+            let channel = state
+                .manager
+                .backend()
+                .channel(&state.manager.spec(&record));
+            let session = state.hosts.screen(&workspace, &channel).await.ok()?;
+            let frame = session.snapshot();
+            let encoded = tokio::task::spawn_blocking(move || {
+                crate::screen::image_out::encode(
+                    &frame,
+                    crate::screen::image_out::Format::Png,
+                    None,
+                )
+            });
+            encoded.await.ok()?.ok()
+        })
+        .await;
+        match taken {
+            Ok(Some(encoded)) => state
+                .gates
+                .approvals
+                .set_screenshot(&approval, encoded.bytes),
+            _ => tracing::warn!(
+                workspace,
+                approval,
+                "no screenshot for the approval: the screen could not be read"
+            ),
+        }
+    });
+    // Not done in time: it goes on without the caller.
+    let _ = tokio::time::timeout(SCREENSHOT_TIMEOUT, taking).await;
 }
 
 /// Waits up to `wait` for `approval` of `gated` (and `more`) to be
