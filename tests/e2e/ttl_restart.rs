@@ -78,11 +78,24 @@ async fn a_stop_and_start_gives_the_workspace_its_whole_ttl_again() {
         assert!(Instant::now() < deadline, "never expired after the restart");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let (status, events) = daemon
-        .call(Method::GET, &format!("/v1/events?workspace={id}"), None)
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{events}");
+    // The expiry's `ok` row is written once the stop it made is done,
+    // just after the state says stopped: wait for it.
+    let events = loop {
+        let (status, events) = daemon
+            .call(Method::GET, &format!("/v1/events?workspace={id}"), None)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{events}");
+        let ended = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "workspace.expire" && e["outcome"] != "started");
+        if ended || Instant::now() >= deadline {
+            break events;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     let expiries: Vec<&Value> = events["events"]
         .as_array()
         .unwrap()

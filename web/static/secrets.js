@@ -85,13 +85,22 @@ function row(s) {
     give, given, error);
 }
 
+// Refreshes by the order they were sent: the newest answer shown so far.
+let sent = 0;
+let applied = 0;
+
 async function refresh() {
+  // A slower answer to an earlier refresh (the 3 s timer's, sent before a
+  // removal) must not put back what a later one took away.
+  const mine = ++sent;
   let secrets;
   try {
     ({ secrets } = await api('GET', '/v1/secrets'));
   } catch {
     return;
   }
+  if (mine < applied) return;
+  applied = mine;
   $('#secrets-count').textContent = secrets.length ? `(${secrets.length})` : '';
   const key = JSON.stringify(secrets.map((s) => s.id));
   if (key === shown) return;
