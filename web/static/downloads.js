@@ -80,13 +80,22 @@ function row(d) {
   return node;
 }
 
+// Refreshes by the order they were sent: the newest answer shown so far
+// (a slow timer refresh must not put back what an action's later one took
+// away).
+let sent = 0;
+let applied = 0;
+
 async function refresh() {
+  const mine = ++sent;
   let downloads;
   try {
     ({ downloads } = await api('GET', '/v1/downloads'));
   } catch {
     return;
   }
+  if (mine < applied) return;
+  applied = mine;
   const recent = downloads.filter((d) => d.state === 'held' || Date.now() - (d.decided_at_ms || 0) < 10 * 60 * 1000);
   // Redraw only on change, so a reason being typed is kept.
   const key = JSON.stringify(recent.map((d) => [d.id, d.state]));

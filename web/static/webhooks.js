@@ -65,13 +65,22 @@ function row(w) {
     error);
 }
 
+// Refreshes by the order they were sent: the newest answer shown so far
+// (a slow timer refresh must not put back what an action's later one took
+// away).
+let sent = 0;
+let applied = 0;
+
 async function refresh() {
+  const mine = ++sent;
   let webhooks;
   try {
     ({ webhooks } = await api('GET', '/v1/webhooks'));
   } catch {
     return;
   }
+  if (mine < applied) return;
+  applied = mine;
   $('#webhooks-count').textContent = webhooks.length ? `(${webhooks.length})` : '';
   // Redraw only on change, so nothing being read jumps.
   const key = JSON.stringify(webhooks.map((w) => [w.id, w.last]));
