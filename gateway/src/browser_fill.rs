@@ -143,6 +143,30 @@ pub enum FillError {
     Refused(String),
 }
 
+impl FillError {
+    /// The API's answer: 409 `no_page` (with `no_page`'s text) or
+    /// `refused` ("`done_not`: why"), or the browser's failure.
+    pub fn into_op(
+        self,
+        refused: &'static str,
+        done_not: &str,
+        no_page: &str,
+    ) -> crate::error::OpError {
+        use crate::error::{ErrorKind, OpError};
+        match self {
+            FillError::NoBrowser => OpError::new(ErrorKind::Conflict, "no_page", no_page),
+            FillError::Unreadable(why) => OpError::new(
+                ErrorKind::Unreachable,
+                "browser_unreachable",
+                format!("the workspace's browser did not answer as it should: {why}"),
+            ),
+            FillError::Refused(why) => {
+                OpError::new(ErrorKind::Conflict, refused, format!("{done_not}: {why}"))
+            }
+        }
+    }
+}
+
 impl From<LookupError> for FillError {
     fn from(err: LookupError) -> Self {
         match err {

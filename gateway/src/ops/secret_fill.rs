@@ -156,17 +156,9 @@ fn mismatch(message: String) -> OpError {
 }
 
 fn refused(err: FillError) -> OpError {
-    match err {
-        FillError::NoBrowser => OpError::new(
-            ErrorKind::Conflict,
-            "no_page",
-            "no browser tab is on screen to fill: open the page first",
-        ),
-        FillError::Unreadable(why) => OpError::new(
-            ErrorKind::Unreachable,
-            "browser_unreachable",
-            format!("the workspace's browser did not answer as it should: {why}"),
-        ),
-        FillError::Refused(why) => mismatch(format!("not filled: {why}")),
-    }
+    err.into_op(
+        "fill_refused",
+        "not filled",
+        "no browser tab is on screen to fill: open the page first",
+    )
 }

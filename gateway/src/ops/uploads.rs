@@ -219,21 +219,9 @@ fn gone(download: &str) -> OpError {
 }
 
 fn refused(err: FillError) -> OpError {
-    match err {
-        FillError::NoBrowser => OpError::new(
-            ErrorKind::Conflict,
-            "no_page",
-            "no browser tab is on screen: open the page with the file input first",
-        ),
-        FillError::Unreadable(why) => OpError::new(
-            ErrorKind::Unreachable,
-            "browser_unreachable",
-            format!("the workspace's browser did not answer as it should: {why}"),
-        ),
-        FillError::Refused(why) => OpError::new(
-            ErrorKind::Conflict,
-            "upload_refused",
-            format!("not uploaded: {why}"),
-        ),
-    }
+    err.into_op(
+        "upload_refused",
+        "not uploaded",
+        "no browser tab is on screen: open the page with the file input first",
+    )
 }
