@@ -14,6 +14,11 @@
 //! | `list_dir` | [`PathArg`] | [`DirListing`] |
 //! | `stat` | [`PathArg`] | [`FileInfo`] |
 //! | `delete` | [`DeletePath`] | [`FileInfo`] of what was removed |
+//! | `stage_upload` | [`StageUpload`] | [`FileInfo`] of the kept file |
+//! | `profile_save` | [`ProfileSave`] | [`ProfileArchive`] |
+//! | `profile_chunk` | [`ProfileChunk`] | [`FileData`] of the saved archive |
+//! | `profile_put` | [`ProfilePut`] | [`ProfileArchive`] received so far |
+//! | `profile_load` | [`ProfileArchive`] | [`ProfileArchive`] loaded |
 //!
 //! Byte payloads (stdin, output, file contents) travel as standard base64.
 //! A request line is at most [`MAX_REQUEST`] bytes: large enough for a
@@ -70,6 +75,16 @@ pub enum Request {
     /// Keep a file for the browser to hand to a page, where only the
     /// services' id can read it; the reply's [`FileInfo`] names its path.
     StageUpload(StageUpload),
+    /// Close the browser (so it writes out its profile), pack the profile
+    /// without its caches, and open the browser again unless `stay_closed`.
+    ProfileSave(ProfileSave),
+    /// A piece of the archive the last `profile_save` made.
+    ProfileChunk(ProfileChunk),
+    /// A piece of an archive to load (offset 0 starts a new one).
+    ProfilePut(ProfilePut),
+    /// Close the browser, replace its profile with the archive put, open
+    /// it again; the reply comes once it is ready.
+    ProfileLoad(ProfileArchive),
 }
 
 /// A command to run as the workspace user.
@@ -211,6 +226,39 @@ pub struct StageUpload {
     /// 1..=255 bytes, no `/`, NUL, `.` or `..`.
     pub name: String,
     /// Base64 of the content, at most [`MAX_FILE`] bytes decoded.
+    pub data: String,
+}
+
+/// The largest browser profile archive (gzip'd tar, caches left out)
+/// either side accepts.
+pub const MAX_PROFILE: u64 = 256 * 1024 * 1024;
+
+/// `profile_save`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProfileSave {
+    /// Leave the browser closed (the workspace is stopping).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stay_closed: bool,
+}
+
+/// A profile archive: its size and SHA-256 (hex).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProfileArchive {
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// `profile_chunk`: at most [`MAX_FILE`] bytes of the saved archive.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProfileChunk {
+    pub offset: u64,
+}
+
+/// `profile_put`: bytes of an archive at `offset` (the size put so far).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProfilePut {
+    pub offset: u64,
+    /// Base64, at most [`MAX_FILE`] bytes decoded.
     pub data: String,
 }
 

@@ -171,11 +171,19 @@ pub enum EventKind {
     /// A file was handed to a page's file input by the gateway (its name,
     /// SHA-256, size and the page's origin).
     BrowserUpload,
+    /// A workspace's browser profile was loaded as it started, saved as it
+    /// stopped, or could not be saved (each by the daemon: the profile,
+    /// the archive's size and SHA-256, or the reason).
+    ProfileLoad,
+    ProfileSave,
+    ProfileNotSaved,
+    /// A kept browser profile was removed.
+    ProfileDelete,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 67] = [
+    pub const ALL: [Self; 71] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -243,6 +251,10 @@ impl EventKind {
         Self::SecretBind,
         Self::SecretFill,
         Self::BrowserUpload,
+        Self::ProfileLoad,
+        Self::ProfileSave,
+        Self::ProfileNotSaved,
+        Self::ProfileDelete,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -314,6 +326,10 @@ impl EventKind {
             Self::SecretBind => "secret.bind",
             Self::SecretFill => "secret.fill",
             Self::BrowserUpload => "browser.upload",
+            Self::ProfileLoad => "profile.load",
+            Self::ProfileSave => "profile.save",
+            Self::ProfileNotSaved => "profile.not_saved",
+            Self::ProfileDelete => "profile.delete",
         }
     }
 
@@ -651,7 +667,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::BrowserUpload as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::ProfileDelete as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

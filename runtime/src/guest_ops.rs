@@ -12,8 +12,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use cubicle_image::control::{
     DeletePath, DirListing, ErrorCode, ErrorReply, ExecEvent, ExecExit, ExecInput, ExecRequest,
-    ExecResult, FileData, FileInfo, InvalidField, MAX_EVENT_LINE, MAX_FILE, MAX_OUTPUT, MAX_STDIN,
-    PathArg, ReadFile, Request, STREAM_CHUNK, StageUpload, WriteFile, normalise_path,
+    ExecResult, FileData, FileInfo, InvalidField, MAX_EVENT_LINE, MAX_FILE, MAX_OUTPUT,
+    MAX_PROFILE, MAX_STDIN, PathArg, ProfileArchive, ProfileChunk, ProfilePut, ProfileSave,
+    ReadFile, Request, STREAM_CHUNK, StageUpload, WriteFile, normalise_path,
 };
 use cubicle_image::ports;
 use serde::de::DeserializeOwned;
@@ -33,8 +34,16 @@ const MAX_READ_REPLY: u64 = base64_len(MAX_FILE) + ENVELOPE;
 const MAX_META_REPLY: u64 = 8 * 1024 * 1024;
 /// How long a files op may take, transfer included.
 const FILES_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long saving or loading a browser profile may take on the guest (the
+/// browser closes and opens again: minutes under emulated virtualization).
+const PROFILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How much longer than its own timeout an exec's reply may take.
 const EXEC_SLACK: Duration = Duration::from_secs(10);
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
 
 const fn base64_len(bytes: u64) -> u64 {
     bytes.div_ceil(3) * 4
@@ -288,6 +297,75 @@ impl GuestChannel {
             data: B64.encode(bytes),
         });
         self.call(&request, MAX_META_REPLY, FILES_TIMEOUT).await
+    }
+
+    /// Closes the browser, packs its profile (caches left out) and fetches
+    /// the archive; the browser opens again unless `stay_closed`. The
+    /// archive's size and SHA-256 are the guest's word, checked against
+    /// what arrives; it is never unpacked on the host.
+    pub async fn save_profile(&self, stay_closed: bool) -> Result<Vec<u8>, GuestOpError> {
+        let request = Request::ProfileSave(ProfileSave { stay_closed });
+        let archive: ProfileArchive = self.call(&request, ENVELOPE, PROFILE_TIMEOUT).await?;
+        if archive.size > MAX_PROFILE {
+            return Err(GuestOpError::TooLarge {
+                what: "the profile archive",
+                size: archive.size,
+                limit: MAX_PROFILE,
+            });
+        }
+        let mut bytes = Vec::with_capacity(archive.size.min(MAX_FILE) as usize);
+        while (bytes.len() as u64) < archive.size {
+            let request = Request::ProfileChunk(ProfileChunk {
+                offset: bytes.len() as u64,
+            });
+            let data: FileData = self.call(&request, MAX_READ_REPLY, FILES_TIMEOUT).await?;
+            let piece = decode("profile archive", &data.data, MAX_FILE as usize)?;
+            if piece.is_empty() || bytes.len() as u64 + piece.len() as u64 > archive.size {
+                return Err(GuestOpError::BadReply(format!(
+                    "the profile archive was announced as {} bytes; a piece at {} had {}",
+                    archive.size,
+                    bytes.len(),
+                    piece.len()
+                )));
+            }
+            bytes.extend_from_slice(&piece);
+        }
+        let sha256 = sha256_hex(&bytes);
+        if !sha256.eq_ignore_ascii_case(&archive.sha256) {
+            return Err(GuestOpError::BadReply(format!(
+                "the profile archive's SHA-256 is {sha256}, not the {} announced",
+                archive.sha256
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// Puts a profile archive (from [`GuestChannel::save_profile`] of an
+    /// earlier workspace) in place of the browser's profile; returns once
+    /// the browser runs on it.
+    pub async fn load_profile(&self, bytes: &[u8]) -> Result<(), GuestOpError> {
+        if bytes.len() as u64 > MAX_PROFILE {
+            return Err(GuestOpError::TooLarge {
+                what: "the profile archive",
+                size: bytes.len() as u64,
+                limit: MAX_PROFILE,
+            });
+        }
+        let mut offset = 0u64;
+        for piece in bytes.chunks(MAX_FILE as usize) {
+            let request = Request::ProfilePut(ProfilePut {
+                offset,
+                data: B64.encode(piece),
+            });
+            let _: ProfileArchive = self.call(&request, ENVELOPE, FILES_TIMEOUT).await?;
+            offset += piece.len() as u64;
+        }
+        let request = Request::ProfileLoad(ProfileArchive {
+            size: bytes.len() as u64,
+            sha256: sha256_hex(bytes),
+        });
+        let _: ProfileArchive = self.call(&request, ENVELOPE, PROFILE_TIMEOUT).await?;
+        Ok(())
     }
 
     /// Adds `bytes` (at most [`MAX_FILE`]) at the end of a regular file.

@@ -29,6 +29,7 @@ pub mod manager;
 pub mod microvm;
 pub mod pool;
 pub mod proc_scan;
+pub mod profiles;
 pub mod quarantine;
 pub mod rootfs_modes;
 pub mod secret_rows;

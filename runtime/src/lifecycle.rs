@@ -37,6 +37,24 @@ pub enum Change {
         reason: String,
     },
     Deleted,
+    /// Its browser profile was loaded from the kept archive as it started.
+    ProfileLoaded {
+        profile: String,
+        size: u64,
+        sha256: String,
+    },
+    /// Its browser profile was saved as it stopped.
+    ProfileSaved {
+        profile: String,
+        size: u64,
+        sha256: String,
+    },
+    /// Saving its browser profile failed (the archive kept is the one
+    /// before), or it crashed and nothing could be saved.
+    ProfileNotSaved {
+        profile: String,
+        reason: String,
+    },
 }
 
 impl Change {

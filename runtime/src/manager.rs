@@ -30,6 +30,24 @@ const READY_POLL: Duration = Duration::from_millis(200);
 /// Why a workspace of an older version whose uids now overlap another's
 /// does not start.
 const SHARED_UID: &str = "its host uids overlap another workspace's (it was made by an older Cubicle that gave each workspace one uid; this one needs two): delete it and create it again";
+/// Why a workspace may not run with `profile`.
+fn profile_refusal(profile: &crate::profiles::Row, refusal: &crate::profiles::Refusal) -> String {
+    match refusal {
+        crate::profiles::Refusal::NotFound => {
+            format!("its browser profile {:?} no longer exists", profile.name)
+        }
+        crate::profiles::Refusal::InUse(holder) => format!(
+            "its browser profile {:?} is in use by running workspace {holder}; stop that one first",
+            profile.name
+        ),
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
 /// How often a running workspace's OOM kill count is looked at (to log it).
 const OOM_POLL: Duration = Duration::from_secs(5);
 
@@ -67,6 +85,9 @@ pub struct CreateRequest {
     /// the caller asks for nothing the pool's workspaces do not already run
     /// with (geometry and limits are checked here, the rest is the caller's).
     pub from_pool: bool,
+    /// The browser profile it runs with (a [`crate::profiles`] id the
+    /// caller may use): loaded at every start, saved at every stop.
+    pub profile: Option<String>,
 }
 
 /// Settings of the manager.
@@ -217,6 +238,11 @@ impl<B: Backend> Manager<B> {
         &self.backend
     }
 
+    /// Where the browser profiles' archives are kept.
+    pub fn profile_archives(&self) -> crate::profiles::Archives {
+        crate::profiles::Archives::under(&self.config.data_dir)
+    }
+
     /// The backend's view of a stored workspace.
     pub fn spec(&self, record: &WorkspaceRecord) -> WorkspaceSpec {
         WorkspaceSpec {
@@ -361,6 +387,7 @@ impl<B: Backend> Manager<B> {
     {
         let default_limits = self.limits_policy().default;
         let matches = request.from_pool
+            && request.profile.is_none()
             && request.geometry == Geometry::default()
             && request.limits.is_none_or(|l| l == default_limits);
         if matches && self.pool.size() > 0 {
@@ -481,7 +508,7 @@ impl<B: Backend> Manager<B> {
         let id = format!("ws-{}", hex::encode(raw));
         let now = now_ms();
         let record = WorkspaceRecord {
-            name: request.name.unwrap_or_else(|| id.clone()),
+            name: request.name.clone().unwrap_or_else(|| id.clone()),
             id,
             backend: self.backend.name().to_owned(),
             state: WorkspaceState::Creating,
@@ -491,12 +518,15 @@ impl<B: Backend> Manager<B> {
             error: None,
             created_at: now,
             updated_at: now,
-            owner_token: request.owner_token,
+            owner_token: request.owner_token.clone(),
             limits: request
                 .limits
                 .unwrap_or_else(|| self.limits_policy().default),
         };
         self.store.insert(&record).await?;
+        if let Some(profile) = &request.profile {
+            crate::profiles::attach(&self.store, &record.id, profile).await?;
+        }
         self.lifecycle.publish(&record.id, Change::Created);
         Ok(record)
     }
@@ -510,6 +540,7 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(&spec.id, WorkspaceState::Failed, None, Some(reason))
             .await?;
+        crate::profiles::release(&self.store, &spec.id).await?;
         self.release_uids(spec.host_uid);
         let reason = reason.to_owned();
         self.lifecycle.publish(&spec.id, Change::Crashed { reason });
@@ -519,6 +550,7 @@ impl<B: Backend> Manager<B> {
     /// Starts the workspace's processes and waits until the guest is ready.
     /// On success the store says `running` and an exit watcher is armed.
     async fn boot(self: &Arc<Self>, spec: &WorkspaceSpec) -> Result<(), String> {
+        let profile = self.claim_profile(&spec.id).await?;
         let (pid, mut exit) = self.backend.start(spec).map_err(|e| e.to_string())?;
         self.store
             .set_state(&spec.id, WorkspaceState::Starting, Some(pid), None)
@@ -531,6 +563,9 @@ impl<B: Backend> Manager<B> {
             ..spec.clone()
         };
         self.wait_ready(&started, &mut exit).await?;
+        if let Some(profile) = profile {
+            self.load_profile(&started, &profile).await?;
+        }
         self.store
             .set_state(&spec.id, WorkspaceState::Running, Some(pid), None)
             .await
@@ -539,6 +574,101 @@ impl<B: Backend> Manager<B> {
         self.lifecycle.publish(&spec.id, Change::Running);
         tracing::info!(workspace = %spec.id, pid, "workspace running");
         Ok(())
+    }
+
+    /// Claims the profile workspace `id` runs with, if any; the reason
+    /// when another running workspace has it.
+    async fn claim_profile(&self, id: &str) -> Result<Option<crate::profiles::Row>, String> {
+        let cannot = |err: StateError| format!("cannot claim its browser profile: {err}");
+        let Some(row) = crate::profiles::of_workspace(&self.store, id)
+            .await
+            .map_err(cannot)?
+        else {
+            return Ok(None);
+        };
+        match crate::profiles::claim(&self.store, &row.id, id)
+            .await
+            .map_err(cannot)?
+        {
+            Ok(()) => Ok(Some(row)),
+            Err(refusal) => Err(profile_refusal(&row, &refusal)),
+        }
+    }
+
+    /// Puts the kept archive of `profile` (if it was ever saved) in place
+    /// of the new browser's profile; returns once the browser runs on it.
+    async fn load_profile(
+        &self,
+        spec: &WorkspaceSpec,
+        profile: &crate::profiles::Row,
+    ) -> Result<(), String> {
+        let cannot =
+            |err: String| format!("cannot load its browser profile {:?}: {err}", profile.name);
+        let archives = self.profile_archives();
+        let Some(bytes) = archives
+            .read(&profile.id)
+            .map_err(|e| cannot(e.to_string()))?
+        else {
+            return Ok(());
+        };
+        let channel = self.backend.channel(spec);
+        channel
+            .load_profile(&bytes)
+            .await
+            .map_err(|e| cannot(e.to_string()))?;
+        let change = Change::ProfileLoaded {
+            profile: profile.id.clone(),
+            size: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
+        };
+        self.lifecycle.publish(&spec.id, change);
+        Ok(())
+    }
+
+    /// Saves the browser profile of a running workspace that has one (the
+    /// browser is closed for it, the workspace is stopping) and lets the
+    /// profile go. A save that fails keeps the archive from before and is
+    /// published, never stops the stop.
+    async fn save_profile(&self, spec: &WorkspaceSpec) {
+        let profile = match crate::profiles::of_workspace(&self.store, &spec.id).await {
+            Ok(Some(profile)) if profile.running_in.as_deref() == Some(spec.id.as_str()) => profile,
+            Ok(_) => return,
+            Err(err) => {
+                tracing::warn!(workspace = %spec.id, %err, "cannot look up the workspace's browser profile");
+                return;
+            }
+        };
+        let saved = async {
+            let bytes = self
+                .backend
+                .channel(spec)
+                .save_profile(true)
+                .await
+                .map_err(|e| e.to_string())?;
+            let sha256 = sha256_hex(&bytes);
+            self.profile_archives()
+                .write(&profile.id, &bytes)
+                .map_err(|e| format!("cannot keep the archive: {e}"))?;
+            crate::profiles::saved(&self.store, &profile.id, bytes.len() as u64, &sha256)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((bytes.len() as u64, sha256))
+        };
+        let change = match saved.await {
+            Ok((size, sha256)) => Change::ProfileSaved {
+                profile: profile.id.clone(),
+                size,
+                sha256,
+            },
+            Err(reason) => {
+                tracing::warn!(workspace = %spec.id, profile = %profile.id, %reason, "browser profile not saved");
+                Change::ProfileNotSaved {
+                    profile: profile.id.clone(),
+                    reason,
+                }
+            }
+        };
+        self.lifecycle.publish(&spec.id, change);
     }
 
     async fn wait_ready(
@@ -605,6 +735,15 @@ impl<B: Backend> Manager<B> {
                 .store
                 .set_state(&spec.id, WorkspaceState::Stopped, None, Some(&reason))
                 .await;
+            if let Ok(Some(profile)) = crate::profiles::of_workspace(&manager.store, &spec.id).await
+            {
+                let _ = crate::profiles::release(&manager.store, &spec.id).await;
+                let change = Change::ProfileNotSaved {
+                    profile: profile.id,
+                    reason: "the workspace crashed; its profile is as it was last saved".into(),
+                };
+                manager.lifecycle.publish(&spec.id, change);
+            }
             manager
                 .lifecycle
                 .publish(&spec.id, Change::Crashed { reason });
@@ -632,8 +771,12 @@ impl<B: Backend> Manager<B> {
         self.store
             .set_state(&spec.id, WorkspaceState::Stopping, None, None)
             .await?;
+        if matches!(state, WorkspaceState::Running | WorkspaceState::Paused) {
+            self.save_profile(spec).await;
+        }
         self.backend.stop(spec).await?;
         self.backend.clean(spec)?;
+        crate::profiles::release(&self.store, &spec.id).await?;
         Ok(())
     }
 
@@ -671,8 +814,19 @@ impl<B: Backend> Manager<B> {
                 reason: SHARED_UID.into(),
             });
         }
+        if let Some(profile) = crate::profiles::of_workspace(&self.store, id).await?
+            && let Some(holder) = profile.running_in.as_deref().filter(|&h| h != id)
+        {
+            let refusal = crate::profiles::Refusal::InUse(holder.to_owned());
+            return Err(ManagerError::Conflict {
+                id: record.id,
+                state: record.state.as_str(),
+                reason: profile_refusal(&profile, &refusal),
+            });
+        }
         let spec = self.spec(&record);
         if let Err(reason) = self.boot(&spec).await {
+            crate::profiles::release(&self.store, id).await?;
             self.backend.stop(&spec).await?;
             self.backend.clean(&spec)?;
             self.store

@@ -43,6 +43,7 @@ mod operator;
 mod pause;
 mod policy_file_errors;
 mod pool;
+mod profiles;
 mod python_client;
 mod readme;
 mod recording_frames;

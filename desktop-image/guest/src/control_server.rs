@@ -7,7 +7,7 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::supervisor::Supervisor;
-use crate::{exec, exec_stream, files, uploads, user};
+use crate::{exec, exec_stream, files, profile, uploads, user};
 
 /// Serves one control connection: a Unix stream in the jail, a vsock
 /// stream in a microVM.
@@ -73,6 +73,30 @@ async fn answer(request: Request, supervisor: &Supervisor) -> String {
                 )),
             }
         }
+        Request::ProfileSave(request) => {
+            let places = &supervisor.profile;
+            reply(
+                profile::save(supervisor, places, request)
+                    .await
+                    .map_err(ErrorReply::from),
+            )
+        }
+        Request::ProfileLoad(request) => {
+            let places = &supervisor.profile;
+            reply(
+                profile::load(supervisor, places, request)
+                    .await
+                    .map_err(ErrorReply::from),
+            )
+        }
+        Request::ProfileChunk(request) => {
+            let places = supervisor.profile.clone();
+            services_blocking(move || profile::chunk(&places, request)).await
+        }
+        Request::ProfilePut(request) => {
+            let places = supervisor.profile.clone();
+            services_blocking(move || profile::put(&places, request)).await
+        }
     }
 }
 
@@ -92,6 +116,21 @@ where
         Err(err) => encode(&ErrorReply::new(
             ErrorCode::Io,
             format!("file operation failed: {err}"),
+        )),
+    }
+}
+
+/// Runs a profile op off the async threads, with the services' own ids.
+async fn services_blocking<T, F>(op: F) -> String
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce() -> Result<T, profile::ProfileError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(op).await {
+        Ok(result) => reply(result.map_err(ErrorReply::from)),
+        Err(err) => encode(&ErrorReply::new(
+            ErrorCode::Io,
+            format!("the profile op failed: {err}"),
         )),
     }
 }

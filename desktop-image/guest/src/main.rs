@@ -24,6 +24,7 @@ mod exec;
 mod exec_stream;
 mod files;
 mod probes;
+mod profile;
 mod seccomp_load;
 mod session;
 mod supervisor;
@@ -150,7 +151,7 @@ async fn run(args: Args, endpoints: endpoints::Endpoints) -> Result<(), String> 
     let supervisor = Arc::new(supervisor::Supervisor::new(
         args.log_dir.clone(),
         endpoints,
-        args.browser_home.join("uploads"),
+        &args.browser_home,
     ));
     let server = if args.vm {
         let listeners = vsock_server::bind_guest_ports().map_err(|err| err.to_string())?;

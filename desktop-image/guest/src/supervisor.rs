@@ -2,12 +2,14 @@
 //! group, restarts it with exponential backoff when it dies, probes its
 //! readiness, and reports all of it to the control service.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cubicle_image::control::{Health, ServiceStatus};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::endpoints::Endpoints;
@@ -17,6 +19,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A run this long counts as healthy: the next crash starts backoff afresh.
 const STABLE_RUN: Duration = Duration::from_secs(30);
 const LOG_TAIL_BYTES: u64 = 2048;
+/// How long a held service has to exit on SIGTERM before SIGKILL (a
+/// browser writes its profile out meanwhile).
+const HOLD_GRACE: Duration = Duration::from_secs(10);
 
 /// How to tell that a service is ready.
 #[derive(Debug, Clone, Copy)]
@@ -64,19 +69,115 @@ pub struct Supervisor {
     pub endpoints: Endpoints,
     /// Where uploads for the browser are kept ([`crate::uploads`]).
     pub uploads: PathBuf,
+    /// The browser's profile and its archives ([`crate::profile`]).
+    pub profile: crate::profile::Places,
     log_dir: PathBuf,
     state: Mutex<State>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Services closed on purpose ([`Supervisor::hold`]): not restarted
+    /// until released.
+    held: Mutex<HashSet<&'static str>>,
+    released: Notify,
 }
 
 impl Supervisor {
-    pub fn new(log_dir: PathBuf, endpoints: Endpoints, uploads: PathBuf) -> Self {
+    pub fn new(log_dir: PathBuf, endpoints: Endpoints, browser_home: &std::path::Path) -> Self {
         Self {
             endpoints,
-            uploads,
+            uploads: browser_home.join("uploads"),
+            profile: crate::profile::Places::under(browser_home),
             log_dir,
             state: Mutex::new(State::default()),
             tasks: Mutex::new(Vec::new()),
+            held: Mutex::new(HashSet::new()),
+            released: Notify::new(),
+        }
+    }
+
+    fn held(&self) -> MutexGuard<'_, HashSet<&'static str>> {
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Closes service `name` and keeps it closed until
+    /// [`Supervisor::release`]: first `politely` (a request the service
+    /// honours by exiting cleanly), then SIGTERM to its group after
+    /// [`HOLD_GRACE`], SIGKILL after another; returns once it has exited.
+    pub async fn hold(
+        &self,
+        name: &'static str,
+        politely: impl std::future::Future<Output = bool>,
+    ) -> Result<(), String> {
+        self.held().insert(name);
+        let pids = || -> Vec<u32> {
+            self.state()
+                .pids
+                .iter()
+                .filter(|&&(n, _)| n == name)
+                .map(|&(_, pid)| pid)
+                .collect()
+        };
+        let running = pids();
+        if running.is_empty() {
+            return Ok(());
+        }
+        let mut signal = if politely.await { 0 } else { 1 };
+        let mut next = Instant::now()
+            + if signal == 0 {
+                HOLD_GRACE
+            } else {
+                Duration::ZERO
+            };
+        while !pids().is_empty() {
+            if Instant::now() >= next {
+                match signal {
+                    0 | 1 => signal_groups(&running, libc::SIGTERM),
+                    2 => signal_groups(&running, libc::SIGKILL),
+                    _ => return Err(format!("{name} did not exit, even on SIGKILL")),
+                }
+                signal += if signal == 0 { 2 } else { 1 };
+                next = Instant::now() + HOLD_GRACE;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // What the process left in its group (a browser's helpers) goes too.
+        signal_groups(&running, libc::SIGKILL);
+        Ok(())
+    }
+
+    /// Lets a held service run again.
+    pub fn release(&self, name: &'static str) {
+        self.held().remove(name);
+        self.released.notify_waiters();
+    }
+
+    /// Waits until service `name` is ready; false after `limit` or once
+    /// the workspace failed.
+    pub async fn wait_ready(&self, name: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.is_ready(name) {
+                return true;
+            }
+            if self.failure().is_some() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    /// Returns once `name` is not held.
+    async fn until_released(&self, name: &str) {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if !self.held().contains(name) {
+                return;
+            }
+            released.await;
         }
     }
 
@@ -151,6 +252,13 @@ impl Supervisor {
             });
             if started.elapsed() >= STABLE_RUN {
                 backoff = FIRST_BACKOFF;
+            }
+            if self.held().contains(spec.name) {
+                // Closed on purpose: not an exit that counts against it.
+                self.update(spec.name, |s| s.state = "held".into());
+                self.until_released(spec.name).await;
+                backoff = FIRST_BACKOFF;
+                continue;
             }
             early_exits = if was_ready { 0 } else { early_exits + 1 };
             if spec.fatal_after.is_some_and(|limit| early_exits >= limit) {

@@ -10,6 +10,7 @@ pub mod downloads;
 pub mod events;
 pub mod exec;
 pub mod files;
+pub mod profiles;
 pub mod replay;
 pub mod secrets;
 pub mod tokens;

@@ -82,6 +82,26 @@ async fn apply(state: &Core, Lifecycle { workspace, change }: Lifecycle) {
         Change::Crashed { reason } => {
             Some((EventKind::WorkspaceCrashed, json!({ "reason": reason })))
         }
+        Change::ProfileLoaded {
+            profile,
+            size,
+            sha256,
+        } => Some((
+            EventKind::ProfileLoad,
+            json!({ "profile": profile, "size": size, "sha256": sha256 }),
+        )),
+        Change::ProfileSaved {
+            profile,
+            size,
+            sha256,
+        } => Some((
+            EventKind::ProfileSave,
+            json!({ "profile": profile, "size": size, "sha256": sha256 }),
+        )),
+        Change::ProfileNotSaved { profile, reason } => Some((
+            EventKind::ProfileNotSaved,
+            json!({ "profile": profile, "reason": reason }),
+        )),
         _ => None,
     };
     if let Some((kind, detail)) = event {

@@ -32,6 +32,7 @@ pub mod har;
 pub mod host;
 pub mod live_view;
 pub mod permission;
+pub mod profiles;
 pub mod replay;
 pub mod secret_fill;
 pub mod secrets;

@@ -29,6 +29,7 @@ pub async fn create(
         mut request,
         rails,
         template,
+        profile,
     } = ask;
     request.owner_token = Some(ctx.token.id.clone());
     let chosen = guard_rails::choose(state, ctx, &rails, template.as_deref());
@@ -37,13 +38,23 @@ pub async fn create(
         "name": request.name,
         "geometry": request.geometry,
         "template": template,
+        "profile": profile,
         "asked": rails.describe(),
         "rails": chosen.as_ref().ok().map(|c| c.describe(defaults)),
     });
     let kind = EventKind::WorkspaceCreate;
     let started = state.audit.begin(ctx, kind, None, detail).await?;
-    let chosen = match chosen {
-        Ok(chosen) => chosen,
+    let profile = match &profile {
+        Some(name) => super::profiles::for_create(state, ctx, name)
+            .await
+            .map(Some),
+        None => Ok(None),
+    };
+    let chosen = match chosen.and_then(|chosen| profile.map(|profile| (chosen, profile))) {
+        Ok((chosen, profile)) => {
+            request.profile = profile.map(|row| row.id);
+            chosen
+        }
         Err(err) => {
             let detail = json!({ "reason": err.message });
             let refused = Err(err);
@@ -54,7 +65,9 @@ pub async fn create(
     request.limits = Some(chosen.limits);
     // The pool's workspaces run with the server's defaults: only a create
     // that gets exactly those may take one.
-    request.from_pool = chosen.egress.is_none()
+    // A profile is loaded as the browser starts: a pooled one has started.
+    request.from_pool = request.profile.is_none()
+        && chosen.egress.is_none()
         && chosen.policy == state.gates.default_policy
         && chosen.time_limits.is_empty()
         && chosen.record;

@@ -58,6 +58,13 @@ pub struct CreateWorkspace {
     /// are sealed in its audit chain all the same. Agents may not turn it
     /// off.
     pub record: Option<bool>,
+    /// A browser profile of the caller's to run Chromium on (made empty
+    /// the first time this name is used): its cookies, local storage and
+    /// IndexedDB are loaded as the workspace starts and saved when it
+    /// stops. One running workspace at a time (409 `profile_in_use`).
+    /// 1..=64 of `A-Z a-z 0-9 . _ -`.
+    #[schema(min_length = 1, max_length = 64)]
+    pub profile: Option<String>,
 }
 
 /// A template file (`cubicle serve --template NAME=FILE`): the guard rails
@@ -219,6 +226,14 @@ impl CreateWorkspace {
                 "template: must be the name of a template the server was started with (1..=64 bytes)",
             ));
         }
+        if let Some(profile) = &self.profile {
+            let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+            if profile.is_empty() || profile.len() > 64 || !profile.chars().all(plain) {
+                return Err(OpError::bad_request(
+                    "profile: must be 1..=64 of A-Z a-z 0-9 . _ - (a name of your choosing; GET /v1/profiles lists yours)",
+                ));
+            }
+        }
         let rails = guard_rails(
             self.egress,
             self.policy,
@@ -230,6 +245,7 @@ impl CreateWorkspace {
             request,
             rails,
             template: self.template,
+            profile: self.profile,
         })
     }
 }
@@ -243,6 +259,8 @@ pub struct CreateAsk {
     pub rails: GuardRails,
     /// The template it names.
     pub template: Option<String>,
+    /// The caller's browser profile it names.
+    pub profile: Option<String>,
 }
 
 /// A workspace as the API shows it.

@@ -91,6 +91,20 @@ impl DevTools {
             .is_ok()
     }
 
+    /// Asks the running browser to close the way a person closing its last
+    /// window would (`Browser.close`): it writes its cookies and storage
+    /// out first, which it does not on SIGTERM. False if no browser runs;
+    /// the answer itself may not come (the pipe closes with the browser).
+    pub async fn close_browser(&self) -> bool {
+        let Some(link) = self.link() else {
+            return false;
+        };
+        let _ = link
+            .call("Browser.close", serde_json::json!({}), None)
+            .await;
+        true
+    }
+
     /// The endpoint of the running browser, for one connection of the
     /// guest channel's CDP port; `Err` (saying why) when none runs.
     pub fn endpoint(&self) -> Result<Endpoint, CallError> {
