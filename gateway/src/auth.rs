@@ -120,8 +120,12 @@ impl FromRequestParts<AppState> for OpContext {
         })?;
         let token = tokens::verify(&state.store, &secret)
             .await
-            .map_err(|e| OpError::internal(e.to_string()))?
-            .ok_or_else(|| OpError::unauthorized("token is not valid or was revoked"))?;
+            .map_err(|e| OpError::internal(e.to_string()))?;
+        let Some(token) = token else {
+            return Err(dead_share(state, &secret)
+                .await
+                .unwrap_or_else(|| OpError::unauthorized("token is not valid or was revoked")));
+        };
         if presented == Presented::Cookie {
             check_same_origin(parts)?;
         }
@@ -136,6 +140,24 @@ impl FromRequestParts<AppState> for OpContext {
             hold: crate::ops::context::Hold::from_query(parts.uri.query())?,
         })
     }
+}
+
+/// A share link that was revoked or has expired: 410 saying which, and
+/// nothing of its workspace.
+async fn dead_share(state: &AppState, secret: &str) -> Option<OpError> {
+    let share = tokens::share_by_secret(&state.store, secret).await.ok()??;
+    let (code, message) = if share.revoked_at.is_some() {
+        (
+            "share_revoked",
+            "this share link was revoked: ask whoever sent it for a new one",
+        )
+    } else {
+        (
+            "share_expired",
+            "this share link has expired: ask whoever sent it for a new one",
+        )
+    };
+    Some(OpError::new(crate::error::ErrorKind::Gone, code, message))
 }
 
 impl OptionalFromRequestParts<AppState> for OpContext {

@@ -878,9 +878,11 @@ async fn token_create(
     name: &str,
     scope: Option<&str>,
 ) -> anyhow::Result<()> {
-    let role = Role::parse(role).with_context(|| {
-        format!("--role {role:?} is not one of admin, agent, operator, auditor")
-    })?;
+    let role = Role::parse(role)
+        .filter(|role| !matches!(role, Role::Viewer | Role::Guest))
+        .with_context(|| {
+            format!("--role {role:?} is not one of admin, agent, operator, auditor (share links for one workspace: POST /v1/workspaces/ID/share)")
+        })?;
     let scope = match scope {
         None => tokens::Scope::Default,
         Some("all") => tokens::Scope::All,

@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::api::{
     actions, approvals, clipboard, control, downloads, events, exec, files, profiles, replay,
-    secrets, tokens, uploads, webhooks, workspaces,
+    secrets, shares, tokens, uploads, webhooks, workspaces,
 };
 use crate::app::AppState;
 use crate::error::{ErrorKind, OpError};
@@ -64,6 +64,16 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/me", get(tokens::me))
         .route("/v1/events", get(events::list))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
+        .route("/v1/share", get(shares::open))
+        .route(
+            "/v1/workspaces/{id}/share",
+            axum::routing::post(shares::create),
+        )
+        .route("/v1/workspaces/{id}/shares", get(shares::list))
+        .route(
+            "/v1/workspaces/{id}/shares/{share}",
+            axum::routing::delete(shares::revoke),
+        )
         .route("/v1/profiles", get(profiles::list))
         .route("/v1/profiles/{id}", axum::routing::delete(profiles::delete))
         .route("/v1/secrets", get(secrets::list).post(secrets::create))

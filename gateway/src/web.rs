@@ -15,13 +15,14 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use cubicle_runtime::tokens;
-use tower_http::services::ServeDir;
+use tower_http::services::{ServeDir, ServeFile};
 
 use crate::app::AppState;
 use crate::auth::COOKIE_NAME;
 use crate::ops::OpContext;
 
 pub fn routes(state: AppState) -> Router<AppState> {
+    let web_dir = state.web_dir.clone();
     let assets = Router::new()
         .nest_service(
             "/assets/novnc",
@@ -29,10 +30,40 @@ pub fn routes(state: AppState) -> Router<AppState> {
         )
         .nest_service("/assets", ServeDir::new(state.web_dir.join("static")))
         .layer(middleware::from_fn_with_state(state, require_token));
+    // The share page and what it runs are open to anyone: the page holds
+    // nothing of a workspace (the link's secret is in its fragment, which
+    // the browser keeps), and noVNC and its own script are public code.
+    let share_assets = Router::new()
+        .nest_service(
+            "/share-assets/novnc",
+            ServeDir::new(web_dir.join("node_modules/@novnc/novnc")),
+        )
+        .route_service(
+            "/share-assets/share.js",
+            ServeFile::new(web_dir.join("static/share.js")),
+        )
+        .route_service(
+            "/share-assets/share.css",
+            ServeFile::new(web_dir.join("static/share.css")),
+        );
     Router::new()
         .route("/", get(index))
         .route("/replay", get(replay))
+        .route("/share", get(share))
         .merge(assets)
+        .merge(share_assets)
+}
+
+/// The share page (`web/share.html`): a share link's live view.
+async fn share(State(state): State<AppState>) -> Response {
+    match tokio::fs::read(state.web_dir.join("share.html")).await {
+        Ok(page) => ([(CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response(),
+        Err(err) => crate::error::OpError::internal(format!(
+            "the share page is missing from {}: {err}",
+            state.web_dir.display()
+        ))
+        .into_response(),
+    }
 }
 
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {

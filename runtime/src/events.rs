@@ -179,11 +179,16 @@ pub enum EventKind {
     ProfileNotSaved,
     /// A kept browser profile was removed.
     ProfileDelete,
+    /// A share link was made, revoked, or opened by the person it was
+    /// given to (each open of its page).
+    ShareCreate,
+    ShareRevoke,
+    ShareOpen,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 71] = [
+    pub const ALL: [Self; 74] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -255,6 +260,9 @@ impl EventKind {
         Self::ProfileSave,
         Self::ProfileNotSaved,
         Self::ProfileDelete,
+        Self::ShareCreate,
+        Self::ShareRevoke,
+        Self::ShareOpen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -330,6 +338,9 @@ impl EventKind {
             Self::ProfileSave => "profile.save",
             Self::ProfileNotSaved => "profile.not_saved",
             Self::ProfileDelete => "profile.delete",
+            Self::ShareCreate => "share.create",
+            Self::ShareRevoke => "share.revoke",
+            Self::ShareOpen => "share.open",
         }
     }
 
@@ -667,7 +678,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::ProfileDelete as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::ShareOpen as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

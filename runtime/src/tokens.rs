@@ -17,6 +17,10 @@ pub enum Role {
     Agent,
     Operator,
     Auditor,
+    /// A share link's, view mode: watches one workspace's screen.
+    Viewer,
+    /// A share link's, control mode: watches, and may take control.
+    Guest,
 }
 
 impl Role {
@@ -26,6 +30,8 @@ impl Role {
             Self::Agent => "agent",
             Self::Operator => "operator",
             Self::Auditor => "auditor",
+            Self::Viewer => "viewer",
+            Self::Guest => "guest",
         }
     }
 
@@ -35,6 +41,8 @@ impl Role {
             "agent" => Self::Agent,
             "operator" => Self::Operator,
             "auditor" => Self::Auditor,
+            "viewer" => Self::Viewer,
+            "guest" => Self::Guest,
             _ => return None,
         })
     }
@@ -122,15 +130,17 @@ pub async fn create(
     Ok((token, secret))
 }
 
-/// The live (not revoked) token whose secret is `secret`.
+/// The live (not revoked, not expired) token whose secret is `secret`.
 pub async fn verify(store: &Store, secret: &str) -> Result<Option<Token>, StateError> {
     if !secret.starts_with(PREFIX) {
         return Ok(None);
     }
     let row: Option<(String, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT id, name, role, scope FROM tokens WHERE secret_hash = ? AND revoked_at IS NULL",
+        "SELECT id, name, role, scope FROM tokens WHERE secret_hash = ? AND revoked_at IS NULL \
+         AND (expires_at IS NULL OR expires_at > ?)",
     )
     .bind(hash(secret))
+    .bind(now_ms())
     .fetch_optional(store.pool())
     .await?;
     Ok(row.and_then(|(id, name, role, scope)| {
@@ -196,14 +206,111 @@ pub async fn revoke(store: &Store, id: &str) -> Result<bool, StateError> {
     Ok(done.rows_affected() == 1)
 }
 
-/// Whether token `id` exists and is not revoked.
+/// Whether token `id` exists, is not revoked and has not expired.
 pub async fn is_live(store: &Store, id: &str) -> Result<bool, StateError> {
-    let row: Option<(i64,)> =
-        sqlx::query_as("SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL")
-            .bind(id)
-            .fetch_optional(store.pool())
-            .await?;
+    let row: Option<(i64,)> = sqlx::query_as(
+        "SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL \
+         AND (expires_at IS NULL OR expires_at > ?)",
+    )
+    .bind(id)
+    .bind(now_ms())
+    .fetch_optional(store.pool())
+    .await?;
     Ok(row.is_some())
+}
+
+/// Every share link's secret starts with this (and so with [`PREFIX`]).
+pub const SHARE_PREFIX: &str = "cubicle_share_";
+
+/// A share link as listed (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Share {
+    pub id: String,
+    pub workspace: String,
+    /// [`Role::Viewer`] or [`Role::Guest`].
+    pub role: Role,
+    pub name: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// Makes a share link to `workspace`: a token of `role` (viewer or guest)
+/// reaching only it, until `expires_at`; returns it and its secret.
+pub async fn create_share(
+    store: &Store,
+    workspace: &str,
+    role: Role,
+    name: &str,
+    expires_at: i64,
+) -> Result<(Token, String), StateError> {
+    let token = Token {
+        id: format!("tok-{}", random_hex(6)),
+        name: name.to_owned(),
+        role,
+        scope: Scope::Only(vec![workspace.to_owned()]),
+    };
+    let secret = format!("{SHARE_PREFIX}{}", random_hex(32));
+    sqlx::query(
+        "INSERT INTO tokens (id, name, role, secret_hash, created_at, scope, expires_at, share_of) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&token.id)
+    .bind(&token.name)
+    .bind(role.as_str())
+    .bind(hash(&secret))
+    .bind(now_ms())
+    .bind(token.scope.to_column())
+    .bind(expires_at)
+    .bind(workspace)
+    .execute(store.pool())
+    .await?;
+    Ok((token, secret))
+}
+
+type ShareRow = (String, String, String, String, i64, i64, Option<i64>);
+
+fn share_of_row(
+    (id, workspace, role, name, created_at, expires_at, revoked_at): ShareRow,
+) -> Option<Share> {
+    Some(Share {
+        id,
+        workspace,
+        role: Role::parse(&role)?,
+        name,
+        created_at,
+        expires_at,
+        revoked_at,
+    })
+}
+
+/// The share links of `workspace`, revoked and expired ones included,
+/// oldest first.
+pub async fn shares_of(store: &Store, workspace: &str) -> Result<Vec<Share>, StateError> {
+    let rows: Vec<ShareRow> = sqlx::query_as(
+        "SELECT id, share_of, role, name, created_at, expires_at, revoked_at FROM tokens \
+         WHERE share_of = ? ORDER BY created_at, id",
+    )
+    .bind(workspace)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().filter_map(share_of_row).collect())
+}
+
+/// The share link whose secret is `secret`, live or not: what a refusal
+/// of a dead link says (revoked, or expired).
+pub async fn share_by_secret(store: &Store, secret: &str) -> Result<Option<Share>, StateError> {
+    if !secret.starts_with(SHARE_PREFIX) {
+        return Ok(None);
+    }
+    let row: Option<ShareRow> = sqlx::query_as(
+        "SELECT id, share_of, role, name, created_at, expires_at, revoked_at FROM tokens \
+         WHERE secret_hash = ? AND share_of IS NOT NULL",
+    )
+    .bind(hash(secret))
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(row.and_then(share_of_row))
 }
 
 /// How many live admin tokens there are.

@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// A hand-driven RFB client on the raw live-view WebSocket.
-struct RawViewer {
+pub(crate) struct RawViewer {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
     inbox: Vec<u8>,
 }
@@ -50,7 +50,7 @@ impl RawViewer {
     }
 
     /// Opens and completes the RFB 3.8 handshake (security None, shared).
-    async fn ready(base: &str, id: &str, token: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn ready(base: &str, id: &str, token: &str) -> anyhow::Result<Self> {
         let mut viewer = Self::open(base, id, token).await?;
         let version = viewer.read(12).await?;
         if &version[..4] != b"RFB " {
@@ -74,7 +74,7 @@ impl RawViewer {
         Ok(viewer)
     }
 
-    async fn send(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+    pub(crate) async fn send(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
         self.ws.send(Message::Binary(bytes.to_vec().into())).await?;
         Ok(())
     }
@@ -100,7 +100,7 @@ impl RawViewer {
 
     /// Proves the connection still works: asks for one small update and
     /// waits for the FramebufferUpdate message's first byte.
-    async fn still_served(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn still_served(&mut self) -> anyhow::Result<()> {
         self.inbox.clear();
         self.send(&[3, 0, 0, 0, 0, 0, 0, 16, 0, 16]).await?;
         let kind = self.read(1).await?[0];
@@ -158,7 +158,7 @@ fn qemu_key(keysym: u32, down: bool) -> Vec<u8> {
     m
 }
 
-fn pointer(buttons: u8, x: u16, y: u16) -> Vec<u8> {
+pub(crate) fn pointer(buttons: u8, x: u16, y: u16) -> Vec<u8> {
     let mut m = vec![5, buttons];
     m.extend_from_slice(&x.to_be_bytes());
     m.extend_from_slice(&y.to_be_bytes());
@@ -189,7 +189,7 @@ fn typing(text: &str, qemu: bool) -> Vec<u8> {
 }
 
 /// Everything a hostile viewer might send to act on the desktop.
-fn hostile(tag: &str) -> Vec<Vec<u8>> {
+pub(crate) fn hostile(tag: &str) -> Vec<Vec<u8>> {
     let mut size = vec![251, 0, 3, 32, 2, 88, 1, 0];
     size.extend_from_slice(&[0; 16]);
     let clip = format!("touch pwned_clip_{tag}\n");
@@ -217,7 +217,7 @@ fn hostile(tag: &str) -> Vec<Vec<u8>> {
 
 /// Where X has the pointer (`xdotool getmouselocation`); panics unless X
 /// answered with both coordinates, so two failures never compare equal.
-async fn mouse(daemon: &cubicle_tests::Daemon, id: &str) -> (u32, u32) {
+pub(crate) async fn mouse(daemon: &cubicle_tests::Daemon, id: &str) -> (u32, u32) {
     let out = exec(daemon, id, "xdotool getmouselocation --shell").await;
     let field = |name: &str| -> u32 {
         out.lines()

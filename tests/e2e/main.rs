@@ -53,6 +53,7 @@ mod restarts;
 mod schemathesis;
 mod scopes;
 mod secrets;
+mod share;
 mod survive;
 mod time_limits;
 mod ts_client;

@@ -13,6 +13,7 @@ pub mod files;
 pub mod profiles;
 pub mod replay;
 pub mod secrets;
+pub mod shares;
 pub mod tokens;
 pub mod uploads;
 pub mod webhooks;

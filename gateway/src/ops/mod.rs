@@ -36,6 +36,7 @@ pub mod profiles;
 pub mod replay;
 pub mod secret_fill;
 pub mod secrets;
+pub mod shares;
 pub mod tokens;
 pub mod uploads;
 pub mod webhooks;

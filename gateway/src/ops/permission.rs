@@ -70,10 +70,12 @@ pub enum Permission {
     /// Store host-bound secrets, give them to workspaces as placeholders,
     /// list and remove its own (admins: everyone's).
     SecretsManage,
+    /// Make, list and revoke a workspace's share links.
+    SharesManage,
 }
 
 impl Permission {
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 27] = [
         Self::WorkspacesView,
         Self::WorkspacesCreate,
         Self::WorkspacesManage,
@@ -100,6 +102,7 @@ impl Permission {
         Self::WebhooksManage,
         Self::Clipboard,
         Self::SecretsManage,
+        Self::SharesManage,
     ];
 
     /// What it lets a caller do, for refusals ("a token with role auditor
@@ -132,6 +135,7 @@ impl Permission {
             Self::WebhooksManage => "subscribe webhooks to events",
             Self::Clipboard => "read or set a workspace's clipboard",
             Self::SecretsManage => "store secrets or give them to workspaces",
+            Self::SharesManage => "make or revoke share links",
         }
     }
 }
@@ -169,6 +173,14 @@ pub fn granted(role: Role, permission: Permission) -> bool {
                 | P::AuditExport
                 | P::DownloadsRead
                 | P::WebhooksManage
+        ),
+        // A share link's person: the one workspace's screen; in control
+        // mode also its controls, so its input reaches the desktop only
+        // once they have taken them (never through the agent's doors).
+        Role::Viewer => matches!(permission, P::WorkspacesView | P::ScreenView),
+        Role::Guest => matches!(
+            permission,
+            P::WorkspacesView | P::ScreenView | P::ControlHold
         ),
     }
 }
@@ -228,6 +240,12 @@ mod tests {
         ] {
             assert!(granted(Role::Operator, p) && granted(Role::Admin, p));
         }
+        assert_eq!(of_role(Role::Viewer), [P::WorkspacesView, P::ScreenView]);
+        assert_eq!(
+            of_role(Role::Guest),
+            [P::WorkspacesView, P::ScreenView, P::ControlHold]
+        );
+        assert!(!granted(Role::Agent, P::SharesManage));
         for p in [
             P::Input,
             P::Exec,

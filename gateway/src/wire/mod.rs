@@ -17,6 +17,7 @@ pub mod guard_rails;
 pub mod path;
 pub mod replay;
 pub mod secret;
+pub mod share;
 pub mod time_limits;
 pub mod token;
 pub mod webhook;

@@ -67,11 +67,15 @@ impl NewToken {
                 "name: must be a string of 1..={MAX_NAME} characters without control characters"
             )));
         }
-        let role = Role::parse(&new.role).ok_or_else(|| {
-            OpError::bad_request(
-                "role: must be one of \"admin\", \"agent\", \"operator\", \"auditor\"",
-            )
-        })?;
+        // `viewer` and `guest` are share links' roles: made only with an
+        // end, for one workspace (POST /v1/workspaces/{id}/share).
+        let role = Role::parse(&new.role)
+            .filter(|role| !matches!(role, Role::Viewer | Role::Guest))
+            .ok_or_else(|| {
+                OpError::bad_request(
+                    "role: must be one of \"admin\", \"agent\", \"operator\", \"auditor\" (a link for a person to watch or take over one workspace: POST /v1/workspaces/{id}/share)",
+                )
+            })?;
         let bad_scope = || {
             OpError::bad_request(
                 "scope: must be \"all\" or a list of workspace ids such as [\"ws-0123456789ab\"]",
