@@ -58,6 +58,7 @@ const LEFT_OUT: &[&str] = &[
     "Crashpad",
     "Crash Reports",
     "BrowserMetrics",
+    "BrowserMetrics-spare.pma",
     "Safe Browsing",
     "optimization_guide_model_store",
 ];
@@ -275,6 +276,9 @@ fn pack(places: &Places) -> Result<ProfileArchive, ProfileError> {
     let gzip = flate2::write::GzEncoder::new(file, flate2::Compression::default());
     let mut tar = tar::Builder::new(gzip);
     tar.follow_symlinks(false);
+    // Plain entries only: a sparse file (Chromium keeps some) would be a
+    // GNU sparse entry, which the loading side refuses.
+    tar.sparse(false);
     let mut budget = Budget::default();
     if places.profile.is_dir() {
         add_folder(&mut tar, &places.profile, Path::new(""), &mut budget)?;
@@ -476,6 +480,11 @@ mod tests {
         std::fs::write(default.join("Cookies"), b"cookie jar").unwrap();
         std::fs::write(default.join("Cache/Cache_Data/big"), vec![0u8; 4096]).unwrap();
         std::os::unix::fs::symlink("/etc/shadow", places.profile.join("SingletonLock")).unwrap();
+        // A file with a hole (Chromium keeps such): a plain entry, loadable.
+        File::create(default.join("Holey"))
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
         let archive = pack(&places).unwrap();
         assert_eq!(archive.sha256.len(), 64);
 
@@ -511,6 +520,8 @@ mod tests {
         unpack_and_swap(&places).unwrap();
         let cookies = std::fs::read(places.profile.join("Default/Cookies")).unwrap();
         assert_eq!(cookies, b"cookie jar");
+        let holey = std::fs::metadata(places.profile.join("Default/Holey")).unwrap();
+        assert_eq!(holey.len(), 1 << 20);
         assert!(
             !places.profile.join("Default/Cache").exists(),
             "caches left out"
