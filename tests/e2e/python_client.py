@@ -90,7 +90,22 @@ def check_sync() -> None:
                 assert err.code == "secret_host_not_allowed", err
             operator.delete_secret(made["id"])
             assert operator.secrets() == []
+            # Share links: made, listed (never the secret), revoked.
+            shared = operator.connect(WORKSPACE).share("view", expires_in_s=120)
+            assert shared["url"].startswith("/share#cubicle_share_"), shared
+            listed = operator.connect(WORKSPACE).shares()
+            assert [(s["id"], s["state"]) for s in listed] == [(shared["id"], "live")], listed
+            assert "url" not in listed[0], listed
+            operator.connect(WORKSPACE).revoke_share(shared["id"])
+            assert operator.connect(WORKSPACE).shares()[0]["state"] == "revoked"
+            # Profiles: none of this operator's yet.
+            assert operator.profiles() == []
         assert ws.secrets() == []
+        try:
+            ws.share("view")
+            raise AssertionError("an agent made a share link")
+        except errors.Forbidden as err:
+            assert err.status == 403, err
 
         # fill_secret and upload through the client: a secret the
         # workspace was not given, the EICAR file (the quarantine's scan)

@@ -39,6 +39,11 @@ from ._wire.api.secrets import delete as w_secret_delete
 from ._wire.api.secrets import fill as w_secret_fill
 from ._wire.api.secrets import given as w_secrets_given
 from ._wire.api.secrets import list_ as w_secrets
+from ._wire.api.profiles import delete as w_profile_delete
+from ._wire.api.profiles import list_ as w_profiles
+from ._wire.api.shares import create as w_share_create
+from ._wire.api.shares import list_ as w_shares
+from ._wire.api.shares import revoke as w_share_revoke
 from ._wire.api.shell import run as w_exec
 from ._wire.api.tokens import me as w_me
 from ._wire.api.workspaces import create as w_create
@@ -54,6 +59,7 @@ from ._wire.models.bind_secret import BindSecret
 from ._wire.models.fill_secret import FillSecret
 from ._wire.models.clipboard_text import ClipboardText
 from ._wire.models.new_secret import NewSecret
+from ._wire.models.new_share import NewShare
 from ._wire.models.ask import Ask
 from ._wire.models.create_workspace import CreateWorkspace
 from ._wire.models.decide import Decide
@@ -181,7 +187,7 @@ class AsyncCubicle:
     async def create(self, **body: Any) -> "AsyncWorkspace":
         """A new workspace, once its desktop answers. ``body`` is the create
         body (``name``, ``geometry``, ``template``, ``egress``, ``limits``,
-        ``time_limits``, ...)."""
+        ``time_limits``, ``profile``, ...)."""
         record = await self._call(w_create._get_kwargs(body=CreateWorkspace.from_dict(body)))
         return AsyncWorkspace(self, record)
 
@@ -258,6 +264,18 @@ class AsyncCubicle:
 
     async def delete_secret(self, secret_id: str) -> None:
         await self._call(w_secret_delete._get_kwargs(secret_id))
+
+    # --- persistent browser profiles (named at create: profile="work") ------
+
+    async def profiles(self) -> list[dict[str, Any]]:
+        """The token's browser profiles (an admin's: everyone's): size and
+        SHA-256 of the kept archive, when saved, the workspace using it."""
+        return (await self._call(w_profiles._get_kwargs()))["profiles"]
+
+    async def delete_profile(self, profile_id: str) -> None:
+        """Removes a profile and its archive (409 while a workspace runs
+        with it)."""
+        await self._call(w_profile_delete._get_kwargs(profile_id))
 
 
 class AsyncWorkspace:
@@ -480,6 +498,24 @@ class AsyncWorkspace:
             "headers": {"content-type": "application/octet-stream"},
         }
         return await self._c._call(kwargs, may_hold=True)
+
+    async def share(self, mode: str = "view", expires_in_s: int | None = None) -> dict[str, Any]:
+        """Makes a share link (operators, admins): ``mode`` ``"view"`` (the
+        screen only) or ``"control"`` (the screen, and control once taken).
+        The answer's ``url`` (``/share#<secret>``, on the gateway's address)
+        is shown this once."""
+        fields = {"mode": mode, "expires_in_s": expires_in_s}
+        body = NewShare.from_dict({k: v for k, v in fields.items() if v is not None})
+        return await self._c._call(w_share_create._get_kwargs(self.id, body=body))
+
+    async def shares(self) -> list[dict[str, Any]]:
+        """This workspace's share links: live, expired, revoked."""
+        return (await self._c._call(w_shares._get_kwargs(self.id)))["shares"]
+
+    async def revoke_share(self, share_id: str) -> None:
+        """Revokes a share link: its open views close, control it held
+        goes back, the link answers 410."""
+        await self._c._call(w_share_revoke._get_kwargs(self.id, share_id))
 
     async def call_person(self, reason: str) -> dict[str, Any]:
         """Calls a person to take over the screen (a login, a captcha): the

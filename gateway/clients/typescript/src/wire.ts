@@ -298,6 +298,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/profiles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["profiles/list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/profiles/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["profiles/delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/recordings": {
         parameters: {
             query?: never;
@@ -341,6 +373,22 @@ export interface paths {
         put?: never;
         post?: never;
         delete: operations["secrets/delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["shares/open"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -900,6 +948,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workspaces/{id}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["shares/create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workspaces/{id}/shares": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["shares/list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workspaces/{id}/shares/{share}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["shares/revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workspaces/{id}/start": {
         parameters: {
             query?: never;
@@ -1167,6 +1263,14 @@ export interface components {
              */
             policy?: string | null;
             /**
+             * @description A browser profile of the caller's to run Chromium on (made empty
+             *     the first time this name is used): its cookies, local storage and
+             *     IndexedDB are loaded as the workspace starts and saved when it
+             *     stops. One running workspace at a time (409 `profile_in_use`).
+             *     1..=64 of `A-Z a-z 0-9 . _ -`.
+             */
+            profile?: string | null;
+            /**
              * @description Whether its screen is recorded: true by default (unless the server
              *     runs with `--no-record`). With `false` no video is kept; its events
              *     are sealed in its audit chain all the same. Agents may not turn it
@@ -1428,6 +1532,16 @@ export interface components {
              */
             value: string;
         };
+        /** @description A share link to make. */
+        NewShare: {
+            /**
+             * Format: int64
+             * @description Seconds until it stops working by itself: 60..=604800, 3600 by
+             *     default.
+             */
+            expires_in_s?: number | null;
+            mode: components["schemas"]["ShareMode"];
+        };
         /** @description A token to make; its secret is in the answer and nowhere else. */
         NewToken: {
             /** @description 1..=128 characters, no control characters. */
@@ -1466,6 +1580,26 @@ export interface components {
          * @enum {string}
          */
         OnExpiryBody: "stop" | "delete";
+        /** @description A profile as the API shows it. */
+        ProfileView: {
+            /** Format: int64 */
+            created_at_ms: number;
+            id: string;
+            name: string;
+            /** @description The token that made it. */
+            owner_token: string;
+            /** @description The running workspace using it now, if any. */
+            running_in?: string | null;
+            /** Format: int64 */
+            saved_at_ms?: number | null;
+            /** @description The kept archive's SHA-256; null until first saved. */
+            sha256?: string | null;
+            /**
+             * Format: int64
+             * @description The kept archive's bytes (gzip'd tar); 0 until first saved.
+             */
+            size: number;
+        };
         /** @description `{"recordings": [...]}`, newest first. */
         RecordingList: {
             recordings: components["schemas"]["RecordingSummary"][];
@@ -1554,6 +1688,41 @@ export interface components {
         SetPolicy: {
             /** @description A policy name the server loaded (see `GET .../policy`). */
             policy: string;
+        };
+        /**
+         * @description What a share link lets its person do.
+         * @enum {string}
+         */
+        ShareMode: "view" | "control";
+        /**
+         * @description What the share page learns when it opens: the workspace and what it may
+         *     do there.
+         */
+        ShareOpened: {
+            /** Format: int64 */
+            expires_at_ms: number;
+            mode: string;
+            workspace: string;
+        };
+        /** @description A share link as the API shows it (the secret only once, at its making). */
+        ShareView: {
+            /** Format: int64 */
+            created_at_ms: number;
+            /** Format: int64 */
+            expires_at_ms: number;
+            id: string;
+            /** @description `view` or `control`. */
+            mode: string;
+            /** Format: int64 */
+            revoked_at_ms?: number | null;
+            /** @description `live`, `expired` or `revoked`. */
+            state: string;
+            /**
+             * @description The link to send (make only): `/share#<secret>`, to be opened on
+             *     this gateway's address.
+             */
+            url?: string | null;
+            workspace: string;
         };
         /**
          * @description `"time_limits"` of a create body; each field left out takes the
@@ -2848,6 +3017,116 @@ export interface operations {
             };
         };
     };
+    "profiles/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {"profiles": [profile]} (the caller's; an admin's: everyone's) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "profiles/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed with its kept archive; a stopped workspace that had it starts with a fresh profile */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such profile of the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `profile_in_use`: a running workspace uses it; stop that one first */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     "audit/list": {
         parameters: {
             query?: never;
@@ -3056,6 +3335,62 @@ export interface operations {
             };
             /** @description No such secret of the caller's */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "shares/open": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The share link's workspace and mode (a `share.open` event) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShareOpened"];
+                };
+            };
+            /** @description `not_a_share_link`: the token is not a share link's */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `share_revoked` or `share_expired`: nothing of the workspace is shown */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6421,6 +6756,190 @@ export interface operations {
             };
             /** @description Over the size limit (`too_large`) */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "shares/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewShare"];
+            };
+        };
+        responses: {
+            /** @description Made: `url` (`/share#<secret>`, on this gateway's address) is shown this once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShareView"];
+                };
+            };
+            /** @description A bad field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an operator or admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace in the caller's scope */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over the size limit (`too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "shares/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {"shares": [share]}: live, expired and revoked (never a secret) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace in the caller's scope */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "shares/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                share: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked: its live views close now, control it held goes back to the agent, the link answers 410 */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace, or no such share link of it */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -33,9 +33,11 @@ from .handoff import Handoff
 from .hit_view import HitView
 from .image_format import ImageFormat
 from .new_secret import NewSecret
+from .new_share import NewShare
 from .new_token import NewToken
 from .new_webhook import NewWebhook
 from .on_expiry_body import OnExpiryBody
+from .profile_view import ProfileView
 from .recording_list import RecordingList
 from .recording_summary import RecordingSummary
 from .recording_view import RecordingView
@@ -45,6 +47,9 @@ from .scroll_direction import ScrollDirection
 from .secret_view import SecretView
 from .segment_view import SegmentView
 from .set_policy import SetPolicy
+from .share_mode import ShareMode
+from .share_opened import ShareOpened
+from .share_view import ShareView
 from .time_limits_body import TimeLimitsBody
 from .time_limits_view import TimeLimitsView
 from .timeline_event import TimelineEvent
@@ -93,9 +98,11 @@ __all__ = (
     "HitView",
     "ImageFormat",
     "NewSecret",
+    "NewShare",
     "NewToken",
     "NewWebhook",
     "OnExpiryBody",
+    "ProfileView",
     "RecordingList",
     "RecordingSummary",
     "RecordingView",
@@ -105,6 +112,9 @@ __all__ = (
     "SecretView",
     "SegmentView",
     "SetPolicy",
+    "ShareMode",
+    "ShareOpened",
+    "ShareView",
     "TimeLimitsBody",
     "TimeLimitsView",
     "TimelineEvent",

@@ -42,6 +42,11 @@ class CreateWorkspace:
             policy (None | str | Unset): The policy it runs under (a name the server loaded, such as
                 `default`, `strict`, `open`); the server's default (or the
                 template's) when left out. Agents: only that one.
+            profile (None | str | Unset): A browser profile of the caller's to run Chromium on (made empty
+                the first time this name is used): its cookies, local storage and
+                IndexedDB are loaded as the workspace starts and saved when it
+                stops. One running workspace at a time (409 `profile_in_use`).
+                1..=64 of `A-Z a-z 0-9 . _ -`.
             record (bool | None | Unset): Whether its screen is recorded: true by default (unless the server
                 runs with `--no-record`). With `false` no video is kept; its events
                 are sealed in its audit chain all the same. Agents may not turn it
@@ -56,6 +61,7 @@ class CreateWorkspace:
     limits: CreateWorkspaceLimitsType1 | None | Unset = UNSET
     name: None | str | Unset = UNSET
     policy: None | str | Unset = UNSET
+    profile: None | str | Unset = UNSET
     record: bool | None | Unset = UNSET
     template: None | str | Unset = UNSET
     time_limits: None | TimeLimitsBody | Unset = UNSET
@@ -104,6 +110,12 @@ class CreateWorkspace:
         else:
             policy = self.policy
 
+        profile: None | str | Unset
+        if isinstance(self.profile, Unset):
+            profile = UNSET
+        else:
+            profile = self.profile
+
         record: bool | None | Unset
         if isinstance(self.record, Unset):
             record = UNSET
@@ -137,6 +149,8 @@ class CreateWorkspace:
             field_dict["name"] = name
         if policy is not UNSET:
             field_dict["policy"] = policy
+        if profile is not UNSET:
+            field_dict["profile"] = profile
         if record is not UNSET:
             field_dict["record"] = record
         if template is not UNSET:
@@ -230,6 +244,15 @@ class CreateWorkspace:
 
         policy = _parse_policy(d.pop("policy", UNSET))
 
+        def _parse_profile(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        profile = _parse_profile(d.pop("profile", UNSET))
+
         def _parse_record(data: object) -> bool | None | Unset:
             if data is None:
                 return data
@@ -271,6 +294,7 @@ class CreateWorkspace:
             limits=limits,
             name=name,
             policy=policy,
+            profile=profile,
             record=record,
             template=template,
             time_limits=time_limits,
