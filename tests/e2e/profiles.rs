@@ -5,6 +5,7 @@
 //! archive's SHA-256); the agent's next workspace with the same name runs
 //! Chromium with the cookie, loaded from that very archive. Another token
 //! neither sees nor removes it, and its own "work" is a fresh profile.
+//! The page's Browser profiles panel shows the same story to the agent.
 
 use cubicle_tests::Daemon;
 use cubicle_tests::desk;
@@ -226,4 +227,104 @@ async fn a_profiles_cookie_reaches_the_owners_next_workspace_and_only_one_runs_i
         "its archive is gone: {}",
         archive.display()
     );
+}
+
+/// The bytes a size the page shows (`"12.3 KiB"`) stands for, and half its
+/// last digit's worth (what rounding may have taken).
+fn shown_bytes(shown: &str) -> Option<(f64, f64)> {
+    let (number, unit) = shown.split_once(' ')?;
+    let number: f64 = number.parse().ok()?;
+    let (scale, digits) = match unit {
+        "bytes" => (1.0, 1.0),
+        "KiB" => (1024.0, 0.1),
+        "MiB" => (1024.0 * 1024.0, 0.1),
+        "GiB" => (1024.0 * 1024.0 * 1024.0, 0.1),
+        _ => return None,
+    };
+    Some((number * scale, digits * scale / 2.0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_sees_its_profile_in_use_saved_and_removed_in_the_page() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let agent = desk::token(&daemon, "ada", "agent").await;
+    let ws = desk::create(&daemon, &agent.secret, r#"{"profile": "work"}"#).await;
+    let id = ws["id"].as_str().unwrap().to_owned();
+    // The page writes this file once it has shown the refusal.
+    let handshake = tempfile::tempdir().unwrap();
+    let ready = handshake.path().join("refused");
+    let config = json!({
+        "base": daemon.base,
+        "agent": agent.secret,
+        "ready": ready,
+    });
+    let page =
+        cubicle_tests::browser::run("profiles.mjs", &config, std::time::Duration::from_secs(300));
+    let stop = async {
+        let deadline =
+            std::time::Instant::now() + cubicle_tests::guard(std::time::Duration::from_secs(120));
+        while !ready.exists() {
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let path = format!("/v1/workspaces/{id}/stop");
+        let stopped = daemon
+            .call_as(Some(&agent.secret), Method::POST, &path, None)
+            .await
+            .unwrap();
+        Some(stopped)
+    };
+    let (seen, stopped) = tokio::join!(page, stop);
+    println!("profiles.mjs saw ({id}): {seen}");
+    assert_eq!(seen["error"], Value::Null, "{seen}");
+    let (status, body) = stopped.expect("the page showed the refusal");
+    assert_eq!(status, 200, "{body}");
+
+    // While the workspace runs: in use, never saved, and Remove refused
+    // with the gateway's reason in an alert.
+    assert_eq!(seen["count"], "(1)", "{seen}");
+    assert_eq!(seen["inUse"], format!("in use by {id}"), "{seen}");
+    assert_eq!(seen["before"], "never saved", "{seen}");
+    let refused = seen["refused"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains(&format!("in use by running workspace {id}"))
+            && refused.contains("stop it first"),
+        "{seen}"
+    );
+    assert_eq!(seen["refusedRole"], "alert", "{seen}");
+
+    // Stopped: free and saved, the size the save event says, and the old
+    // refusal gone with the state it was about.
+    assert_eq!(seen["use"], "free", "{seen}");
+    let saved = desk::event_of(
+        &daemon,
+        &id,
+        "profile.save",
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .expect("a profile.save event");
+    let size = saved["detail"]["size"].as_u64().unwrap() as f64;
+    let text = seen["saved"].as_str().unwrap_or_default();
+    let (amount, when) = text.split_once(", saved ").unwrap_or_default();
+    let (bytes, slack) = shown_bytes(amount).unwrap_or_else(|| panic!("no size in {text:?}"));
+    assert!(
+        (bytes - size).abs() <= slack + 1e-6,
+        "{text:?} for {size} bytes"
+    );
+    assert!(!when.is_empty(), "when it was saved: {text:?}");
+    assert_eq!(seen["refusedAfter"], "", "{seen}");
+
+    // Removed: the list is empty, in the page and in the API.
+    assert_eq!(seen["rows"], 0, "{seen}");
+    assert_eq!(seen["countAfter"], "", "{seen}");
+    assert_eq!(seen["left"], json!([]), "{seen}");
+    let (_, listed) = daemon
+        .call_as(Some(&agent.secret), Method::GET, "/v1/profiles", None)
+        .await
+        .unwrap();
+    assert_eq!(listed["profiles"], json!([]), "{listed}");
 }

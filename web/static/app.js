@@ -314,10 +314,14 @@ $('#pause').addEventListener('click', () => {
 });
 $('#create').addEventListener('submit', async (event) => {
   event.preventDefault();
-  const geometry = new FormData(event.target).get('geometry');
+  const form = new FormData(event.target);
+  const body = { geometry: form.get('geometry') };
+  // A browser profile of the caller's, by name (made empty the first time).
+  const profile = form.get('profile').trim();
+  if (profile) body.profile = profile;
   status('creating a workspace (the desktop takes a few seconds)…');
   try {
-    const ws = await api('POST', '/v1/workspaces', { geometry });
+    const ws = await api('POST', '/v1/workspaces', body);
     status(`created ${ws.name}`);
     await refresh();
     openView(ws);
