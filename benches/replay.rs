@@ -124,6 +124,7 @@ fn verifying() {
         events: lines.into_bytes(),
         checkpoints: checkpoint_lines,
         segments: Default::default(),
+        har: None,
     };
     let started = Instant::now();
     let report = cubicle_recorder::verify::verify(

@@ -762,8 +762,8 @@ fn audit_verify(
         say(&serde_json::to_string_pretty(&report)?);
     } else {
         say(&format!(
-            "chain {}: {} records, {} checkpoints, {} segments checked in {elapsed:.1?}",
-            report.chain, report.records, report.checkpoints, report.segments
+            "chain {}: {} records, {} checkpoints, {} segments, {} HAR entries checked in {elapsed:.1?}",
+            report.chain, report.records, report.checkpoints, report.segments, report.har_entries
         ));
         let whose = if report.key_pinned {
             "the key you gave"

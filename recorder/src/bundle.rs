@@ -7,6 +7,9 @@
 //! events.jsonl         one line per record: {"hash", "record": <canonical bytes>}
 //! checkpoints.jsonl    one signed checkpoint per line
 //! segments/<file>.mp4  every closed video segment the chain names
+//! traffic.har          the workspace's traffic as HAR 1.2, made from the
+//!                      chain's `egress.request` records (verify remakes it
+//!                      from the verified records and compares)
 //! ```
 //!
 //! Segments are hashed while the bundle is read and never held in memory.
@@ -28,6 +31,7 @@ pub const PUBLIC_KEY: &str = "audit-key.pub";
 pub const EVENTS: &str = "events.jsonl";
 pub const CHECKPOINTS: &str = "checkpoints.jsonl";
 pub const SEGMENTS: &str = "segments/";
+pub const HAR: &str = "traffic.har";
 
 /// What can go wrong reading or writing a bundle.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +83,9 @@ pub struct Bundle {
     pub checkpoints: Vec<u8>,
     /// By file name (without `segments/`).
     pub segments: BTreeMap<String, SegmentDigest>,
+    /// `traffic.har`, verbatim, if the bundle has one (bundles of before
+    /// it was added have none).
+    pub har: Option<Vec<u8>>,
 }
 
 /// SHA-256 and length of everything `reader` yields.
@@ -119,7 +126,7 @@ impl Bundle {
         };
         let mut parts = Parts::default();
         if path.is_dir() {
-            for name in [MANIFEST, PUBLIC_KEY, EVENTS, CHECKPOINTS] {
+            for name in [MANIFEST, PUBLIC_KEY, EVENTS, CHECKPOINTS, HAR] {
                 match std::fs::File::open(path.join(name)) {
                     Ok(file) => parts.take(name, file).map_err(read_error)?,
                     Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
@@ -175,6 +182,7 @@ struct Parts {
     key: Option<Vec<u8>>,
     events: Option<Vec<u8>>,
     checkpoints: Option<Vec<u8>>,
+    har: Option<Vec<u8>>,
     segments: BTreeMap<String, SegmentDigest>,
     unexpected: Option<String>,
 }
@@ -187,6 +195,7 @@ impl Parts {
             PUBLIC_KEY => &mut self.key,
             EVENTS => &mut self.events,
             CHECKPOINTS => &mut self.checkpoints,
+            HAR => &mut self.har,
             _ => {
                 match name.strip_prefix(SEGMENTS).filter(|n| is_segment_name(n)) {
                     Some(file) => {
@@ -223,6 +232,7 @@ impl Parts {
             events: self.events.ok_or(BundleError::Missing(EVENTS))?,
             checkpoints: self.checkpoints.ok_or(BundleError::Missing(CHECKPOINTS))?,
             segments: self.segments,
+            har: self.har,
         })
     }
 }
@@ -266,6 +276,13 @@ impl<W: Write> BundleWriter<W> {
         self.tar
             .append_data(&mut header, name, bytes)
             .map_err(BundleError::Write)
+    }
+
+    /// Adds the workspace's traffic as `traffic.har`
+    /// ([`crate::har::of_records`] of the records written).
+    pub fn har(&mut self, har: &serde_json::Value) -> Result<(), BundleError> {
+        let bytes = serde_json::to_vec_pretty(har).map_err(BundleError::Manifest)?;
+        self.bytes(HAR, &bytes)
     }
 
     /// Adds segment file `path` as `segments/<name>`.

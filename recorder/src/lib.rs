@@ -15,5 +15,6 @@
 pub mod audit_chain;
 pub mod bundle;
 pub mod checkpoint;
+pub mod har;
 pub mod verify;
 pub mod video;

@@ -17,7 +17,9 @@
 //! re-hashed the chain and dropped the checkpoints leaves behind (without
 //! this rule such a bundle verified, with only a note). A chain read live,
 //! between two checkpoints, may pass [`Tail::MayBeUnsigned`]. Last, every
-//! segment a record names must be in the bundle with the recorded SHA-256.
+//! segment a record names must be in the bundle with the recorded SHA-256,
+//! and the bundle's `traffic.har`, if it has one, must hold exactly the
+//! entries the verified `egress.request` records make.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -58,6 +60,9 @@ pub struct Report {
     pub records: u64,
     pub checkpoints: u64,
     pub segments: u64,
+    /// The entries of the bundle's `traffic.har` that match the records
+    /// (none without one).
+    pub har_entries: u64,
     /// The last record's seq, and the last seq a valid checkpoint covers.
     pub last_seq: u64,
     pub checkpointed_seq: u64,
@@ -118,10 +123,14 @@ pub fn verify(bundle: &Bundle, pinned: Option<&str>, tail: Tail) -> Report {
     let by_seq = walk_records(bundle, &chain, &mut report, &mut failures);
     check_checkpoints(bundle, &key, &by_seq, &mut report, &mut failures);
     check_segments(bundle, &by_seq, &mut report, &mut failures);
-    // The first bad record first; findings about the bundle as a whole last.
+    // The first bad record first; findings about the bundle as a whole last
+    // (its HAR, made from the records, after what is wrong with them).
     failures.sort_by_key(|f| f.seq.unwrap_or(u64::MAX));
     report.failures.extend(failures);
     check_tail(tail, &mut report);
+    let mut whole = Vec::new();
+    check_har(bundle, &by_seq, &mut report, &mut whole);
+    report.failures.extend(whole);
     report
 }
 
@@ -319,6 +328,62 @@ fn walk_records(
         }
     }
     by_seq
+}
+
+/// The bundle's HAR, if any, against the one its verified records make.
+/// Only the entries are compared: the creator's version is the exporting
+/// daemon's, not a claim about the traffic.
+fn check_har(
+    bundle: &Bundle,
+    by_seq: &BTreeMap<u64, (Seen, Record)>,
+    report: &mut Report,
+    failures: &mut Vec<Finding>,
+) {
+    let Some(bytes) = &bundle.har else { return };
+    let fail = |failures: &mut Vec<Finding>, message: String| {
+        failures.push(Finding {
+            seq: None,
+            line: None,
+            message,
+        });
+    };
+    let found: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(found) => found,
+        Err(err) => {
+            return fail(
+                failures,
+                format!(
+                    "{} is not valid JSON, so it was altered: {err}",
+                    crate::bundle::HAR
+                ),
+            );
+        }
+    };
+    let made = crate::har::of_records(&bundle.manifest.chain, by_seq.values().map(|(_, r)| r));
+    let (found, made) = (&found["log"]["entries"], &made["log"]["entries"]);
+    if found == made {
+        report.har_entries = made.as_array().map_or(0, |e| e.len() as u64);
+        return;
+    }
+    let (found_list, made_list) = (
+        found.as_array().cloned().unwrap_or_default(),
+        made.as_array().cloned().unwrap_or_default(),
+    );
+    let first = found_list
+        .iter()
+        .zip(&made_list)
+        .position(|(a, b)| a != b)
+        .unwrap_or(found_list.len().min(made_list.len()));
+    fail(
+        failures,
+        format!(
+            "{} does not match the traffic the verified records hold: it has {} entries where they make {}, differing from entry {} on; it was altered",
+            crate::bundle::HAR,
+            found_list.len(),
+            made_list.len(),
+            first + 1
+        ),
+    );
 }
 
 fn check_checkpoints(

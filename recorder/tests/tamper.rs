@@ -16,6 +16,8 @@ const CHAIN: &str = "ws-0123456789ab";
 const RECORDS: u64 = 30;
 /// Records that are video segments, and their files.
 const SEGMENT_AT: [u64; 2] = [9, 21];
+/// Records that are requests the egress proxy saw (the HAR's entries).
+const REQUEST_AT: [u64; 2] = [5, 15];
 /// Checkpoints after these records (the last one, as at export).
 const CHECKPOINT_AT: [u64; 3] = [10, 20, 30];
 
@@ -28,6 +30,14 @@ struct Made {
 fn record(seq: u64) -> Record {
     let (kind, detail) = if SEGMENT_AT.contains(&seq) {
         (SEGMENT_KIND, Value::Null)
+    } else if REQUEST_AT.contains(&seq) {
+        (
+            "egress.request",
+            json!({ "method": "GET", "url": format!("https://origin.test/{seq}"), "status": 200,
+                    "mode": "intercepted", "started_ms": 1_700_000_000_000_i64 + seq as i64,
+                    "wait_ms": 3, "request_headers": [["authorization", "[redacted]"]],
+                    "response_headers": [["content-type", "text/html"]], "download": null }),
+        )
     } else {
         (
             "action",
@@ -96,6 +106,16 @@ fn made() -> Made {
         &checkpoints,
     )
     .unwrap();
+    let records: Vec<Record> = lines
+        .iter()
+        .map(|line| {
+            let parsed: Value = serde_json::from_str(line).unwrap();
+            serde_json::from_value(parsed["record"].clone()).unwrap()
+        })
+        .collect();
+    writer
+        .har(&cubicle_recorder::har::of_records(CHAIN, &records))
+        .unwrap();
     for seq in SEGMENT_AT {
         let file = format!("seg-{seq:04}.mp4");
         writer.segment(&file, &segments.join(&file)).unwrap();
@@ -162,6 +182,7 @@ fn an_untouched_bundle_verifies_as_tar_and_as_folder() {
         assert_eq!(report.checkpoints, 3);
         assert_eq!(report.segments, 2);
         assert_eq!(report.checkpointed_seq, RECORDS);
+        assert_eq!(report.har_entries, 2);
         assert!(report.warnings.is_empty(), "{report:#?}");
     }
     // Without --key the bundle's own key is used, and the report says so.
@@ -488,4 +509,48 @@ fn a_re_hashed_bundle_with_every_checkpoint_removed_fails() {
             .contains("no record and no checkpoint"),
         "{report:#?}"
     );
+}
+
+#[test]
+fn an_edited_or_shortened_har_is_found_and_a_bundle_without_one_still_verifies() {
+    let made = made();
+    let path = made.unpacked().join("traffic.har");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let har: Value = serde_json::from_str(&original).unwrap();
+    assert_eq!(har["log"]["entries"][1]["_cubicle"]["seq"], 15, "{har}");
+    // A request's URL changed, one taken out, and one added.
+    let mut edited = har.clone();
+    edited["log"]["entries"][1]["request"]["url"] = json!("https://elsewhere.test/15");
+    let mut shortened = har.clone();
+    shortened["log"]["entries"]
+        .as_array_mut()
+        .unwrap()
+        .remove(0);
+    let mut added = har.clone();
+    let extra = added["log"]["entries"][0].clone();
+    added["log"]["entries"].as_array_mut().unwrap().push(extra);
+    for (what, forged) in [
+        ("edited", edited),
+        ("shortened", shortened),
+        ("added to", added),
+    ] {
+        std::fs::write(&path, serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
+        let report = made.verify_dir();
+        assert!(!report.ok(), "a HAR {what} went unnoticed: {report:#?}");
+        let message = &report.first_failure().unwrap().message;
+        assert!(
+            message.contains("traffic.har does not match"),
+            "{what}: {message}"
+        );
+    }
+    std::fs::write(&path, "not json").unwrap();
+    assert!(!made.verify_dir().ok());
+    // A bundle of before the HAR was added: nothing to check, nothing failed.
+    std::fs::remove_file(&path).unwrap();
+    let report = made.verify_dir();
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(report.har_entries, 0);
+    // The untouched file again: it verifies.
+    std::fs::write(&path, original).unwrap();
+    assert!(made.verify_dir().ok());
 }

@@ -239,6 +239,7 @@ mod tests {
                 checkpoints: serde_json::to_vec(&checkpoints(&store, chain).await.unwrap()[0])
                     .unwrap(),
                 segments: Default::default(),
+                har: None,
             };
             let report = cubicle_recorder::verify::verify(
                 &bundle,

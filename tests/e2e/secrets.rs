@@ -389,6 +389,32 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     )
     .await;
     assert_eq!(checked["valid"], true, "{checked}");
+    // The bundle holds the same traffic as traffic.har, made from its sealed
+    // records, and verifies with it.
+    let bundle = cubicle_recorder::bundle::Bundle::from_tar(&bytes[..]).unwrap();
+    let in_bundle: Value =
+        serde_json::from_slice(bundle.har.as_deref().expect("traffic.har")).unwrap();
+    let urls = |har: &Value| -> Vec<String> {
+        har["log"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["request"]["url"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let bundled = urls(&in_bundle);
+    assert!(
+        bundled.contains(&format!("https://origin.test:{https}/headers")),
+        "{bundled:?}"
+    );
+    assert!(
+        bundled.iter().all(|url| urls(&har).contains(url)),
+        "the bundle's HAR holds requests the log's does not: {bundled:?}"
+    );
+    let report =
+        cubicle_recorder::verify::verify(&bundle, None, cubicle_recorder::verify::Tail::Signed);
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(report.har_entries as usize, bundled.len());
 
     // Removed: its placeholder is refused even toward its own host.
     let (status, _) = as_op(Method::DELETE, format!("/v1/secrets/{sec}"), None).await;

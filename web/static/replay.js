@@ -177,7 +177,7 @@ async function verify(id, gen) {
     if (gen !== generation) return;
     if (report.ok) {
       badge.dataset.state = 'ok';
-      badge.textContent = `verified: ${report.records} records, ${report.segments} segments, signed to seq ${report.checkpointed_seq}`;
+      badge.textContent = `verified: ${report.records} records, ${report.segments} segments, ${report.har_entries} HAR entries, signed to seq ${report.checkpointed_seq}`;
     } else {
       badge.dataset.state = 'failed';
       badge.textContent = `NOT verified: ${report.failures[0].message}`;

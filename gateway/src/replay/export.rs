@@ -57,6 +57,12 @@ impl Replay {
             .iter()
             .map(|row| export_line(&row.hash, &row.bytes))
             .collect();
+        // The traffic, from the same records (verify remakes it from them).
+        let records: Vec<cubicle_recorder::audit_chain::Record> = rows
+            .iter()
+            .filter_map(|row| serde_json::from_str(&row.bytes).ok())
+            .collect();
+        let har = cubicle_recorder::har::of_records(id, &records);
         let checkpoints: Vec<_> = chain_store::checkpoints(store, id)
             .await?
             .into_iter()
@@ -93,6 +99,7 @@ impl Replay {
                 events.as_bytes(),
                 &checkpoints,
             )?;
+            writer.har(&har)?;
             for (name, path) in &segments {
                 writer.segment(name, path)?;
             }
