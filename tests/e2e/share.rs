@@ -308,3 +308,34 @@ async fn an_expired_share_link_answers_410() {
     assert_eq!(answer["error"]["code"], "share_expired", "{answer}");
     assert!(!answer.to_string().contains(&id), "{answer}");
 }
+
+/// The operator page's Share pane (tests/browser/share_panel.mjs): a view
+/// link made from the live view, opened by a person, revoked from the
+/// pane; the person's page ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_makes_and_revokes_a_link_in_the_page() {
+    let Desk {
+        daemon,
+        id,
+        operator,
+        _data,
+        ..
+    } = desk::desk().await;
+    let config = json!({ "base": daemon.base, "operator": operator.secret, "workspace": id });
+    let seen =
+        cubicle_tests::browser::run("share_panel.mjs", &config, Duration::from_secs(120)).await;
+    let url = seen["url"].as_str().unwrap_or_default();
+    assert!(
+        url.starts_with(&format!("{}/share#cubicle_share_", daemon.base)),
+        "{seen}"
+    );
+    assert_eq!(seen["count"], "(1 live)", "{seen}");
+    assert_eq!(seen["personState"], "watching (view only)", "{seen}");
+    assert_eq!(seen["listed"], json!(["revoked"]), "{seen}");
+    assert!(
+        seen["personAfter"]
+            .as_str()
+            .is_some_and(|t| t.contains("revoked")),
+        "{seen}"
+    );
+}

@@ -200,6 +200,8 @@ function openView(ws) {
   closeView();
   viewing = { id: ws.id, name: ws.name };
   $('#view-pane').hidden = false;
+  // Panels of the viewed workspace (shares.js) follow this.
+  $('#view-pane').dataset.workspace = ws.id;
   // The clipboard panel, for those whose token may use clipboards.
   $('#clipboard-pane').hidden = !(me && me.permissions && me.permissions.includes('clipboard'));
   $('#clipboard-status').textContent = '';
