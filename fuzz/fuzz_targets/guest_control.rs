@@ -4,8 +4,8 @@
 #![no_main]
 
 use cubicle_image::control::{
-    DirListing, ErrorReply, ExecEvent, ExecResult, FileData, FileInfo, Health, Request,
-    normalise_path,
+    DirListing, ErrorReply, ExecEvent, ExecResult, FileData, FileInfo, Health, ProfileArchive,
+    Request, normalise_path,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = serde_json::from_slice::<FileInfo>(data);
     let _ = serde_json::from_slice::<DirListing>(data);
     let _ = serde_json::from_slice::<ErrorReply>(data);
+    let _ = serde_json::from_slice::<ProfileArchive>(data);
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = normalise_path("path", text);
     }

@@ -1,7 +1,7 @@
 //! Every request body type of the API (`gateway/src/wire/`): create
 //! workspace (with its limits, egress and time limits), exec, token,
 //! approval decision, policy switch, download decision, egress policy,
-//! webhook, handoff, a secret and its binding.
+//! webhook, handoff, a secret and its binding, a share link.
 #![no_main]
 
 use cubicle_gateway::wire;
@@ -22,4 +22,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = wire::secret::NewSecret::parse(data);
     let _ = wire::secret::BindSecret::parse(data);
     let _ = wire::secret::FillSecret::parse(data);
+    let _ = wire::share::NewShare::parse(data);
 });
