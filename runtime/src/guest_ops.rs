@@ -40,7 +40,8 @@ const PROFILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How much longer than its own timeout an exec's reply may take.
 const EXEC_SLACK: Duration = Duration::from_secs(10);
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// Lowercase hex SHA-256, as the guest names a profile archive.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))
 }

@@ -43,11 +43,6 @@ fn profile_refusal(profile: &crate::profiles::Row, refusal: &crate::profiles::Re
     }
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
 /// How often a running workspace's OOM kill count is looked at (to log it).
 const OOM_POLL: Duration = Duration::from_secs(5);
 
@@ -619,7 +614,7 @@ impl<B: Backend> Manager<B> {
         let change = Change::ProfileLoaded {
             profile: profile.id.clone(),
             size: bytes.len() as u64,
-            sha256: sha256_hex(&bytes),
+            sha256: crate::guest_ops::sha256_hex(&bytes),
         };
         self.lifecycle.publish(&spec.id, change);
         Ok(())
@@ -645,7 +640,7 @@ impl<B: Backend> Manager<B> {
                 .save_profile(true)
                 .await
                 .map_err(|e| e.to_string())?;
-            let sha256 = sha256_hex(&bytes);
+            let sha256 = crate::guest_ops::sha256_hex(&bytes);
             self.profile_archives()
                 .write(&profile.id, &bytes)
                 .map_err(|e| format!("cannot keep the archive: {e}"))?;

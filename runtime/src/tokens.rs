@@ -116,18 +116,34 @@ pub async fn create(
         scope,
     };
     let secret = format!("{PREFIX}{}", random_hex(32));
+    insert(store, &token, &secret, None, None).await?;
+    Ok((token, secret))
+}
+
+/// Stores `token` under its secret's hash; a share link's with its end and
+/// workspace.
+async fn insert(
+    store: &Store,
+    token: &Token,
+    secret: &str,
+    expires_at: Option<i64>,
+    share_of: Option<&str>,
+) -> Result<(), StateError> {
     sqlx::query(
-        "INSERT INTO tokens (id, name, role, secret_hash, created_at, scope) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO tokens (id, name, role, secret_hash, created_at, scope, expires_at, share_of) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&token.id)
     .bind(&token.name)
-    .bind(role.as_str())
-    .bind(hash(&secret))
+    .bind(token.role.as_str())
+    .bind(hash(secret))
     .bind(now_ms())
     .bind(token.scope.to_column())
+    .bind(expires_at)
+    .bind(share_of)
     .execute(store.pool())
     .await?;
-    Ok((token, secret))
+    Ok(())
 }
 
 /// The live (not revoked, not expired) token whose secret is `secret`.
@@ -251,20 +267,7 @@ pub async fn create_share(
         scope: Scope::Only(vec![workspace.to_owned()]),
     };
     let secret = format!("{SHARE_PREFIX}{}", random_hex(32));
-    sqlx::query(
-        "INSERT INTO tokens (id, name, role, secret_hash, created_at, scope, expires_at, share_of) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&token.id)
-    .bind(&token.name)
-    .bind(role.as_str())
-    .bind(hash(&secret))
-    .bind(now_ms())
-    .bind(token.scope.to_column())
-    .bind(expires_at)
-    .bind(workspace)
-    .execute(store.pool())
-    .await?;
+    insert(store, &token, &secret, Some(expires_at), Some(workspace)).await?;
     Ok((token, secret))
 }
 
