@@ -671,32 +671,37 @@ impl<B: Backend> Manager<B> {
         spec: &WorkspaceSpec,
         exit: &mut tokio::sync::oneshot::Receiver<Exit>,
     ) -> Result<(), String> {
+        tokio::select! {
+            ended = &mut *exit => {
+                let how = ended.map(|e| e.before_ready()).unwrap_or_default();
+                Err(format!("the workspace's processes ended before it was ready ({how})"))
+            }
+            ready = self.until_ready(spec) => ready,
+        }
+    }
+
+    /// Asks the guest for its health until it is ready, one of its services
+    /// failed, or the ready timeout passed.
+    async fn until_ready(&self, spec: &WorkspaceSpec) -> Result<(), String> {
         let channel = self.backend.channel(spec);
         let deadline = tokio::time::Instant::now() + self.config.ready_timeout;
-        let mut last = String::from("the guest channel never answered");
-        while tokio::time::Instant::now() < deadline {
-            tokio::select! {
-                ended = &mut *exit => {
-                    let how = ended.map(|e| e.before_ready()).unwrap_or_default();
-                    return Err(format!("the workspace's processes ended before it was ready ({how})"));
-                }
-                () = tokio::time::sleep(READY_POLL) => {}
-            }
-            match channel.health().await {
+        loop {
+            let last = match channel.health().await {
                 Ok(health) if health.ready => return Ok(()),
-                Ok(health) => {
-                    if let Some(failed) = health.failed {
-                        return Err(failed);
-                    }
-                    last = format!("services: {:?}", health.services);
-                }
-                Err(err) => last = err.to_string(),
+                Ok(health) => match health.failed {
+                    Some(failed) => return Err(failed),
+                    None => format!("services: {:?}", health.services),
+                },
+                Err(err) => err.to_string(),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "not ready after {:?}; last: {last}",
+                    self.config.ready_timeout
+                ));
             }
+            tokio::time::sleep(READY_POLL).await;
         }
-        Err(format!(
-            "not ready after {:?}; last: {last}",
-            self.config.ready_timeout
-        ))
     }
 
     /// Arms a watcher that marks the workspace stopped if its processes end
@@ -970,7 +975,7 @@ impl<B: Backend> Manager<B> {
             // judged like a running one (re-attached if it still answers).
             // Still frozen under its shim: it stays paused.
             if alive && record.state == WorkspaceState::Paused {
-                self.reattach(spec, record.pid.unwrap_or_default());
+                self.reattach(spec, record.pid.unwrap_or_default(), false);
                 continue;
             }
             let record = if record.state == WorkspaceState::Paused {
@@ -987,16 +992,11 @@ impl<B: Backend> Manager<B> {
             } else {
                 record
             };
-            if alive
-                && record.state == WorkspaceState::Running
-                && self
-                    .backend
-                    .channel(&spec)
-                    .health()
-                    .await
-                    .is_ok_and(|h| h.ready)
-            {
-                self.reattach(spec, record.pid.unwrap_or_default());
+            // Alive and running: followed at once, and judged by whether its
+            // guest answers within the ready timeout (one slow answer from a
+            // loaded guest is no reason to end it).
+            if alive && record.state == WorkspaceState::Running {
+                self.reattach(spec, record.pid.unwrap_or_default(), true);
                 continue;
             }
             if record.state.may_have_processes() || record.state == WorkspaceState::Stopped {
@@ -1025,22 +1025,40 @@ impl<B: Backend> Manager<B> {
 
     /// Follows a workspace a previous daemon started, through its shim
     /// (`crate::shim`); without one (a backend that does not use shims),
-    /// by polling its top process.
-    fn reattach(self: &Arc<Self>, spec: WorkspaceSpec, pid: i32) {
+    /// by polling its top process. With `must_answer`, a guest that does not
+    /// report itself ready within the ready timeout ends it too.
+    fn reattach(self: &Arc<Self>, spec: WorkspaceSpec, pid: i32, must_answer: bool) {
         tracing::info!(workspace = %spec.id, pid, "re-attached to running workspace");
         let manager = self.clone();
         let poll_spec = spec.clone();
         self.watch(spec, async move {
-            match crate::shim::attach(&poll_spec, pid).await {
-                Ok(exit) => return exit.await.ok(),
-                Err(why) => {
-                    tracing::warn!(workspace = %poll_spec.id, "polling its top process: {why}");
+            let exited = async {
+                match crate::shim::attach(&poll_spec, pid).await {
+                    Ok(exit) => return exit.await.ok(),
+                    Err(why) => {
+                        tracing::warn!(workspace = %poll_spec.id, "polling its top process: {why}");
+                    }
                 }
+                while manager.backend.is_running(&poll_spec, pid) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Some(Exit::new("its top process is gone".into()))
+            };
+            let silent = async {
+                if !must_answer {
+                    return std::future::pending().await;
+                }
+                match manager.until_ready(&poll_spec).await {
+                    Ok(()) => std::future::pending().await,
+                    Err(why) => Some(Exit::new(format!(
+                        "its guest did not answer after the daemon restarted: {why}"
+                    ))),
+                }
+            };
+            tokio::select! {
+                how = exited => how,
+                how = silent => how,
             }
-            while manager.backend.is_running(&poll_spec, pid) {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Some(Exit::new("its top process is gone".into()))
         });
     }
 

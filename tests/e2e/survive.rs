@@ -288,6 +288,93 @@ async fn a_killed_shim_ends_its_workspace_and_the_daemon_says_so() {
     assert_ne!(parent_of(top_process(ws.uid)), shim);
 }
 
+/// The workspace's guest agent (`cubicle-guest`, run as its services uid).
+fn guest_agent(uid: u32) -> i32 {
+    let services = procs::workspace_uids(uid)[1];
+    procs::of_uid(services)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "cubicle-guest")
+        })
+        .expect("the workspace's guest agent runs")
+}
+
+fn signal(pid: i32, name: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
+/// A guest that does not answer when the daemon comes back (a loaded
+/// machine) is followed, not ended: once it answers, it is the same desktop.
+/// One that stays silent past the ready timeout is ended, and the daemon
+/// says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_guest_after_a_restart_is_waited_for_then_ended() {
+    let data = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let token = daemon.token.clone();
+    let ws = follow(&daemon).await;
+    let guest = guest_agent(ws.uid);
+
+    // Silent across the restart, answering again a little later.
+    signal(guest, "STOP");
+    daemon.kill9();
+    drop(daemon);
+    let mut daemon = Daemon::start(data.path(), Some(&token), &["--ready-timeout", "120"]).unwrap();
+    let (_, view) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{}", ws.id), None)
+        .await
+        .unwrap();
+    assert_eq!(view["state"], "running", "a silent guest was ended: {view}");
+    signal(guest, "CONT");
+    same_desktop(&daemon, &ws).await;
+
+    // Silent for good.
+    signal(guest, "STOP");
+    daemon.kill9();
+    drop(daemon);
+    let daemon = Daemon::start(data.path(), Some(&token), &["--ready-timeout", "3"]).unwrap();
+    let deadline = Instant::now() + cubicle_tests::guard(Duration::from_secs(60));
+    let mut crashed = None;
+    while Instant::now() < deadline && crashed.is_none() {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (_, log) = daemon
+            .call(
+                Method::GET,
+                &format!("/v1/events?workspace={}", ws.id),
+                None,
+            )
+            .await
+            .unwrap();
+        crashed = log["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "workspace.crashed")
+            .cloned();
+    }
+    let crashed = crashed.expect("a workspace.crashed event");
+    let reason = crashed["detail"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("did not answer after the daemon restarted"),
+        "{reason}"
+    );
+    let (_, view) = daemon
+        .call(Method::GET, &format!("/v1/workspaces/{}", ws.id), None)
+        .await
+        .unwrap();
+    assert_eq!(view["state"], "stopped", "{view}");
+    let left = procs::wait_workspace_gone(ws.uid, Duration::from_secs(30)).await;
+    assert!(
+        left.is_empty(),
+        "the silent workspace was left running: {left:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_operation_outlives_a_restart_and_runs_once_approved() {
     let desk::UnderPolicy {
