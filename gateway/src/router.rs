@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::api::{
     actions, approvals, clipboard, control, downloads, events, exec, files, profiles, replay,
-    secrets, shares, tokens, uploads, webhooks, workspaces,
+    secrets, shares, snapshots, tokens, uploads, webhooks, workspaces,
 };
 use crate::app::AppState;
 use crate::error::{ErrorKind, OpError};
@@ -73,6 +73,19 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/workspaces/{id}/shares/{share}",
             axum::routing::delete(shares::revoke),
+        )
+        .route(
+            "/v1/workspaces/{id}/snapshot",
+            axum::routing::post(snapshots::take),
+        )
+        .route(
+            "/v1/workspaces/{id}/rollback",
+            axum::routing::post(snapshots::roll_back),
+        )
+        .route("/v1/snapshots", get(snapshots::list))
+        .route(
+            "/v1/snapshots/{id}",
+            get(snapshots::get).delete(snapshots::delete),
         )
         .route("/v1/profiles", get(profiles::list))
         .route("/v1/profiles/{id}", axum::routing::delete(profiles::delete))

@@ -184,11 +184,19 @@ pub enum EventKind {
     ShareCreate,
     ShareRevoke,
     ShareOpen,
+    /// A snapshot of a workspace was taken (its files and browser profile,
+    /// with their digests), put into a new workspace at its first start
+    /// (by the daemon, in the new one's chain: the snapshot's digest),
+    /// rolled back to, or removed.
+    SnapshotCreate,
+    SnapshotRestore,
+    SnapshotRollback,
+    SnapshotDelete,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 74] = [
+    pub const ALL: [Self; 78] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -263,6 +271,10 @@ impl EventKind {
         Self::ShareCreate,
         Self::ShareRevoke,
         Self::ShareOpen,
+        Self::SnapshotCreate,
+        Self::SnapshotRestore,
+        Self::SnapshotRollback,
+        Self::SnapshotDelete,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -341,6 +353,10 @@ impl EventKind {
             Self::ShareCreate => "share.create",
             Self::ShareRevoke => "share.revoke",
             Self::ShareOpen => "share.open",
+            Self::SnapshotCreate => "snapshot.create",
+            Self::SnapshotRestore => "snapshot.restore",
+            Self::SnapshotRollback => "snapshot.rollback",
+            Self::SnapshotDelete => "snapshot.delete",
         }
     }
 

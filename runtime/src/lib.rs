@@ -34,6 +34,7 @@ pub mod quarantine;
 pub mod rootfs_modes;
 pub mod secret_rows;
 pub mod shim;
+pub mod snapshots;
 pub mod state;
 pub mod time_limits;
 pub mod tokens;

@@ -55,6 +55,12 @@ pub enum Change {
         profile: String,
         reason: String,
     },
+    /// A snapshot's files and browser profile were put in place at its
+    /// first start (the snapshot and its digest).
+    SnapshotRestored {
+        snapshot: String,
+        sha256: String,
+    },
 }
 
 impl Change {

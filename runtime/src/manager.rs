@@ -83,6 +83,9 @@ pub struct CreateRequest {
     /// The browser profile it runs with (a [`crate::profiles`] id the
     /// caller may use): loaded at every start, saved at every stop.
     pub profile: Option<String>,
+    /// The snapshot it starts from (one the caller may use): put in place
+    /// once, at its first start, before anyone has its id.
+    pub snapshot: Option<crate::snapshots::Row>,
 }
 
 /// Settings of the manager.
@@ -339,6 +342,7 @@ impl<B: Backend> Manager<B> {
         F: FnOnce(WorkspaceRecord) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
+        let snapshot = request.snapshot.clone();
         let record = self.insert_new(request).await?;
         let lock = self.lock_for(&record.id);
         let _held = lock.lock().await;
@@ -354,7 +358,21 @@ impl<B: Backend> Manager<B> {
                 reason,
             });
         }
-        match self.boot(&spec).await {
+        let booted = match self.boot(&spec).await {
+            Ok(()) => match &snapshot {
+                Some(snapshot) => {
+                    let restored = self.restore(&record.id, snapshot).await;
+                    if restored.is_err() {
+                        // It is discarded below, not crashed.
+                        self.disarm(&record.id);
+                    }
+                    restored
+                }
+                None => Ok(()),
+            },
+            Err(reason) => Err(reason),
+        };
+        match booted {
             Ok(()) => Ok(self.get(&record.id).await?),
             Err(reason) => {
                 self.discard(&spec, &reason).await?;
@@ -383,6 +401,7 @@ impl<B: Backend> Manager<B> {
         let default_limits = self.limits_policy().default;
         let matches = request.from_pool
             && request.profile.is_none()
+            && request.snapshot.is_none()
             && request.geometry == Geometry::default()
             && request.limits.is_none_or(|l| l == default_limits);
         if matches && self.pool.size() > 0 {
@@ -870,6 +889,87 @@ impl<B: Backend> Manager<B> {
 
     /// Freezes a running workspace: its processes and memory are kept, it
     /// gets no CPU time until [`Manager::resume`].
+    /// Where the snapshots' archives are kept.
+    pub fn snapshot_files(&self) -> crate::snapshots::Files {
+        crate::snapshots::Files::under(&self.config.data_dir)
+    }
+
+    /// The running workspace `id` under its lock, for an operation that
+    /// talks to its guest (`what` names it in the refusal).
+    async fn running_for<'a>(
+        &self,
+        id: &str,
+        lock: &'a Arc<tokio::sync::Mutex<()>>,
+        what: &str,
+    ) -> Result<(tokio::sync::MutexGuard<'a, ()>, WorkspaceSpec), ManagerError> {
+        let record = self.get(id).await?;
+        let held = self.try_hold(lock, &record)?;
+        // Read again under the lock: a stop may have just ended.
+        let record = self.get(id).await?;
+        if record.state != WorkspaceState::Running {
+            return Err(ManagerError::Conflict {
+                id: record.id,
+                state: record.state.as_str(),
+                reason: format!("only a running workspace can {what}"),
+            });
+        }
+        Ok((held, self.spec(&record)))
+    }
+
+    /// Takes snapshot `snapshot` (an id not yet used) of running workspace
+    /// `id`: its files and browser profile (the browser closes for it and
+    /// opens again), into [`Manager::snapshot_files`]. Either both archives
+    /// are in place or neither is.
+    pub async fn take_snapshot(
+        &self,
+        id: &str,
+        snapshot: &str,
+    ) -> Result<Result<crate::snapshots::Taken, String>, ManagerError> {
+        let lock = self.lock_for(id);
+        let (_held, spec) = self.running_for(id, &lock, "be snapshotted").await?;
+        let channel = self.backend.channel(&spec);
+        Ok(
+            crate::snapshots::take(&channel, &self.snapshot_files(), snapshot)
+                .await
+                .map_err(|err| err.to_string()),
+        )
+    }
+
+    /// Puts `snapshot` back into running workspace `id` in place of its
+    /// files and browser profile (what was made after it is removed).
+    pub async fn roll_back(
+        &self,
+        id: &str,
+        snapshot: &crate::snapshots::Row,
+    ) -> Result<Result<(), String>, ManagerError> {
+        let lock = self.lock_for(id);
+        let (_held, spec) = self.running_for(id, &lock, "be rolled back").await?;
+        let channel = self.backend.channel(&spec);
+        Ok(
+            crate::snapshots::put(&channel, &self.snapshot_files(), snapshot, true)
+                .await
+                .map_err(|err| err.to_string()),
+        )
+    }
+
+    /// Puts `snapshot` into new workspace `id` after its first boot (its
+    /// lock held by the create).
+    async fn restore(&self, id: &str, snapshot: &crate::snapshots::Row) -> Result<(), String> {
+        let record = self.get(id).await.map_err(|e| e.to_string())?;
+        let channel = self.backend.channel(&self.spec(&record));
+        crate::snapshots::put(&channel, &self.snapshot_files(), snapshot, false)
+            .await
+            .map_err(|err| format!("cannot put snapshot {} in place: {err}", snapshot.id))?;
+        self.lifecycle.publish(
+            id,
+            Change::SnapshotRestored {
+                snapshot: snapshot.id.clone(),
+                sha256: snapshot.sha256.clone(),
+            },
+        );
+        Ok(())
+    }
+
     pub async fn pause(&self, id: &str) -> Result<WorkspaceRecord, ManagerError> {
         let record = self.get(id).await?;
         let lock = self.lock_for(id);

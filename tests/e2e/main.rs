@@ -54,6 +54,7 @@ mod schemathesis;
 mod scopes;
 mod secrets;
 mod share;
+mod snapshots;
 mod survive;
 mod time_limits;
 mod ts_client;

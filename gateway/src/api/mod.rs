@@ -14,6 +14,7 @@ pub mod profiles;
 pub mod replay;
 pub mod secrets;
 pub mod shares;
+pub mod snapshots;
 pub mod tokens;
 pub mod uploads;
 pub mod webhooks;

@@ -63,8 +63,39 @@ pub async fn create(
     Body(body): Body,
 ) -> Result<(StatusCode, Json<Value>), OpError> {
     let ask = CreateWorkspace::parse(&body)?;
+    if ask.count.is_some() {
+        return Ok((
+            StatusCode::CREATED,
+            Json(created_many(&state, &ctx, ask).await?),
+        ));
+    }
     let created = ops::workspaces::create(&state, &ctx, ask).await?;
     Ok((StatusCode::CREATED, Json(created_view(&state, &created))))
+}
+
+/// The workspaces a create with `count` made, and why the others were not
+/// (both doors); the first refusal when none was made.
+pub async fn created_many(
+    state: &AppState,
+    ctx: &OpContext,
+    ask: crate::wire::workspace::CreateAsk,
+) -> Result<Value, OpError> {
+    let mut made = Vec::new();
+    let mut failed = Vec::new();
+    for outcome in ops::workspaces::create_many(state, ctx, ask).await {
+        match outcome {
+            Ok(created) => made.push(created_view(state, &created)),
+            Err(err) => failed.push(err),
+        }
+    }
+    if made.is_empty() && !failed.is_empty() {
+        return Err(failed.swap_remove(0));
+    }
+    let failed: Vec<Value> = failed
+        .iter()
+        .map(|err| serde_json::json!({ "code": err.code, "message": err.message }))
+        .collect();
+    Ok(serde_json::json!({ "workspaces": made, "failed": failed }))
 }
 
 /// A workspace just made, with the guard rails it was given (both doors).

@@ -111,6 +111,10 @@ async fn list_workspaces(state: &AppState, caller: &OpContext, args: Args) -> Ou
 
 async fn create_workspace(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
     let ask = CreateWorkspace::parse(&bytes_of(&args))?;
+    if ask.count.is_some() {
+        let made = crate::api::workspaces::created_many(state, caller, ask).await?;
+        return Ok(json_result(made));
+    }
     let created = ops::workspaces::create(state, caller, ask).await?;
     Ok(json_result(crate::api::workspaces::created_view(
         state, &created,

@@ -102,6 +102,10 @@ async fn apply(state: &Core, Lifecycle { workspace, change }: Lifecycle) {
             EventKind::ProfileNotSaved,
             json!({ "profile": profile, "reason": reason }),
         )),
+        Change::SnapshotRestored { snapshot, sha256 } => Some((
+            EventKind::SnapshotRestore,
+            json!({ "snapshot": snapshot, "sha256": sha256 }),
+        )),
         _ => None,
     };
     if let Some((kind, detail)) = event {

@@ -37,6 +37,7 @@ pub mod replay;
 pub mod secret_fill;
 pub mod secrets;
 pub mod shares;
+pub mod snapshots;
 pub mod tokens;
 pub mod uploads;
 pub mod webhooks;

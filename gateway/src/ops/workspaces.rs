@@ -30,6 +30,8 @@ pub async fn create(
         rails,
         template,
         profile,
+        snapshot,
+        count: _,
     } = ask;
     request.owner_token = Some(ctx.token.id.clone());
     let chosen = guard_rails::choose(state, ctx, &rails, template.as_deref());
@@ -39,6 +41,7 @@ pub async fn create(
         "geometry": request.geometry,
         "template": template,
         "profile": profile,
+        "from_snapshot": snapshot,
         "asked": rails.describe(),
         "rails": chosen.as_ref().ok().map(|c| c.describe(defaults)),
     });
@@ -50,9 +53,15 @@ pub async fn create(
             .map(Some),
         None => Ok(None),
     };
-    let chosen = match chosen.and_then(|chosen| profile.map(|profile| (chosen, profile))) {
-        Ok((chosen, profile)) => {
+    let snapshot = match &snapshot {
+        Some(id) => super::snapshots::for_create(state, ctx, id).await.map(Some),
+        None => Ok(None),
+    };
+    let asked = chosen.and_then(|chosen| profile.map(|profile| (chosen, profile)));
+    let chosen = match asked.and_then(|(chosen, profile)| snapshot.map(|s| (chosen, profile, s))) {
+        Ok((chosen, profile, snapshot)) => {
             request.profile = profile.map(|row| row.id);
+            request.snapshot = snapshot;
             chosen
         }
         Err(err) => {
@@ -67,6 +76,7 @@ pub async fn create(
     // that gets exactly those may take one.
     // A profile is loaded as the browser starts: a pooled one has started.
     request.from_pool = request.profile.is_none()
+        && request.snapshot.is_none()
         && chosen.egress.is_none()
         && chosen.policy == state.gates.default_policy
         && chosen.time_limits.is_empty()
@@ -79,6 +89,7 @@ pub async fn create(
                 .map_err(|e| format!("cannot set its guard rails: {}", e.message))
         }
     };
+    let snapshot_sha256 = request.snapshot.as_ref().map(|s| s.sha256.clone());
     let created = state.manager.create_or_take(request, prepare).await;
     // The outcome row is the workspace's: made and running (or taken ready
     // from the warm pool), or made and removed again with the reason.
@@ -90,7 +101,11 @@ pub async fn create(
             }
             (
                 Some(ws.id.clone()),
-                json!({ "backend": ws.backend, "from_pool": pooled }),
+                json!({
+                    "backend": ws.backend,
+                    "from_pool": pooled,
+                    "snapshot_sha256": snapshot_sha256,
+                }),
             )
         }
         Err(ManagerError::StartFailed { id, reason }) => {
@@ -103,6 +118,18 @@ pub async fn create(
         .finish_on(workspace.as_deref(), &created, detail)
         .await;
     created
+}
+
+/// `count` workspaces from one snapshot (`ask.count`), started at once,
+/// each its own create (and event); what each came to, in order.
+pub async fn create_many(
+    state: &Core,
+    ctx: &OpContext,
+    ask: CreateAsk,
+) -> Vec<Result<(WorkspaceRecord, Chosen), OpError>> {
+    let count = ask.count.unwrap_or(1).min(super::snapshots::MAX_FORKS);
+    let creates = (0..count).map(|_| create(state, ctx, ask.clone()));
+    futures_util::future::join_all(creates).await
 }
 
 /// Puts workspace `id`'s guard rails where its start reads them (each

@@ -18,6 +18,7 @@ pub mod path;
 pub mod replay;
 pub mod secret;
 pub mod share;
+pub mod snapshot;
 pub mod time_limits;
 pub mod token;
 pub mod webhook;

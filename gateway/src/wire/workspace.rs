@@ -65,6 +65,16 @@ pub struct CreateWorkspace {
     /// 1..=64 of `A-Z a-z 0-9 . _ -`.
     #[schema(min_length = 1, max_length = 64)]
     pub profile: Option<String>,
+    /// A snapshot of the caller's to start from (`POST
+    /// /v1/workspaces/{id}/snapshot` takes one): its files in `/home/user`
+    /// and `/tmp` and its browser profile are in place before the
+    /// workspace is handed out. Not with `profile`.
+    pub from_snapshot: Option<String>,
+    /// With `from_snapshot`: start this many workspaces from it at once
+    /// (1..=10); the reply is then `{"workspaces": [...], "failed":
+    /// [...]}`.
+    #[schema(minimum = 1, maximum = 10)]
+    pub count: Option<u32>,
 }
 
 /// A template file (`cubicle serve --template NAME=FILE`): the guard rails
@@ -234,6 +244,26 @@ impl CreateWorkspace {
                 ));
             }
         }
+        if let Some(snapshot) = &self.from_snapshot {
+            super::snapshot::checked_id("from_snapshot", snapshot)?;
+            if self.profile.is_some() {
+                return Err(OpError::bad_request(
+                    "from_snapshot: not with profile (a snapshot carries its own browser profile); leave one out",
+                ));
+            }
+        }
+        let max = crate::ops::snapshots::MAX_FORKS;
+        match self.count {
+            Some(_) if self.from_snapshot.is_none() => {
+                return Err(OpError::bad_request(
+                    "count: only with from_snapshot (several workspaces start from one snapshot)",
+                ));
+            }
+            Some(count) if !(1..=max).contains(&count) => {
+                return Err(OpError::bad_request(format!("count: must be 1..={max}")));
+            }
+            _ => {}
+        }
         let rails = guard_rails(
             self.egress,
             self.policy,
@@ -246,12 +276,14 @@ impl CreateWorkspace {
             rails,
             template: self.template,
             profile: self.profile,
+            snapshot: self.from_snapshot,
+            count: self.count,
         })
     }
 }
 
 /// A create body, parsed and checked.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct CreateAsk {
     /// Its name and geometry.
     pub request: CreateRequest,
@@ -261,6 +293,10 @@ pub struct CreateAsk {
     pub template: Option<String>,
     /// The caller's browser profile it names.
     pub profile: Option<String>,
+    /// The snapshot it starts from.
+    pub snapshot: Option<String>,
+    /// How many to start from the snapshot (`None`: one, shown alone).
+    pub count: Option<u32>,
 }
 
 /// A workspace as the API shows it.

@@ -1,0 +1,308 @@
+//! Disk snapshots on real workspaces: an agent's workspace has a file in
+//! its home, one in /tmp and a cookie in its browser; a snapshot of it
+//! starts two forks at once, each with the files and the cookie, each its
+//! own machine (its own id, uid and audit chain, whose restore record names
+//! the snapshot's digest). A rollback puts a changed file back and removes
+//! one made after the snapshot. Another token neither sees nor uses the
+//! snapshot. Bad input gets a clear refusal and leaves no half snapshot: a
+//! stopped workspace, a taken name, a malformed or unknown id, `count`
+//! without a snapshot, an archive changed on the host (refused by its
+//! digest, the fork discarded).
+
+use cubicle_tests::Daemon;
+use cubicle_tests::desk;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const COOKIE: &str = "snap-7e11";
+
+async fn set_cookie(daemon: &Daemon, id: &str) {
+    let mut tab = cubicle_tests::cdp::Page::first(&daemon.channel_socket(id))
+        .await
+        .unwrap();
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 86_400;
+    let set = tab
+        .call(
+            "Network.setCookie",
+            json!({ "name": "session", "value": COOKIE, "url": "https://site.test/",
+                    "secure": true, "expires": expires }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(set["success"], true, "{set}");
+}
+
+async fn cookie(daemon: &Daemon, id: &str) -> Option<String> {
+    let mut tab = cubicle_tests::cdp::Page::first(&daemon.channel_socket(id))
+        .await
+        .unwrap();
+    let got = tab
+        .call(
+            "Network.getCookies",
+            json!({ "urls": ["https://site.test/"] }),
+        )
+        .await
+        .unwrap();
+    got["cookies"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == "session")
+        .and_then(|c| c["value"].as_str().map(str::to_owned))
+}
+
+fn id_of(ws: &Value) -> String {
+    ws["id"].as_str().expect("a workspace id").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_starts_forks_with_its_files_and_cookie_and_rolls_back() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let agent = desk::token(&daemon, "ada", "agent").await;
+    let other = desk::token(&daemon, "eve", "agent").await;
+    let call = |secret: &str, method: Method, path: &str, body: Option<Value>| {
+        let daemon = &daemon;
+        let (secret, path) = (secret.to_owned(), path.to_owned());
+        async move {
+            let body = body.map(|b| b.to_string());
+            daemon
+                .call_as(Some(&secret), method, &path, body.as_deref())
+                .await
+                .unwrap()
+        }
+    };
+
+    let source = id_of(&desk::create(&daemon, &agent.secret, "{}").await);
+    desk::exec(
+        &daemon,
+        &source,
+        "echo original > ~/notes.txt && echo scratch > /tmp/scratch.txt",
+    )
+    .await;
+    set_cookie(&daemon, &source).await;
+
+    let snapshot_path = format!("/v1/workspaces/{source}/snapshot");
+    let (status, snap) = call(
+        &agent.secret,
+        Method::POST,
+        &snapshot_path,
+        Some(json!({"name": "ready"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{snap}");
+    assert_eq!(snap["kind"], "disk", "{snap}");
+    assert_eq!(snap["workspace_id"], source.as_str(), "{snap}");
+    assert!(snap["home_size"].as_u64() > Some(0), "{snap}");
+    assert!(snap["profile_size"].as_u64() > Some(0), "{snap}");
+    let sha256 = snap["sha256"].as_str().unwrap().to_owned();
+    assert_eq!(sha256.len(), 64, "{snap}");
+    let snap_id = snap["id"].as_str().unwrap().to_owned();
+    // The source runs on, its browser open again.
+    assert_eq!(
+        desk::exec(&daemon, &source, "cat ~/notes.txt").await,
+        "original\n"
+    );
+    assert_eq!(cookie(&daemon, &source).await.as_deref(), Some(COOKIE));
+
+    // A taken name; another token sees and uses none of it.
+    let (status, body) = call(
+        &agent.secret,
+        Method::POST,
+        &snapshot_path,
+        Some(json!({"name": "ready"})),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "snapshot_exists", "{body}");
+    let (_, theirs) = call(&other.secret, Method::GET, "/v1/snapshots", None).await;
+    assert_eq!(theirs["snapshots"], json!([]), "{theirs}");
+    let (status, body) = call(
+        &other.secret,
+        Method::POST,
+        "/v1/workspaces",
+        Some(json!({"from_snapshot": snap_id})),
+    )
+    .await;
+    assert_eq!(status, 404, "another token's fork: {body}");
+
+    // Two forks at once.
+    let (status, forks) = call(
+        &agent.secret,
+        Method::POST,
+        "/v1/workspaces",
+        Some(json!({"from_snapshot": snap_id, "count": 2})),
+    )
+    .await;
+    assert_eq!(status, 201, "{forks}");
+    assert_eq!(forks["failed"], json!([]), "{forks}");
+    let made = forks["workspaces"].as_array().unwrap().clone();
+    assert_eq!(made.len(), 2, "{forks}");
+    assert_ne!(made[0]["host_uid"], made[1]["host_uid"], "{forks}");
+    for fork in &made {
+        let id = id_of(fork);
+        assert_ne!(id, source);
+        assert_eq!(fork["state"], "running", "{fork}");
+        assert_eq!(
+            desk::exec(&daemon, &id, "cat ~/notes.txt").await,
+            "original\n"
+        );
+        assert_eq!(
+            desk::exec(&daemon, &id, "cat /tmp/scratch.txt").await,
+            "scratch\n"
+        );
+        assert_eq!(
+            cookie(&daemon, &id).await.as_deref(),
+            Some(COOKIE),
+            "the fork's browser runs on the snapshot's profile"
+        );
+        let restored = desk::event_of(
+            &daemon,
+            &id,
+            "snapshot.restore",
+            std::time::Duration::from_secs(10),
+        )
+        .await
+        .expect("a snapshot.restore event in the fork's chain");
+        assert_eq!(
+            restored["detail"]["snapshot"],
+            snap_id.as_str(),
+            "{restored}"
+        );
+        assert_eq!(restored["detail"]["sha256"], sha256.as_str(), "{restored}");
+    }
+    // One fork's change is its own.
+    let first = id_of(&made[0]);
+    let second = id_of(&made[1]);
+    desk::exec(&daemon, &first, "echo mine > ~/notes.txt").await;
+    assert_eq!(
+        desk::exec(&daemon, &second, "cat ~/notes.txt").await,
+        "original\n"
+    );
+
+    // Rollback: a changed file back, a later one gone.
+    desk::exec(
+        &daemon,
+        &source,
+        "echo changed > ~/notes.txt && echo later > ~/after.txt",
+    )
+    .await;
+    let (status, body) = call(
+        &agent.secret,
+        Method::POST,
+        &format!("/v1/workspaces/{source}/rollback"),
+        Some(json!({"snapshot": snap_id})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        desk::exec(&daemon, &source, "cat ~/notes.txt").await,
+        "original\n"
+    );
+    assert!(!desk::exists(&daemon, &source, "after.txt").await);
+    assert_eq!(cookie(&daemon, &source).await.as_deref(), Some(COOKIE));
+    let rolled = desk::event_of(
+        &daemon,
+        &source,
+        "snapshot.rollback",
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .expect("a snapshot.rollback event");
+    assert_eq!(rolled["outcome"], "ok", "{rolled}");
+
+    // Bad input.
+    for (body, field) in [
+        (json!({"count": 2}), "count:"),
+        (
+            json!({"from_snapshot": snap_id, "profile": "work"}),
+            "from_snapshot:",
+        ),
+        (json!({"from_snapshot": "../etc"}), "from_snapshot:"),
+        (json!({"from_snapshot": snap_id, "count": 11}), "count:"),
+    ] {
+        let (status, refused) = call(
+            &agent.secret,
+            Method::POST,
+            "/v1/workspaces",
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(status, 400, "{body}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(field), "{body}: {refused}");
+    }
+    let (status, body) = call(
+        &agent.secret,
+        Method::POST,
+        "/v1/workspaces",
+        Some(json!({"from_snapshot": "snap-000000000000"})),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = call(
+        &agent.secret,
+        Method::POST,
+        &format!("/v1/workspaces/{second}/stop"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        &agent.secret,
+        Method::POST,
+        &format!("/v1/workspaces/{second}/snapshot"),
+        Some(json!({"name": "of-a-stopped-one"})),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    let (_, listed) = call(&agent.secret, Method::GET, "/v1/snapshots", None).await;
+    assert_eq!(
+        listed["snapshots"].as_array().map(Vec::len),
+        Some(1),
+        "no half snapshot is listed: {listed}"
+    );
+
+    // An archive changed on the host is refused by its digest; the fork
+    // is discarded with the reason.
+    let home = data
+        .path()
+        .join("snapshots")
+        .join(format!("{snap_id}.home.tar.gz"));
+    let kept = std::fs::read(&home).unwrap();
+    std::fs::write(&home, b"not the archive that was taken").unwrap();
+    let (status, body) = call(
+        &agent.secret,
+        Method::POST,
+        "/v1/workspaces",
+        Some(json!({"from_snapshot": snap_id})),
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("home archive") && message.contains("refused"),
+        "{body}"
+    );
+    std::fs::write(&home, kept).unwrap();
+
+    // Removing the snapshot leaves the forks as they are.
+    let (status, _) = call(
+        &agent.secret,
+        Method::DELETE,
+        &format!("/v1/snapshots/{snap_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    assert!(!home.exists());
+    let (_, listed) = call(&agent.secret, Method::GET, "/v1/snapshots", None).await;
+    assert_eq!(listed["snapshots"], json!([]), "{listed}");
+    assert_eq!(
+        desk::exec(&daemon, &first, "cat ~/notes.txt").await,
+        "mine\n"
+    );
+}
