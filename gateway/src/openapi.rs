@@ -227,6 +227,8 @@ impl Modify for BearerAuth {
     components(schemas(
         ErrorBody, ErrorDetail, ActionRequest, ActionResponse, ImageFormat, ScrollDirection,
         crate::wire::workspace::CreateWorkspace, crate::wire::workspace::WorkspaceView,
+        crate::wire::workspace::Created, crate::wire::workspace::CreatedMany,
+        crate::wire::workspace::CreateFailure,
         crate::wire::workspace::WorkspaceList, crate::wire::exec::ExecBody,
         crate::wire::exec::ExecResult, crate::wire::token::NewToken,
         crate::wire::approval::Decide, crate::wire::approval::Ask, crate::wire::approval::ApprovalStateFilter, crate::wire::download::DownloadStateFilter, crate::approvals::Scope, crate::wire::approval::SetPolicy,

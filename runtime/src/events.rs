@@ -694,7 +694,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::ShareOpen as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::SnapshotDelete as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

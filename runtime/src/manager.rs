@@ -887,8 +887,6 @@ impl<B: Backend> Manager<B> {
         Ok(())
     }
 
-    /// Freezes a running workspace: its processes and memory are kept, it
-    /// gets no CPU time until [`Manager::resume`].
     /// Where the snapshots' archives are kept.
     pub fn snapshot_files(&self) -> crate::snapshots::Files {
         crate::snapshots::Files::under(&self.config.data_dir)
@@ -970,6 +968,8 @@ impl<B: Backend> Manager<B> {
         Ok(())
     }
 
+    /// Freezes a running workspace: its processes and memory are kept, it
+    /// gets no CPU time until [`Manager::resume`].
     pub async fn pause(&self, id: &str) -> Result<WorkspaceRecord, ManagerError> {
         let record = self.get(id).await?;
         let lock = self.lock_for(id);

@@ -13,7 +13,7 @@ use cubicle_tests::daemon::bin_dir;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-pub(crate) const TOOLS: [&str; 11] = [
+pub(crate) const TOOLS: [&str; 14] = [
     "list_workspaces",
     "create_workspace",
     "computer",
@@ -25,6 +25,9 @@ pub(crate) const TOOLS: [&str; 11] = [
     "call_person",
     "clipboard",
     "fill_secret",
+    "snapshot",
+    "rollback",
+    "list_snapshots",
 ];
 
 use cubicle_tests::repo;
@@ -238,7 +241,7 @@ async fn stdio_once(base: &str, token: &str) -> Value {
 }
 
 /// One JSON-RPC message to `/v1/mcp` with `token`; status and JSON body.
-async fn rpc(daemon: &Daemon, token: Option<&str>, message: Value) -> (u16, Value) {
+pub(crate) async fn rpc(daemon: &Daemon, token: Option<&str>, message: Value) -> (u16, Value) {
     rpc_text(daemon, token, &message.to_string()).await
 }
 

@@ -140,6 +140,18 @@ def check_sync() -> None:
         again = ws.exec(["touch", "/home/user/held-python"], approval=held.approval_id)
         assert isinstance(again, ExecResult) and again.exit_code == 0, again
 
+        # Snapshots: taken, listed, rolled back to (a changed file is as
+        # it was), removed.
+        ws.write_file("/home/user/snap.txt", b"before")
+        snap = ws.snapshot("from-python")
+        assert (snap["kind"], snap["name"], snap["workspace_id"]) == ("disk", "from-python", WORKSPACE), snap
+        assert [s["id"] for s in cubicle.snapshots()] == [snap["id"]]
+        ws.write_file("/home/user/snap.txt", b"after")
+        assert ws.rollback(snap["id"])["sha256"] == snap["sha256"]
+        assert ws.read_file("/home/user/snap.txt") == b"before"
+        cubicle.delete_snapshot(snap["id"])
+        assert cubicle.snapshots() == []
+
         # The browser through the gateway's CDP proxy; the live view's URL.
         version = httpx.get(ws.cdp_url() + "/json/version", headers=ws.cdp_headers(), timeout=30).json()
         assert "Browser" in version and version["webSocketDebuggerUrl"].startswith("ws"), version

@@ -54,6 +54,19 @@ async fn cookie(daemon: &Daemon, id: &str) -> Option<String> {
         .and_then(|c| c["value"].as_str().map(str::to_owned))
 }
 
+/// Calls MCP tool `name` with `token`; its structured result (panics on
+/// an error result).
+async fn mcp_tool(daemon: &Daemon, token: &str, name: &str, arguments: Value) -> Value {
+    let message = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": name, "arguments": arguments }
+    });
+    let (status, body) = crate::mcp::rpc(daemon, Some(token), message).await;
+    assert_eq!(status, 200, "{name}: {body}");
+    assert_ne!(body["result"]["isError"], true, "{name}: {body}");
+    body["result"]["structuredContent"].clone()
+}
+
 fn id_of(ws: &Value) -> String {
     ws["id"].as_str().expect("a workspace id").to_owned()
 }
@@ -190,14 +203,18 @@ async fn a_snapshot_starts_forks_with_its_files_and_cookie_and_rolls_back() {
         "echo changed > ~/notes.txt && echo later > ~/after.txt",
     )
     .await;
-    let (status, body) = call(
+    // Through MCP, as an agent would: the tool lists the snapshot, and
+    // rolls back to it.
+    let listed = mcp_tool(&daemon, &agent.secret, "list_snapshots", json!({})).await;
+    assert_eq!(listed["snapshots"][0]["id"], snap_id.as_str(), "{listed}");
+    let rolled = mcp_tool(
+        &daemon,
         &agent.secret,
-        Method::POST,
-        &format!("/v1/workspaces/{source}/rollback"),
-        Some(json!({"snapshot": snap_id})),
+        "rollback",
+        json!({"workspace": source, "snapshot": snap_id}),
     )
     .await;
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(rolled["sha256"], sha256.as_str(), "{rolled}");
     assert_eq!(
         desk::exec(&daemon, &source, "cat ~/notes.txt").await,
         "original\n"
@@ -305,4 +322,68 @@ async fn a_snapshot_starts_forks_with_its_files_and_cookie_and_rolls_back() {
         desk::exec(&daemon, &first, "cat ~/notes.txt").await,
         "mine\n"
     );
+}
+
+/// The operator page (tests/browser/snapshots.mjs): an agent takes a
+/// snapshot from the live view, rolls back to it there, starts two
+/// workspaces from it in the list's panel and removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_takes_rolls_back_and_starts_from_a_snapshot() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(data.path(), None, &[]).unwrap();
+    let agent = desk::token(&daemon, "ada", "agent").await;
+    let made = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(made.0, 201, "{}", made.1);
+    let source = id_of(&made.1);
+    desk::exec(&daemon, &source, "echo original > ~/page.txt").await;
+
+    let config = json!({ "base": daemon.base, "agent": agent.secret, "workspace": source });
+    let seen = cubicle_tests::browser::run(
+        "snapshots.mjs",
+        &config,
+        std::time::Duration::from_secs(900),
+    )
+    .await;
+    assert_eq!(seen["error"], Value::Null, "{seen}");
+    assert!(
+        seen["took"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("took ready: disk")),
+        "{seen}"
+    );
+    assert_eq!(seen["viewCount"], "(1)", "{seen}");
+    assert!(
+        seen["refused"]
+            .as_str()
+            .is_some_and(|t| t.contains("already have a snapshot named \"ready\"")),
+        "{seen}"
+    );
+    assert_eq!(seen["changed"], "changed\n", "{seen}");
+    assert_eq!(seen["rolledBack"], "rolled back to ready", "{seen}");
+    assert_eq!(seen["afterRollback"], "original\n", "{seen}");
+    assert_eq!(seen["count"], "(1)", "{seen}");
+    assert_eq!(seen["countAfter"], "", "{seen}");
+    let started: Vec<String> = serde_json::from_value(seen["started"].clone()).unwrap();
+    assert_eq!(started.len(), 2, "{seen}");
+    for id in &started {
+        assert_ne!(id, &source);
+        assert_eq!(
+            desk::exec(&daemon, id, "cat ~/page.txt").await,
+            "original\n",
+            "{id}"
+        );
+    }
+    let (_, listed) = daemon
+        .call_as(Some(&agent.secret), Method::GET, "/v1/snapshots", None)
+        .await
+        .unwrap();
+    assert_eq!(listed["snapshots"], json!([]), "{listed}");
 }

@@ -34,6 +34,9 @@ pub async fn call(state: &AppState, caller: &OpContext, name: &str, args: Args) 
         "clipboard" => clipboard(state, caller, args).await,
         "call_person" => call_person(state, caller, args).await,
         "fill_secret" => fill_secret(state, caller, args).await,
+        "snapshot" => snapshot(state, caller, args).await,
+        "rollback" => rollback(state, caller, args).await,
+        "list_snapshots" => list_snapshots(state, caller, args).await,
         _ => return None,
     })
 }
@@ -314,6 +317,28 @@ async fn call_person(state: &AppState, caller: &OpContext, mut args: Args) -> Ou
     let reason = string_arg(&args, "reason")?.unwrap_or_default();
     let control = ops::control::call(state, caller, &id, &reason).await?;
     Ok(json_result(crate::control::view(&control, &id)))
+}
+
+/// `{"workspace", "name"}`: the snapshot `POST .../snapshot` takes.
+async fn snapshot(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
+    let id = take_workspace(&mut args)?;
+    let name = crate::wire::snapshot::NewSnapshot::parse(&bytes_of(&args))?;
+    let view = ops::snapshots::take(state, caller, &id, &name).await?;
+    Ok(json_result(json!(view)))
+}
+
+/// `{"workspace", "snapshot"}`: the rollback `POST .../rollback` makes.
+async fn rollback(state: &AppState, caller: &OpContext, mut args: Args) -> Outcome {
+    let id = take_workspace(&mut args)?;
+    let snapshot = crate::wire::snapshot::Rollback::parse(&bytes_of(&args))?;
+    let view = ops::snapshots::roll_back(state, caller, &id, &snapshot).await?;
+    Ok(json_result(json!(view)))
+}
+
+async fn list_snapshots(state: &AppState, caller: &OpContext, args: Args) -> Outcome {
+    only(&args, &[])?;
+    let all = ops::snapshots::list(state, caller).await?;
+    Ok(json_result(json!({ "snapshots": all })))
 }
 
 /// `{"workspace", "text"?}`: sets the clipboard to `text`, or reads it.

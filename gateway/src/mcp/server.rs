@@ -21,7 +21,10 @@ List or create a workspace, then drive it with `computer` (Anthropic computer-us
 screenshots come back as images), run commands with `exec`, move files with \
 `read_file`, `write_file` and `list_files`, read or set the desktop's clipboard with \
 `clipboard`, fill a secret into a login form without seeing it with `fill_secret`, ask a \
-person to confirm a step with `ask_person`, and call one to take over with `call_person`.";
+person to confirm a step with `ask_person`, and call one to take over with `call_person`. \
+Save a workspace's files and browser state with `snapshot`, start new workspaces from it with \
+`create_workspace` (`from_snapshot`, `count`), go back to it with `rollback`; `list_snapshots` \
+lists yours.";
 
 /// How long a tool call a policy holds waits for an operator's decision.
 const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(60);

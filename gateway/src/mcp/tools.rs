@@ -111,6 +111,43 @@ pub fn all() -> Vec<Tool> {
                 "additionalProperties": false,
             }),
         ),
+        tool(
+            "snapshot",
+            "Save a running workspace's state as a named snapshot to start from later: its files \
+             in /home/user and /tmp and its browser profile (cookies, logins, open tabs); not its \
+             memory. The browser closes for a moment and opens again. Start new workspaces from it \
+             with create_workspace {from_snapshot, count}, or go back to it with rollback.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "workspace": workspace(),
+                    "name": { "type": "string", "minLength": 1, "maxLength": 64,
+                        "pattern": "^[A-Za-z0-9._-]+$",
+                        "description": "Unique among your snapshots." },
+                },
+                "required": ["workspace", "name"],
+                "additionalProperties": false,
+            }),
+        ),
+        tool(
+            "rollback",
+            "Put a snapshot back in place of a running workspace's files and browser profile, \
+             when a step went wrong: what was made since the snapshot is gone.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "workspace": workspace(),
+                    "snapshot": { "type": "string", "description": "The snapshot id (snap-...), from list_snapshots." },
+                },
+                "required": ["workspace", "snapshot"],
+                "additionalProperties": false,
+            }),
+        ),
+        tool(
+            "list_snapshots",
+            "List your snapshots: id, name, the workspace each was taken of, when, and what it holds.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        ),
     ]
 }
 

@@ -299,6 +299,32 @@ pub struct CreateAsk {
     pub count: Option<u32>,
 }
 
+/// What `POST /v1/workspaces` answers: the workspace made, or with
+/// `count` the workspaces made and why the others were not (described for
+/// the OpenAPI document; the handler writes the same shapes).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Created {
+    One(WorkspaceView),
+    Many(CreatedMany),
+}
+
+/// The answer to a create with `count`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedMany {
+    /// The workspaces made, running.
+    pub workspaces: Vec<WorkspaceView>,
+    /// One entry per workspace not made, with the refusal's code and message.
+    pub failed: Vec<CreateFailure>,
+}
+
+/// Why one of a create's `count` workspaces was not made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreateFailure {
+    pub code: String,
+    pub message: String,
+}
+
 /// A workspace as the API shows it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WorkspaceView {

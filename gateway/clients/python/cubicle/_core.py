@@ -42,6 +42,10 @@ from ._wire.api.secrets import list_ as w_secrets
 from ._wire.api.profiles import delete as w_profile_delete
 from ._wire.api.profiles import list_ as w_profiles
 from ._wire.api.shares import create as w_share_create
+from ._wire.api.snapshots import delete as w_snapshot_delete
+from ._wire.api.snapshots import list_ as w_snapshots
+from ._wire.api.snapshots import roll_back as w_roll_back
+from ._wire.api.snapshots import take as w_snapshot_take
 from ._wire.api.shares import list_ as w_shares
 from ._wire.api.shares import revoke as w_share_revoke
 from ._wire.api.shell import run as w_exec
@@ -60,6 +64,8 @@ from ._wire.models.fill_secret import FillSecret
 from ._wire.models.clipboard_text import ClipboardText
 from ._wire.models.new_secret import NewSecret
 from ._wire.models.new_share import NewShare
+from ._wire.models.new_snapshot import NewSnapshot
+from ._wire.models.rollback import Rollback
 from ._wire.models.ask import Ask
 from ._wire.models.create_workspace import CreateWorkspace
 from ._wire.models.decide import Decide
@@ -190,6 +196,25 @@ class AsyncCubicle:
         ``time_limits``, ``profile``, ...)."""
         record = await self._call(w_create._get_kwargs(body=CreateWorkspace.from_dict(body)))
         return AsyncWorkspace(self, record)
+
+    async def start_from(self, snapshot_id: str, count: int = 1, **body: Any) -> list["AsyncWorkspace"]:
+        """``count`` (1 to 10) new workspaces started at once from a
+        snapshot (see :meth:`AsyncWorkspace.snapshot`), each with its files
+        and browser profile, once their desktops answer. Raises the first
+        refusal if none could start; those that could are returned."""
+        fields = {**body, "from_snapshot": snapshot_id, "count": count}
+        made = await self._call(w_create._get_kwargs(body=CreateWorkspace.from_dict(fields)))
+        return [AsyncWorkspace(self, record) for record in made["workspaces"]]
+
+    async def snapshots(self) -> list[dict[str, Any]]:
+        """The token's snapshots (an admin's: everyone's): name, kind, the
+        workspace each was taken of, sizes and SHA-256s."""
+        return (await self._call(w_snapshots._get_kwargs()))["snapshots"]
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        """Removes a snapshot and its archives; workspaces started from it
+        keep what they have."""
+        await self._call(w_snapshot_delete._get_kwargs(snapshot_id))
 
     async def connect(self, workspace_id: str) -> "AsyncWorkspace":
         record = await self._call(w_get._get_kwargs(workspace_id))
@@ -507,6 +532,19 @@ class AsyncWorkspace:
         fields = {"mode": mode, "expires_in_s": expires_in_s}
         body = NewShare.from_dict({k: v for k, v in fields.items() if v is not None})
         return await self._c._call(w_share_create._get_kwargs(self.id, body=body))
+
+    async def snapshot(self, name: str) -> dict[str, Any]:
+        """Takes a snapshot named ``name`` of this running workspace: its
+        files in /home/user and /tmp and its browser profile (kind
+        ``disk``: not its memory). The browser closes for a moment."""
+        body = NewSnapshot.from_dict({"name": name})
+        return await self._c._call(w_snapshot_take._get_kwargs(self.id, body=body))
+
+    async def rollback(self, snapshot_id: str) -> dict[str, Any]:
+        """Puts a snapshot back in place of this workspace's files and
+        browser profile: what was made since it is gone."""
+        body = Rollback.from_dict({"snapshot": snapshot_id})
+        return await self._c._call(w_roll_back._get_kwargs(self.id, body=body))
 
     async def shares(self) -> list[dict[str, Any]]:
         """This workspace's share links: live, expired, revoked."""

@@ -393,6 +393,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["snapshots/list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["snapshots/get"];
+        put?: never;
+        post?: never;
+        delete: operations["snapshots/delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tokens": {
         parameters: {
             query?: never;
@@ -915,6 +947,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workspaces/{id}/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["snapshots/roll_back"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workspaces/{id}/screenshot": {
         parameters: {
             query?: never;
@@ -990,6 +1038,22 @@ export interface paths {
         put?: never;
         post?: never;
         delete: operations["shares/revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workspaces/{id}/snapshot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["snapshots/take"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1200,6 +1264,11 @@ export interface components {
             /** @description At most 1 MiB (in UTF-8). */
             text: string;
         };
+        /** @description Why one of a create's `count` workspaces was not made. */
+        CreateFailure: {
+            code: string;
+            message: string;
+        };
         /**
          * @description Body of `POST /v1/workspaces` (may be empty: all defaults).
          *
@@ -1211,7 +1280,21 @@ export interface components {
          *     field; operators and admins may choose them.
          */
         CreateWorkspace: {
+            /**
+             * Format: int32
+             * @description With `from_snapshot`: start this many workspaces from it at once
+             *     (1..=10); the reply is then `{"workspaces": [...], "failed":
+             *     [...]}`.
+             */
+            count?: number | null;
             egress?: null | components["schemas"]["EgressBody"];
+            /**
+             * @description A snapshot of the caller's to start from (`POST
+             *     /v1/workspaces/{id}/snapshot` takes one): its files in `/home/user`
+             *     and `/tmp` and its browser profile are in place before the
+             *     workspace is handed out. Not with `profile`.
+             */
+            from_snapshot?: string | null;
             /**
              * @description Screen size; 1280x800 by default. Read as a [`GeometryBody`] by
              *     hand so that an error names `geometry.width` or `geometry.height`.
@@ -1282,6 +1365,19 @@ export interface components {
              */
             template?: string | null;
             time_limits?: null | components["schemas"]["TimeLimitsBody"];
+        };
+        /**
+         * @description What `POST /v1/workspaces` answers: the workspace made, or with
+         *     `count` the workspaces made and why the others were not (described for
+         *     the OpenAPI document; the handler writes the same shapes).
+         */
+        Created: components["schemas"]["WorkspaceView"] | components["schemas"]["CreatedMany"];
+        /** @description The answer to a create with `count`. */
+        CreatedMany: {
+            /** @description One entry per workspace not made, with the refusal's code and message. */
+            failed: components["schemas"]["CreateFailure"][];
+            /** @description The workspaces made, running. */
+            workspaces: components["schemas"]["WorkspaceView"][];
         };
         /** @description Body of `POST /v1/approvals/{id}/approve` and `.../deny` (may be empty). */
         Decide: {
@@ -1541,6 +1637,11 @@ export interface components {
             expires_in_s?: number | null;
             mode: components["schemas"]["ShareMode"];
         };
+        /** @description A snapshot to take. */
+        NewSnapshot: {
+            /** @description Unique among the caller's snapshots; 1..=64 of `A-Z a-z 0-9 . _ -`. */
+            name: string;
+        };
         /** @description A token to make; its secret is in the answer and nowhere else. */
         NewToken: {
             /** @description 1..=128 characters, no control characters. */
@@ -1634,6 +1735,11 @@ export interface components {
          * @enum {string}
          */
         RoleName: "admin" | "agent" | "operator" | "auditor";
+        /** @description The snapshot to roll a workspace back to. */
+        Rollback: {
+            /** @description A snapshot id of the caller's. */
+            snapshot: string;
+        };
         /**
          * @description How far an approval reaches, as the operator chose it.
          * @enum {string}
@@ -1722,6 +1828,37 @@ export interface components {
              */
             url?: string | null;
             workspace: string;
+        };
+        /** @description A snapshot as the API shows it. */
+        SnapshotView: {
+            backend: string;
+            /** Format: int64 */
+            created_at_ms: number;
+            home_sha256: string;
+            /**
+             * Format: int64
+             * @description The archive of `/home/user` and `/tmp` (gzip'd tar): bytes, SHA-256.
+             */
+            home_size: number;
+            id: string;
+            /**
+             * @description `disk`: the user's files and the browser profile, no memory (a fork
+             *     starts its programs afresh).
+             */
+            kind: string;
+            name: string;
+            /** @description The token that made it. */
+            owner_token: string;
+            profile_sha256: string;
+            /**
+             * Format: int64
+             * @description The browser profile's archive: bytes, SHA-256.
+             */
+            profile_size: number;
+            /** @description SHA-256 naming both archives; every fork's audit chain records it. */
+            sha256: string;
+            /** @description The workspace it was taken of (it may be gone since). */
+            workspace_id: string;
         };
         /**
          * @description `"time_limits"` of a create body; each field left out takes the
@@ -3399,6 +3536,164 @@ export interface operations {
             };
         };
     };
+    "snapshots/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {"snapshots": [snapshot]} (the caller's; an admin's: everyone's) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "snapshots/get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotView"];
+                };
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such snapshot of the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "snapshots/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed with its archives; workspaces started from it keep what it gave them */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A query parameter (such as `wait`) or a body this operation cannot take; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such snapshot of the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     "tokens/list": {
         parameters: {
             query?: never;
@@ -3853,13 +4148,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Created and ready */
+            /** @description Created and ready: the workspace, or with `count` (from a snapshot) `{workspaces, failed}` */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WorkspaceView"];
+                    "application/json": components["schemas"]["Created"];
                 };
             };
             /** @description A body this operation cannot take, or a template, policy, limit or time limit the server does not have or allow; the message names the field */
@@ -6533,6 +6828,86 @@ export interface operations {
             };
         };
     };
+    "snapshots/roll_back": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Rollback"];
+            };
+        };
+        responses: {
+            /** @description Rolled back: its files in /home/user and /tmp are the snapshot's (what was made since is removed) and the browser runs on the snapshot's profile */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotView"];
+                };
+            };
+            /** @description A bad snapshot id */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace in the caller's scope, or no such snapshot of the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rollback_failed`: the reason; the workspace runs on */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     "computer/screenshot": {
         parameters: {
             query?: {
@@ -6939,6 +7314,104 @@ export interface operations {
             };
             /** @description No such workspace, or no such share link of it */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    "snapshots/take": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewSnapshot"];
+            };
+        };
+        responses: {
+            /** @description Taken: the user's files in /home/user and /tmp and the browser profile (kind `disk`: no memory); the browser closed for it and runs again */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotView"];
+                };
+            };
+            /** @description A bad name */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or one that is not valid or was revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token's role may not do this, or a cookie-authenticated request came from another origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace in the caller's scope */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not running (`conflict`), or the caller has a snapshot of that name (`snapshot_exists`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over the size limit (`too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_snapshots`: remove one first */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `snapshot_failed`: the reason (too large, disk full, the guest's); nothing is kept and the workspace runs on */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

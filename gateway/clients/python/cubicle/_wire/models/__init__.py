@@ -10,9 +10,11 @@ from .ask_details_type_0 import AskDetailsType0
 from .bind_secret import BindSecret
 from .binding_view import BindingView
 from .clipboard_text import ClipboardText
+from .create_failure import CreateFailure
 from .create_workspace import CreateWorkspace
 from .create_workspace_geometry_type_1_type_0 import CreateWorkspaceGeometryType1Type0
 from .create_workspace_limits_type_1 import CreateWorkspaceLimitsType1
+from .created_many import CreatedMany
 from .decide import Decide
 from .decision import Decision
 from .described_body import DescribedBody
@@ -34,6 +36,7 @@ from .hit_view import HitView
 from .image_format import ImageFormat
 from .new_secret import NewSecret
 from .new_share import NewShare
+from .new_snapshot import NewSnapshot
 from .new_token import NewToken
 from .new_webhook import NewWebhook
 from .on_expiry_body import OnExpiryBody
@@ -42,6 +45,7 @@ from .recording_list import RecordingList
 from .recording_summary import RecordingSummary
 from .recording_view import RecordingView
 from .role_name import RoleName
+from .rollback import Rollback
 from .scope import Scope
 from .scroll_direction import ScrollDirection
 from .secret_view import SecretView
@@ -50,6 +54,7 @@ from .set_policy import SetPolicy
 from .share_mode import ShareMode
 from .share_opened import ShareOpened
 from .share_view import ShareView
+from .snapshot_view import SnapshotView
 from .time_limits_body import TimeLimitsBody
 from .time_limits_view import TimeLimitsView
 from .timeline_event import TimelineEvent
@@ -75,9 +80,11 @@ __all__ = (
     "BindSecret",
     "BindingView",
     "ClipboardText",
+    "CreateFailure",
     "CreateWorkspace",
     "CreateWorkspaceGeometryType1Type0",
     "CreateWorkspaceLimitsType1",
+    "CreatedMany",
     "Decide",
     "Decision",
     "DescribedBody",
@@ -99,6 +106,7 @@ __all__ = (
     "ImageFormat",
     "NewSecret",
     "NewShare",
+    "NewSnapshot",
     "NewToken",
     "NewWebhook",
     "OnExpiryBody",
@@ -107,6 +115,7 @@ __all__ = (
     "RecordingSummary",
     "RecordingView",
     "RoleName",
+    "Rollback",
     "Scope",
     "ScrollDirection",
     "SecretView",
@@ -115,6 +124,7 @@ __all__ = (
     "ShareMode",
     "ShareOpened",
     "ShareView",
+    "SnapshotView",
     "TimeLimitsBody",
     "TimeLimitsView",
     "TimelineEvent",

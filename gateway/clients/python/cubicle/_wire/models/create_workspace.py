@@ -31,7 +31,14 @@ class CreateWorkspace:
     field; operators and admins may choose them.
 
         Attributes:
+            count (int | None | Unset): With `from_snapshot`: start this many workspaces from it at once
+                (1..=10); the reply is then `{"workspaces": [...], "failed":
+                [...]}`.
             egress (EgressBody | None | Unset):
+            from_snapshot (None | str | Unset): A snapshot of the caller's to start from (`POST
+                /v1/workspaces/{id}/snapshot` takes one): its files in `/home/user`
+                and `/tmp` and its browser profile are in place before the
+                workspace is handed out. Not with `profile`.
             geometry (CreateWorkspaceGeometryType1Type0 | None | str | Unset): Screen size; 1280x800 by default. Read as a
                 [`GeometryBody`] by
                 hand so that an error names `geometry.width` or `geometry.height`.
@@ -56,7 +63,9 @@ class CreateWorkspace:
             time_limits (None | TimeLimitsBody | Unset):
     """
 
+    count: int | None | Unset = UNSET
     egress: EgressBody | None | Unset = UNSET
+    from_snapshot: None | str | Unset = UNSET
     geometry: CreateWorkspaceGeometryType1Type0 | None | str | Unset = UNSET
     limits: CreateWorkspaceLimitsType1 | None | Unset = UNSET
     name: None | str | Unset = UNSET
@@ -74,6 +83,12 @@ class CreateWorkspace:
         from ..models.egress_body import EgressBody
         from ..models.time_limits_body import TimeLimitsBody
 
+        count: int | None | Unset
+        if isinstance(self.count, Unset):
+            count = UNSET
+        else:
+            count = self.count
+
         egress: dict[str, Any] | None | Unset
         if isinstance(self.egress, Unset):
             egress = UNSET
@@ -81,6 +96,12 @@ class CreateWorkspace:
             egress = self.egress.to_dict()
         else:
             egress = self.egress
+
+        from_snapshot: None | str | Unset
+        if isinstance(self.from_snapshot, Unset):
+            from_snapshot = UNSET
+        else:
+            from_snapshot = self.from_snapshot
 
         geometry: dict[str, Any] | None | str | Unset
         if isinstance(self.geometry, Unset):
@@ -139,8 +160,12 @@ class CreateWorkspace:
         field_dict: dict[str, Any] = {}
 
         field_dict.update({})
+        if count is not UNSET:
+            field_dict["count"] = count
         if egress is not UNSET:
             field_dict["egress"] = egress
+        if from_snapshot is not UNSET:
+            field_dict["from_snapshot"] = from_snapshot
         if geometry is not UNSET:
             field_dict["geometry"] = geometry
         if limits is not UNSET:
@@ -171,6 +196,15 @@ class CreateWorkspace:
 
         d = dict(src_dict)
 
+        def _parse_count(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        count = _parse_count(d.pop("count", UNSET))
+
         def _parse_egress(data: object) -> EgressBody | None | Unset:
             if data is None:
                 return data
@@ -187,6 +221,15 @@ class CreateWorkspace:
             return cast(EgressBody | None | Unset, data)
 
         egress = _parse_egress(d.pop("egress", UNSET))
+
+        def _parse_from_snapshot(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        from_snapshot = _parse_from_snapshot(d.pop("from_snapshot", UNSET))
 
         def _parse_geometry(
             data: object,
@@ -289,7 +332,9 @@ class CreateWorkspace:
         time_limits = _parse_time_limits(d.pop("time_limits", UNSET))
 
         create_workspace = cls(
+            count=count,
             egress=egress,
+            from_snapshot=from_snapshot,
             geometry=geometry,
             limits=limits,
             name=name,

@@ -6,6 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.create_workspace import CreateWorkspace
+from ...models.created_many import CreatedMany
 from ...models.error_body import ErrorBody
 from ...models.workspace_view import WorkspaceView
 from ...types import Response
@@ -32,9 +33,25 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> ErrorBody | WorkspaceView | None:
+) -> CreatedMany | WorkspaceView | ErrorBody | None:
     if response.status_code == 201:
-        response_201 = WorkspaceView.from_dict(response.json())
+
+        def _parse_response_201(data: object) -> CreatedMany | WorkspaceView:
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                componentsschemas_created_type_0 = WorkspaceView.from_dict(data)
+
+                return componentsschemas_created_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, dict):
+                raise TypeError()
+            componentsschemas_created_type_1 = CreatedMany.from_dict(data)
+
+            return componentsschemas_created_type_1
+
+        response_201 = _parse_response_201(response.json())
 
         return response_201
 
@@ -76,7 +93,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[ErrorBody | WorkspaceView]:
+) -> Response[CreatedMany | WorkspaceView | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -89,7 +106,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: CreateWorkspace,
-) -> Response[ErrorBody | WorkspaceView]:
+) -> Response[CreatedMany | WorkspaceView | ErrorBody]:
     """
     Args:
         body (CreateWorkspace): Body of `POST /v1/workspaces` (may be empty: all defaults).
@@ -106,7 +123,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | WorkspaceView]
+        Response[CreatedMany | WorkspaceView | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -124,7 +141,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     body: CreateWorkspace,
-) -> ErrorBody | WorkspaceView | None:
+) -> CreatedMany | WorkspaceView | ErrorBody | None:
     """
     Args:
         body (CreateWorkspace): Body of `POST /v1/workspaces` (may be empty: all defaults).
@@ -141,7 +158,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | WorkspaceView
+        CreatedMany | WorkspaceView | ErrorBody
     """
 
     return sync_detailed(
@@ -154,7 +171,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: CreateWorkspace,
-) -> Response[ErrorBody | WorkspaceView]:
+) -> Response[CreatedMany | WorkspaceView | ErrorBody]:
     """
     Args:
         body (CreateWorkspace): Body of `POST /v1/workspaces` (may be empty: all defaults).
@@ -171,7 +188,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | WorkspaceView]
+        Response[CreatedMany | WorkspaceView | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -187,7 +204,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     body: CreateWorkspace,
-) -> ErrorBody | WorkspaceView | None:
+) -> CreatedMany | WorkspaceView | ErrorBody | None:
     """
     Args:
         body (CreateWorkspace): Body of `POST /v1/workspaces` (may be empty: all defaults).
@@ -204,7 +221,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | WorkspaceView
+        CreatedMany | WorkspaceView | ErrorBody
     """
 
     return (
