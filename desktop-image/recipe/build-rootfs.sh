@@ -57,6 +57,12 @@ mkdir -p "$target/run/cubicle" "$target/usr/local/sbin"
 : > "$target/usr/local/sbin/cubicle-guest"
 chmod 0755 "$target/usr/local/sbin/cubicle-guest"
 echo cubicle > "$target/etc/hostname"
+# Each workspace is its own machine: cubicle-guest writes a fresh machine id
+# at every start on the workspace's own /run; none is baked in to be shared.
+rm -f "$target/etc/machine-id" "$target/var/lib/dbus/machine-id"
+mkdir -p "$target/var/lib/dbus"
+ln -s /run/machine-id "$target/etc/machine-id"
+ln -s /etc/machine-id "$target/var/lib/dbus/machine-id"
 
 echo "@@step 5 cleanup"
 rm -f "$target/usr/sbin/policy-rc.d"

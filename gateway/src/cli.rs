@@ -236,6 +236,12 @@ struct ServeArgs {
     /// the pool refills in the background (`GET /v1/pool` counts hits).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=256))]
     warm: u64,
+    /// Fill the warm pool from this snapshot (`snap-...`, see `GET
+    /// /v1/snapshots`) instead: each pooled workspace has its files and
+    /// browser profile in place, and serves a create `{"from_snapshot": ID}`
+    /// by a token that may use it (a plain create then starts cold).
+    #[arg(long, requires = "warm")]
+    warm_snapshot: Option<String>,
     /// Stop (or delete, see --on-expiry) each workspace this many seconds
     /// after it starts, unless its create set its own; 0: no TTL.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
@@ -568,13 +574,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         stop_sweeping.clone(),
     ));
     let stop_pool = tokio_util::sync::CancellationToken::new();
+    let warm_snapshot = match &args.warm_snapshot {
+        Some(id) => Some(
+            cubicle_runtime::snapshots::get(&state.store, id)
+                .await?
+                .with_context(|| {
+                    format!(
+                        "--warm-snapshot: no snapshot {id:?} here (GET /v1/snapshots lists them)"
+                    )
+                })?,
+        ),
+        None => None,
+    };
     let pool = (args.warm > 0).then(|| {
-        say(&format!("warm pool: {} ready workspaces", args.warm));
-        tokio::spawn(
-            manager
-                .clone()
-                .fill_pool(args.warm as usize, stop_pool.clone()),
-        )
+        match &warm_snapshot {
+            Some(snapshot) => say(&format!(
+                "warm pool: {} ready workspaces from snapshot {} ({})",
+                args.warm, snapshot.id, snapshot.name
+            )),
+            None => say(&format!("warm pool: {} ready workspaces", args.warm)),
+        }
+        tokio::spawn(manager.clone().fill_pool(
+            args.warm as usize,
+            warm_snapshot,
+            stop_pool.clone(),
+        ))
     });
     let stop_sealing = tokio_util::sync::CancellationToken::new();
     let sealer = tokio::spawn(replay.clone().run_checkpoints(stop_sealing.clone()));

@@ -18,7 +18,7 @@ use crate::backend::{
 use crate::geometry::Geometry;
 use crate::lifecycle::{Change, Lifecycle, Publisher};
 use crate::limits::{Limits, LimitsError, LimitsPolicy, LimitsRequest, Usage};
-use crate::pool::{POOL_NAME, Pool, PoolStats};
+use crate::pool::{Pool, PoolStats};
 use crate::state::{StateError, Store, WorkspaceRecord, WorkspaceState, now_ms};
 use crate::time_limits::TimeLimits;
 
@@ -401,7 +401,7 @@ impl<B: Backend> Manager<B> {
         let default_limits = self.limits_policy().default;
         let matches = request.from_pool
             && request.profile.is_none()
-            && request.snapshot.is_none()
+            && request.snapshot.as_ref().map(|s| &s.id) == self.pool.snapshot().as_ref()
             && request.geometry == Geometry::default()
             && request.limits.is_none_or(|l| l == default_limits);
         if matches && self.pool.size() > 0 {
@@ -438,18 +438,29 @@ impl<B: Backend> Manager<B> {
     }
 
     /// Keeps `size` ready workspaces in the warm pool until `cancel`,
-    /// starting one at a time. First adopts the pool's workspaces a previous
-    /// daemon left running and deletes those it left stopped.
-    pub async fn fill_pool(self: Arc<Self>, size: usize, cancel: CancellationToken) {
+    /// starting one at a time, each with `snapshot` in place if one is
+    /// given (the pool then serves only creates from it). First adopts the
+    /// pool's workspaces a previous daemon left running, and deletes those
+    /// it left stopped and those of another snapshot's pool. Filling stops
+    /// when the snapshot is removed.
+    pub async fn fill_pool(
+        self: Arc<Self>,
+        size: usize,
+        snapshot: Option<crate::snapshots::Row>,
+        cancel: CancellationToken,
+    ) {
+        let snapshot_id = snapshot.as_ref().map(|s| s.id.clone());
+        let name = crate::pool::name_for(snapshot_id.as_deref());
+        self.pool.set_snapshot(snapshot_id.clone());
         self.pool.set_size(size);
         if let Ok(records) = self.store.list().await {
             for record in records
                 .into_iter()
-                .filter(|r| r.owner_token.is_none() && r.name == POOL_NAME)
+                .filter(|r| r.owner_token.is_none() && crate::pool::is_pool_name(&r.name))
             {
-                if record.state == WorkspaceState::Running {
+                if record.state == WorkspaceState::Running && record.name == name {
                     self.pool.put(record.id);
-                } else if !record.state.may_have_processes() {
+                } else if record.name != name || !record.state.may_have_processes() {
                     let _ = self.delete(&record.id).await;
                 }
             }
@@ -463,9 +474,20 @@ impl<B: Backend> Manager<B> {
             if self.pool.wanted() == 0 {
                 continue;
             }
+            if let Some(id) = &snapshot_id
+                && matches!(crate::snapshots::get(&self.store, id).await, Ok(None))
+            {
+                tracing::warn!(snapshot = %id, "the warm pool's snapshot was removed: its pooled workspaces go, and the pool fills no more");
+                self.pool.set_size(0);
+                for pooled in self.pool.drain() {
+                    let _ = self.delete(&pooled).await;
+                }
+                continue;
+            }
             self.pool.filling(1);
             let request = CreateRequest {
-                name: Some(POOL_NAME.to_owned()),
+                name: Some(name.clone()),
+                snapshot: snapshot.clone(),
                 ..CreateRequest::default()
             };
             let made = tokio::select! {

@@ -6,6 +6,11 @@
 //! [`POOL_NAME`]; taking one gives it its owner and name. It was never used,
 //! so its home is fresh. After a daemon restart the still-running ones are
 //! adopted again and the stopped ones deleted.
+//!
+//! The pool may be filled from a snapshot instead (`cubicle serve --warm N
+//! --warm-snapshot ID`): each pooled workspace then has the snapshot put in
+//! place as a fork does, is named [`name_for`] the snapshot, and serves
+//! only a create from that snapshot (a plain create starts cold).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -16,11 +21,26 @@ use serde::Serialize;
 /// The name a pooled workspace carries until it is taken.
 pub const POOL_NAME: &str = "warm-pool";
 
+/// The name of a pooled workspace started from `snapshot` (or from none).
+pub fn name_for(snapshot: Option<&str>) -> String {
+    match snapshot {
+        Some(id) => format!("{POOL_NAME}.{id}"),
+        None => POOL_NAME.to_owned(),
+    }
+}
+
+/// Whether `name` is a pooled workspace's (from any snapshot or none).
+pub fn is_pool_name(name: &str) -> bool {
+    name == POOL_NAME || name.starts_with(&format!("{POOL_NAME}.snap-"))
+}
+
 /// The pool's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct PoolStats {
     /// How many ready workspaces it keeps.
     pub size: usize,
+    /// The snapshot its workspaces start from, if any.
+    pub snapshot: Option<String>,
     /// Ready now.
     pub ready: usize,
     /// Being started now.
@@ -37,6 +57,7 @@ pub struct PoolStats {
 #[derive(Debug, Default)]
 pub struct Pool {
     size: AtomicUsize,
+    snapshot: Mutex<Option<String>>,
     ready: Mutex<VecDeque<String>>,
     filling: AtomicUsize,
     hits: AtomicU64,
@@ -51,6 +72,19 @@ impl Pool {
 
     pub fn size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
+    }
+
+    /// Fills the pool from snapshot `id` (or from the image, `None`).
+    pub fn set_snapshot(&self, id: Option<String>) {
+        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = id;
+    }
+
+    /// The snapshot the pool is filled from, if any.
+    pub fn snapshot(&self) -> Option<String> {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn ready(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
@@ -74,6 +108,11 @@ impl Pool {
 
     pub fn put(&self, id: String) {
         self.ready().push_back(id);
+    }
+
+    /// Every ready id, taken out of the pool (not counted as hits).
+    pub fn drain(&self) -> Vec<String> {
+        self.ready().drain(..).collect()
     }
 
     /// Forgets `id` (it stopped, crashed or was deleted while pooled).
@@ -107,6 +146,7 @@ impl Pool {
     pub fn stats(&self) -> PoolStats {
         PoolStats {
             size: self.size(),
+            snapshot: self.snapshot(),
             ready: self.ready().len(),
             filling: self.filling.load(Ordering::Relaxed),
             hits: self.hits.load(Ordering::Relaxed),
@@ -136,5 +176,16 @@ mod tests {
         assert_eq!(pool.take(), None);
         let stats = pool.stats();
         assert_eq!((stats.hits, stats.misses, stats.ready), (1, 1, 0));
+    }
+
+    #[test]
+    fn pool_names_say_which_snapshot() {
+        assert_eq!(name_for(None), "warm-pool");
+        assert_eq!(
+            name_for(Some("snap-0123456789ab")),
+            "warm-pool.snap-0123456789ab"
+        );
+        assert!(is_pool_name("warm-pool") && is_pool_name("warm-pool.snap-0123456789ab"));
+        assert!(!is_pool_name("warm-pool-mine") && !is_pool_name("mine"));
     }
 }

@@ -23,6 +23,7 @@ mod endpoints;
 mod exec;
 mod exec_stream;
 mod files;
+mod machine_id;
 mod probes;
 mod profile;
 mod seccomp_load;
@@ -141,6 +142,8 @@ fn separate_services() -> Result<endpoints::Endpoints, String> {
 }
 
 async fn run(args: Args, endpoints: endpoints::Endpoints) -> Result<(), String> {
+    machine_id::write()
+        .map_err(|err| format!("cannot write the machine id {}: {err}", machine_id::PATH))?;
     let plan = session::Plan::from_args(&args, &endpoints)?;
     std::fs::create_dir_all(&args.log_dir)
         .map_err(|err| format!("cannot create log dir {}: {err}", args.log_dir.display()))?;

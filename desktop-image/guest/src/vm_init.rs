@@ -143,6 +143,8 @@ pub fn boot(hostname: &str) -> Result<(), VmInitError> {
     mount_host_disk()?;
     prepare_services_dirs()?;
     set_hostname(hostname)?;
+    // As root, before the services take over: /run is root's here.
+    crate::machine_id::write().map_err(prepare_err(crate::machine_id::PATH))?;
     loopback_up()?;
     // SAFETY: fork is called while the process has exactly one thread (no
     // async runtime, no other thread has been started), so the child may

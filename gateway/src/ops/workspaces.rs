@@ -75,8 +75,9 @@ pub async fn create(
     // The pool's workspaces run with the server's defaults: only a create
     // that gets exactly those may take one.
     // A profile is loaded as the browser starts: a pooled one has started.
+    // A pool filled from a snapshot serves only creates from it (the
+    // manager matches the snapshot).
     request.from_pool = request.profile.is_none()
-        && request.snapshot.is_none()
         && chosen.egress.is_none()
         && chosen.policy == state.gates.default_policy
         && chosen.time_limits.is_empty()
