@@ -112,3 +112,124 @@ async fn a_plain_create_is_served_from_the_warm_pool_which_refills() {
         "pool: create from the warm pool {took:?}, cold create {cold_took:?}, refilled in {refill:?}"
     );
 }
+
+/// `serve --warm 1 --warm-snapshot ID`: the pool's workspace has the
+/// snapshot in place before anyone asks; a create from that snapshot by its
+/// owner is served from the pool with the snapshot's file, a plain create
+/// is not, and another token cannot use the snapshot at all. An unknown
+/// snapshot stops `serve` with a message naming it.
+#[tokio::test]
+async fn the_warm_pool_fills_from_a_snapshot() {
+    let data = tempfile::tempdir().unwrap();
+    let mut first = Daemon::start(data.path(), None, &[]).unwrap();
+    let admin = first.token.clone();
+    let agent = token(&first, "bot", "agent").await;
+    let other = token(&first, "eve", "agent").await;
+    let (status, ws) = first
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ws}");
+    let source = ws["id"].as_str().unwrap().to_owned();
+    cubicle_tests::desk::exec(&first, &source, "echo pooled > ~/ready.txt").await;
+    let (status, snap) = first
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            &format!("/v1/workspaces/{source}/snapshot"),
+            Some(r#"{"name":"base"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{snap}");
+    let snap_id = snap["id"].as_str().unwrap().to_owned();
+    let (status, _) = first
+        .call(Method::DELETE, &format!("/v1/workspaces/{source}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 204);
+    first.terminate();
+    drop(first);
+
+    // A snapshot that is not there: serve says which and stops.
+    let refused = std::process::Command::new(cubicle_tests::daemon::bin_dir().join("cubicle"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .args(["--warm", "1", "--warm-snapshot", "snap-000000000000"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("--warm-snapshot") && said.contains("snap-000000000000"),
+        "{said}"
+    );
+
+    let daemon = Daemon::start(
+        data.path(),
+        Some(&admin),
+        &["--warm", "1", "--warm-snapshot", &snap_id],
+    )
+    .unwrap();
+    ready(&daemon, 1).await;
+    assert_eq!(pool(&daemon).await["snapshot"], snap_id.as_str());
+
+    // A plain create starts cold: the pool is the snapshot's.
+    let cold = daemon.create_workspace("{}").await;
+    assert_eq!(pool(&daemon).await["hits"], 0, "a plain create took a fork");
+    let cold_id = cold["id"].as_str().unwrap();
+    assert!(!cubicle_tests::desk::exists(&daemon, cold_id, "ready.txt").await);
+
+    // Another token cannot start from the agent's snapshot, pool or not.
+    let body = serde_json::json!({ "from_snapshot": snap_id }).to_string();
+    let (status, refused) = daemon
+        .call_as(
+            Some(&other.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some(&body),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 404, "{refused}");
+    assert_eq!(pool(&daemon).await["hits"], 0);
+
+    let started = Instant::now();
+    let (status, fork) = daemon
+        .call_as(
+            Some(&agent.secret),
+            Method::POST,
+            "/v1/workspaces",
+            Some(&body),
+        )
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(status, 201, "{fork}");
+    assert_eq!(fork["owner_token"], agent.id.as_str(), "{fork}");
+    assert_eq!(
+        pool(&daemon).await["hits"],
+        1,
+        "the fork was not the pool's"
+    );
+    let id = fork["id"].as_str().unwrap();
+    assert_eq!(
+        cubicle_tests::desk::exec(&daemon, id, "cat ~/ready.txt").await,
+        "pooled\n"
+    );
+    let restored =
+        cubicle_tests::desk::event_of(&daemon, id, "snapshot.restore", Duration::from_secs(5))
+            .await
+            .expect("the pooled fork's chain records the snapshot");
+    assert_eq!(
+        restored["detail"]["snapshot"],
+        snap_id.as_str(),
+        "{restored}"
+    );
+    eprintln!("pool: a fork from the snapshot's warm pool {took:?}");
+}

@@ -305,7 +305,7 @@ pub struct CreateAsk {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum Created {
-    One(WorkspaceView),
+    One(Box<WorkspaceView>),
     Many(CreatedMany),
 }
 
