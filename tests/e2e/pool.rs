@@ -125,16 +125,7 @@ async fn the_warm_pool_fills_from_a_snapshot() {
     let admin = first.token.clone();
     let agent = token(&first, "bot", "agent").await;
     let other = token(&first, "eve", "agent").await;
-    let (status, ws) = first
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{ws}");
+    let ws = cubicle_tests::desk::create(&first, &agent.secret, "{}").await;
     let source = ws["id"].as_str().unwrap().to_owned();
     cubicle_tests::desk::exec(&first, &source, "echo pooled > ~/ready.txt").await;
     let (status, snap) = first

@@ -14,20 +14,6 @@ use serde_json::{Value, json};
 
 const COOKIE: &str = "kept-4b1d";
 
-async fn cookies(daemon: &Daemon, id: &str) -> Vec<Value> {
-    let mut tab = cubicle_tests::cdp::Page::first(&daemon.channel_socket(id))
-        .await
-        .unwrap();
-    let got = tab
-        .call(
-            "Network.getCookies",
-            json!({ "urls": ["https://site.test/"] }),
-        )
-        .await
-        .unwrap();
-    got["cookies"].as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profiles_cookie_reaches_the_owners_next_workspace_and_only_one_runs_it() {
     let data = tempfile::tempdir().unwrap();
@@ -46,24 +32,7 @@ async fn a_profiles_cookie_reaches_the_owners_next_workspace_and_only_one_runs_i
 
     let first = desk::create(&daemon, &agent.secret, r#"{"profile": "work"}"#).await;
     let first = first["id"].as_str().unwrap().to_owned();
-    let mut tab = cubicle_tests::cdp::Page::first(&daemon.channel_socket(&first))
-        .await
-        .unwrap();
-    let expires = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 86_400;
-    let set = tab
-        .call(
-            "Network.setCookie",
-            json!({ "name": "session", "value": COOKIE, "url": "https://site.test/",
-                    "secure": true, "expires": expires }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(set["success"], true, "{set}");
-    drop(tab);
+    desk::set_cookie(&daemon, &first, "session", COOKIE).await;
 
     // While it runs, the profile is the first workspace's alone.
     let (status, refused) = call(
@@ -159,7 +128,7 @@ async fn a_profiles_cookie_reaches_the_owners_next_workspace_and_only_one_runs_i
     .await
     .expect("a profile.load event");
     assert_eq!(loaded["detail"]["sha256"], sha256.as_str(), "{loaded}");
-    let jar = cookies(&daemon, &second).await;
+    let jar = desk::site_cookies(&daemon, &second).await;
     assert!(
         jar.iter()
             .any(|c| c["name"] == "session" && c["value"] == COOKIE),
@@ -180,7 +149,7 @@ async fn a_profiles_cookie_reaches_the_owners_next_workspace_and_only_one_runs_i
     // The other token's "work" is its own, fresh.
     let theirs = desk::create(&daemon, &other.secret, r#"{"profile": "work"}"#).await;
     let theirs = theirs["id"].as_str().unwrap().to_owned();
-    let jar = cookies(&daemon, &theirs).await;
+    let jar = desk::site_cookies(&daemon, &theirs).await;
     assert!(
         !jar.iter().any(|c| c["value"] == COOKIE),
         "another token's profile of the same name is not this one: {jar:?}"

@@ -16,39 +16,10 @@ use serde_json::{Value, json};
 
 const COOKIE: &str = "snap-7e11";
 
-async fn set_cookie(daemon: &Daemon, id: &str) {
-    let mut tab = cubicle_tests::cdp::Page::first(&daemon.channel_socket(id))
-        .await
-        .unwrap();
-    let expires = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 86_400;
-    let set = tab
-        .call(
-            "Network.setCookie",
-            json!({ "name": "session", "value": COOKIE, "url": "https://site.test/",
-                    "secure": true, "expires": expires }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(set["success"], true, "{set}");
-}
-
+/// The `session` cookie's value in workspace `id`'s browser.
 async fn cookie(daemon: &Daemon, id: &str) -> Option<String> {
-    let mut tab = cubicle_tests::cdp::Page::first(&daemon.channel_socket(id))
+    desk::site_cookies(daemon, id)
         .await
-        .unwrap();
-    let got = tab
-        .call(
-            "Network.getCookies",
-            json!({ "urls": ["https://site.test/"] }),
-        )
-        .await
-        .unwrap();
-    got["cookies"]
-        .as_array()?
         .iter()
         .find(|c| c["name"] == "session")
         .and_then(|c| c["value"].as_str().map(str::to_owned))
@@ -98,7 +69,7 @@ async fn a_snapshot_starts_forks_with_its_files_and_cookie_and_rolls_back() {
         "echo original > ~/notes.txt && echo scratch > /tmp/scratch.txt",
     )
     .await;
-    set_cookie(&daemon, &source).await;
+    desk::set_cookie(&daemon, &source, "session", COOKIE).await;
 
     let snapshot_path = format!("/v1/workspaces/{source}/snapshot");
     let clock = std::time::Instant::now();
@@ -369,17 +340,7 @@ async fn the_page_takes_rolls_back_and_starts_from_a_snapshot() {
     let data = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(data.path(), None, &[]).unwrap();
     let agent = desk::token(&daemon, "ada", "agent").await;
-    let made = daemon
-        .call_as(
-            Some(&agent.secret),
-            Method::POST,
-            "/v1/workspaces",
-            Some("{}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(made.0, 201, "{}", made.1);
-    let source = id_of(&made.1);
+    let source = id_of(&desk::create(&daemon, &agent.secret, "{}").await);
     desk::exec(&daemon, &source, "echo original > ~/page.txt").await;
 
     let config = json!({ "base": daemon.base, "agent": agent.secret, "workspace": source });

@@ -325,3 +325,40 @@ where
         }
     }
 }
+
+/// Sets cookie `name=value` for `https://site.test/` (secure, a day long)
+/// in workspace `id`'s browser, over its DevTools on the guest channel.
+pub async fn set_cookie(daemon: &Daemon, id: &str, name: &str, value: &str) {
+    let mut tab = crate::cdp::Page::first(&daemon.channel_socket(id))
+        .await
+        .unwrap();
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 86_400;
+    let set = tab
+        .call(
+            "Network.setCookie",
+            json!({ "name": name, "value": value, "url": "https://site.test/",
+                    "secure": true, "expires": expires }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(set["success"], true, "{set}");
+}
+
+/// The cookies workspace `id`'s browser holds for `https://site.test/`.
+pub async fn site_cookies(daemon: &Daemon, id: &str) -> Vec<Value> {
+    let mut tab = crate::cdp::Page::first(&daemon.channel_socket(id))
+        .await
+        .unwrap();
+    let got = tab
+        .call(
+            "Network.getCookies",
+            json!({ "urls": ["https://site.test/"] }),
+        )
+        .await
+        .unwrap();
+    got["cookies"].as_array().cloned().unwrap_or_default()
+}
