@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn every_tool_has_an_object_schema() {
         let tools = all();
-        assert_eq!(tools.len(), 11);
+        assert_eq!(tools.len(), 14);
         for tool in tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
             assert!(
