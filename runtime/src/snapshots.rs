@@ -370,11 +370,13 @@ async fn fetch(
             .read_file(archive, offset, Some(MAX_FILE))
             .await
             .map_err(guest("fetching the home archive"))?;
-        if chunk.size > MAX_HOME_ARCHIVE {
-            return Err(SnapshotError::TooLarge(chunk.size));
+        // The size the guest says, and what it actually sent: a guest that
+        // says small and never says the end is cut off at the same limit.
+        offset += chunk.bytes.len() as u64;
+        if chunk.size.max(offset) > MAX_HOME_ARCHIVE {
+            return Err(SnapshotError::TooLarge(chunk.size.max(offset)));
         }
         written.write(&chunk.bytes)?;
-        offset += chunk.bytes.len() as u64;
         if chunk.eof || chunk.bytes.is_empty() {
             break;
         }

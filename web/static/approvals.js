@@ -9,32 +9,11 @@
 // Deciding is the gateway's rule, not the page's: operators and admins only,
 // never the token that asked. The page only hides buttons that would be refused.
 
-const $ = (selector) => document.querySelector(selector);
+import { $, api, el } from './panel.js';
+
 const pending = new Map(); // id → approval
 let me = null;
 const baseTitle = document.title;
-
-async function api(method, path, body) {
-  const response = await fetch(path, {
-    method,
-    headers: body ? { 'Content-Type': 'application/json' } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
-  return data;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('data-')) node.setAttribute(key, value);
-    else node[key] = value;
-  }
-  node.append(...children.filter((c) => c !== null && c !== undefined));
-  return node;
-}
 
 function mayDecide(approval) {
   return Boolean(me && me.permissions && me.permissions.includes('approvals_decide')

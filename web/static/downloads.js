@@ -8,31 +8,10 @@
 // Deciding is the gateway's rule (operators and admins); the page only
 // hides buttons that would be refused.
 
-const $ = (selector) => document.querySelector(selector);
+import { $, api, el } from './panel.js';
+
 let me = null;
 let shown = '';
-
-async function api(method, path, body) {
-  const response = await fetch(path, {
-    method,
-    headers: body ? { 'Content-Type': 'application/json' } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
-  return data;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('data-')) node.setAttribute(key, value);
-    else node[key] = value;
-  }
-  node.append(...children.filter((c) => c !== null && c !== undefined));
-  return node;
-}
 
 const may = (permission) => Boolean(me && me.permissions && me.permissions.includes(permission));
 

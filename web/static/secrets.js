@@ -5,32 +5,11 @@
 // one to a workspace (it gets a placeholder, shown here, in its commands'
 // environment when a variable is named), remove one.
 
-const $ = (selector) => document.querySelector(selector);
+import { $, api, el } from './panel.js';
+
 let shown = '';
 // What this page gave, by secret id: kept across redraws of the list.
 const gave = new Map();
-
-async function api(method, path, body) {
-  const response = await fetch(path, {
-    method,
-    headers: body ? { 'Content-Type': 'application/json' } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = response.status === 204 ? {} : await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
-  return data;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('data-') || key.startsWith('aria-')) node.setAttribute(key, value);
-    else node[key] = value;
-  }
-  node.append(...children.filter((c) => c !== null && c !== undefined));
-  return node;
-}
 
 /// The workspace the page is looking at, if any (`/#ws-…`).
 function current() {

@@ -3,32 +3,11 @@
 // control; for how long), sees the link once, lists the workspace's links
 // (live, expired, revoked) and revokes one.
 
-const $ = (selector) => document.querySelector(selector);
+import { $, api, el } from './panel.js';
+
 let workspace = '';
 let sent = 0;
 let applied = 0;
-
-async function api(method, path, body) {
-  const response = await fetch(path, {
-    method,
-    headers: body ? { 'Content-Type': 'application/json' } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = response.status === 204 ? {} : await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
-  return data;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('data-')) node.setAttribute(key, value);
-    else node[key] = value;
-  }
-  node.append(...children);
-  return node;
-}
 
 function row(share) {
   const until = new Date(share.revoked_at_ms ?? share.expires_at_ms).toLocaleString();

@@ -8,7 +8,8 @@
 //   were, and what was made since is gone).
 // The gateway's refusals are shown where the button was.
 
-const $ = (selector) => document.querySelector(selector);
+import { $, api, el, size } from './panel.js';
+
 let me = null;
 let viewing = '';
 // The newest list, and refreshes by the order they were sent.
@@ -18,40 +19,6 @@ let applied = 0;
 // Rows of the panel drawn, by snapshot id: kept while unchanged, so a
 // count typed or a refusal shown stays through the timer's refreshes.
 const drawn = new Map();
-
-async function api(method, path, body) {
-  const response = await fetch(path, {
-    method,
-    headers: body ? { 'Content-Type': 'application/json' } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = response.status === 204 ? {} : await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
-  return data;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('data-') || key.startsWith('aria-')) node.setAttribute(key, value);
-    else node[key] = value;
-  }
-  node.append(...children.filter((c) => c !== null && c !== undefined));
-  return node;
-}
-
-/// `bytes` in the largest binary unit that keeps it at 1 or more.
-function size(bytes) {
-  const units = ['bytes', 'KiB', 'MiB', 'GiB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return unit === 0 ? `${value} bytes` : `${value.toFixed(1)} ${units[unit]}`;
-}
 
 function holds(s) {
   return `${s.kind}: files ${size(s.home_size)}, browser profile ${size(s.profile_size)}; `
