@@ -1,7 +1,8 @@
 //! Every request body type of the API (`gateway/src/wire/`): create
 //! workspace (with its limits, egress and time limits), exec, token,
 //! approval decision, policy switch, download decision, egress policy,
-//! webhook, handoff, a secret and its binding, a share link.
+//! webhook, handoff, a secret and its binding, a share link, a snapshot
+//! and a rollback.
 #![no_main]
 
 use cubicle_gateway::wire;
@@ -23,4 +24,6 @@ fuzz_target!(|data: &[u8]| {
     let _ = wire::secret::BindSecret::parse(data);
     let _ = wire::secret::FillSecret::parse(data);
     let _ = wire::share::NewShare::parse(data);
+    let _ = wire::snapshot::NewSnapshot::parse(data);
+    let _ = wire::snapshot::Rollback::parse(data);
 });
