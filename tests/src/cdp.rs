@@ -19,8 +19,18 @@ pub struct Page {
 
 impl Page {
     /// Connects to the first page target of the browser behind `socket`.
+    /// The listing is asked again while it fails, for up to 30 s (scaled
+    /// in the nested host, where an emulated browser can take longer than
+    /// the guest's 10 s per DevTools call right after a start).
     pub async fn first(socket: &Path) -> anyhow::Result<Self> {
-        let list = crate::guest::http_get(socket, 9222, "/json/list").await?;
+        let deadline = std::time::Instant::now() + crate::guard(Duration::from_secs(30));
+        let list = loop {
+            match crate::guest::http_get(socket, 9222, "/json/list").await {
+                Ok(list) => break list,
+                Err(err) if std::time::Instant::now() >= deadline => return Err(err),
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        };
         let list: Value = serde_json::from_str(&list)?;
         let target = list
             .as_array()
