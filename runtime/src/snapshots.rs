@@ -17,7 +17,7 @@
 //! the workspace that wrote them is not trusted, and the ones that read them
 //! back are the same owner's, unpacking as their own unprivileged user.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cubicle_image::control::{ExecExit, ExecRequest, MAX_FILE};
@@ -399,32 +399,19 @@ pub async fn put(
         "browser profile",
         &row.profile_sha256,
     )?;
-    let home = files.home(&row.id);
-    read_checked(&home, "home", &row.home_sha256)?;
+    // Checked once, then sent from the same bytes in pieces.
+    let home = read_checked(&files.home(&row.id), "home", &row.home_sha256)?;
     let target = format!("/tmp/.cubicle-restore-{}.tar.gz", row.id);
-    let mut source = std::fs::File::open(&home)?;
-    let mut piece = vec![0; MAX_FILE as usize];
-    let mut first = true;
-    loop {
-        let n = read_full(&mut source, &mut piece)?;
-        if n == 0 && !first {
-            break;
-        }
-        if first {
-            channel
-                .write_file(&target, &piece[..n], Some(0o600))
-                .await
-                .map_err(guest("sending the home archive"))?;
-            first = false;
-        } else {
-            channel
-                .append_file(&target, &piece[..n])
-                .await
-                .map_err(guest("sending the home archive"))?;
-        }
-        if n < piece.len() {
-            break;
-        }
+    let mut pieces = home.chunks(MAX_FILE as usize);
+    channel
+        .write_file(&target, pieces.next().unwrap_or_default(), Some(0o600))
+        .await
+        .map_err(guest("sending the home archive"))?;
+    for piece in pieces {
+        channel
+            .append_file(&target, piece)
+            .await
+            .map_err(guest("sending the home archive"))?;
     }
     let unpacked = channel
         .exec(&ExecRequest {
@@ -490,18 +477,6 @@ fn read_checked(path: &Path, what: &'static str, sha256: &str) -> Result<Vec<u8>
         });
     }
     Ok(bytes)
-}
-
-/// Reads until `buf` is full or the file ends.
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..])? {
-            0 => break,
-            n => filled += n,
-        }
-    }
-    Ok(filled)
 }
 
 #[cfg(test)]

@@ -86,6 +86,16 @@ fn not_found(id: &str) -> OpError {
     )
 }
 
+fn exists(name: &str) -> OpError {
+    OpError::new(
+        ErrorKind::Conflict,
+        "snapshot_exists",
+        format!(
+            "you already have a snapshot named {name:?}: choose another name, or remove it first (DELETE /v1/snapshots/{{id}})"
+        ),
+    )
+}
+
 /// Snapshot `id` if the caller may use it: its own (an admin: any).
 async fn usable(core: &Core, ctx: &OpContext, id: &str) -> Result<Row, OpError> {
     match snapshots::get(&core.store, id).await.map_err(store_error)? {
@@ -112,18 +122,14 @@ pub async fn take(
     let detail = json!({ "name": name });
     let run = async {
         let store = &core.store;
-        if snapshots::find(store, &ctx.token.id, name)
-            .await
-            .map_err(store_error)?
-            .is_some()
-        {
-            return Err(OpError::new(
-                ErrorKind::Conflict,
-                "snapshot_exists",
-                format!(
-                    "you already have a snapshot named {name:?}: choose another name, or remove it first (DELETE /v1/snapshots/{{id}})"
-                ),
-            ));
+        let name_taken = || async {
+            snapshots::find(store, &ctx.token.id, name)
+                .await
+                .map(|row| row.is_some())
+                .map_err(store_error)
+        };
+        if name_taken().await? {
+            return Err(exists(name));
         }
         let rows = snapshots::list(store).await.map_err(store_error)?;
         let theirs = rows
@@ -169,7 +175,12 @@ pub async fn take(
         };
         if let Err(err) = snapshots::insert(store, &row).await {
             let _ = core.manager.snapshot_files().remove(&snapshot);
-            return Err(store_error(err));
+            // Another take of the same name finished first.
+            return Err(if name_taken().await? {
+                exists(name)
+            } else {
+                store_error(err)
+            });
         }
         Ok(SnapshotView::from(&row))
     };
