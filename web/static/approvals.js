@@ -9,7 +9,7 @@
 // Deciding is the gateway's rule, not the page's: operators and admins only,
 // never the token that asked. The page only hides buttons that would be refused.
 
-import { $, api, el } from './panel.js';
+import { $, api, el, size } from './panel.js';
 
 const pending = new Map(); // id → approval
 let me = null;
@@ -34,6 +34,7 @@ function headline(a) {
     case 'action': return p.action === 'type' ? `type ${JSON.stringify(p.text)}` : `${p.action} ${p.text ?? ''} ${p.coordinate ? `at ${p.coordinate.join(',')}` : ''}`.trim();
     case 'cdp': return p.method === 'Page.navigate' ? `navigate to ${p.params && p.params.url}` : `browser: ${p.method}`;
     case 'egress': return `connect to ${p.host}:${p.port}`;
+    case 'browser.upload': return `upload ${p.name} (${size(p.size)}) into ${p.origin}`;
     case 'ask': return `the agent asks: ${p.question}`;
     default: return a.operation;
   }
