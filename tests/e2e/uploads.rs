@@ -5,10 +5,14 @@
 //! page's script reads the name and bytes. The workspace's user cannot
 //! read the file where the browser does. The EICAR test file is refused by
 //! the quarantine's scan, a selector that names no file input is refused,
-//! and the event names the file's SHA-256 and the page's origin.
+//! and the event names the file's SHA-256 and the page's origin. The live
+//! view's Upload pane does the same for an operator watching.
+
+use std::time::Duration;
 
 use cubicle_tests::Daemon;
-use cubicle_tests::desk;
+use cubicle_tests::cdp::Page;
+use cubicle_tests::desk::{self, Tok};
 use cubicle_tests::origin;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -16,8 +20,41 @@ use sha2::{Digest, Sha256};
 
 const TEXT: &str = "hello from the host, 4b1d";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
+/// A daemon with one workspace on screen at the origin's upload form (a
+/// file input `#f` whose script shows the chosen file's name and text in
+/// `#got`, and a text field `#t`).
+struct Form {
+    /// A CDP connection to the workspace's page, to see what it read.
+    tab: Page,
+    daemon: Daemon,
+    /// The origin's port (`http://files.test:{port}`).
+    port: u16,
+    ws: Value,
+    id: String,
+    /// The operator who made the workspace (under the default policy,
+    /// which confirms uploads).
+    operator: Tok,
+    _data: tempfile::TempDir,
+}
+
+impl Form {
+    fn origin(&self) -> String {
+        format!("http://files.test:{}", self.port)
+    }
+
+    /// Waits until the page's script shows it read file `name` holding `text`.
+    async fn reads(&mut self, name: &str, text: &str) {
+        let shown = json!(format!("{name}:{text}"));
+        self.tab
+            .wait_for(&format!(
+                "document.getElementById('got').textContent === {shown}"
+            ))
+            .await
+            .unwrap_or_else(|err| panic!("the page never read {shown}: {err}"));
+    }
+}
+
+async fn form() -> Form {
     let port = origin::serve(None).await;
     let data = tempfile::tempdir().unwrap();
     let hosts = data.path().join("hosts");
@@ -41,10 +78,8 @@ async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
     });
     let ws = desk::create(&daemon, &operator.secret, &body.to_string()).await;
     let id = ws["id"].as_str().unwrap().to_owned();
-    // An agent of this workspace's (an operator made it, with its egress).
-    let agent = desk::scoped_token(&daemon, "bot", "agent", &[&id]).await;
     let socket = daemon.channel_socket(&id);
-    let mut tab = cubicle_tests::cdp::Page::first(&socket).await.unwrap();
+    let mut tab = Page::first(&socket).await.unwrap();
     let page = format!("http://files.test:{port}/upload-form");
     tab.call("Page.navigate", json!({ "url": page }))
         .await
@@ -52,6 +87,31 @@ async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
     tab.wait_for("!!document.getElementById('f')")
         .await
         .unwrap();
+    Form {
+        tab,
+        daemon,
+        port,
+        ws,
+        id,
+        operator,
+        _data: data,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
+    // The data dir bound first, so it goes last (after the daemon).
+    let Form {
+        _data,
+        mut tab,
+        daemon,
+        port,
+        ws,
+        id,
+        operator,
+    } = form().await;
+    // An agent of this workspace's (an operator made it, with its egress).
+    let agent = desk::scoped_token(&daemon, "bot", "agent", &[&id]).await;
 
     let upload = |query: String, bytes: Vec<u8>| {
         let daemon = &daemon;
@@ -186,4 +246,149 @@ async fn a_scanned_file_reaches_the_pages_file_input_once_approved() {
             .any(|e| e["kind"] == "browser.upload" && e["outcome"] == "ok"),
         "the upload did not end ok"
     );
+}
+
+/// The live view's Upload pane, as two operators use it
+/// (tests/browser/uploads_panel.mjs): the workspace's maker uploads a text
+/// file from the pane into the page's file input; the default policy holds
+/// it, the other operator approves it in the Approvals panel of their
+/// page, the pane sends it again by itself and says what went where, and
+/// the page's script reads the name and text. A field that is no file
+/// input, the EICAR test file (the scan's rule named) and a file the other
+/// operator denies are shown refused, with the file still chosen; a
+/// released download picked in the pane reaches the page the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_views_upload_pane_hands_a_file_to_the_page_once_approved() {
+    let mut form = form().await;
+    let decider = desk::token(&form.daemon, "otto", "operator").await;
+    let origin = form.origin();
+    let (base, uploader, id) = (
+        form.daemon.base.clone(),
+        form.operator.secret.clone(),
+        form.id.clone(),
+    );
+    let config = |part: &str, download: &str| {
+        json!({
+            "base": base,
+            "uploader": uploader,
+            "decider": decider.secret,
+            "workspace": id,
+            "part": part,
+            "download": download,
+            "text": TEXT,
+            "eicar": String::from_utf8_lossy(origin::EICAR),
+        })
+    };
+    let limit = Duration::from_secs(300);
+
+    let seen = cubicle_tests::browser::run("uploads_panel.mjs", &config("file", ""), limit).await;
+    let said = |key: &str| seen[key].as_str().unwrap_or_default().to_owned();
+    assert!(said("notFileInput").contains("not a file input"), "{seen}");
+    assert_eq!(seen["keptAfterRefusal"], "notes.txt", "{seen}");
+    let file = &seen["file"];
+    assert!(
+        file["held"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("held: waiting for approval")),
+        "{seen}"
+    );
+    assert_eq!(file["disabledWhileHeld"], true, "{seen}");
+    assert_eq!(file["stopWhileHeld"], true, "{seen}");
+    assert_eq!(
+        file["card"],
+        format!("upload notes.txt ({} bytes) into {origin}", TEXT.len()),
+        "{seen}"
+    );
+    let sha256 = hex::encode(Sha256::digest(TEXT.as_bytes()));
+    assert_eq!(
+        file["uploaded"],
+        format!(
+            "uploaded notes.txt ({} bytes, sha256 {}…) into {origin}",
+            TEXT.len(),
+            &sha256[..12]
+        ),
+        "{seen}"
+    );
+    assert_eq!(file["enabledAfter"], true, "{seen}");
+    assert_eq!(seen["clearedAfterUpload"], "", "{seen}");
+    assert!(said("flagged").contains("eicar_test_file"), "{seen}");
+    assert_eq!(seen["keptAfterFlag"], "eicar.com", "{seen}");
+    assert_eq!(seen["enabledAfterFlag"], true, "{seen}");
+    assert_eq!(
+        seen["denied"], "not uploaded: denied by otto: not this one",
+        "{seen}"
+    );
+    assert_eq!(seen["keptAfterDenial"], "other.txt", "{seen}");
+    // The flagged file was nobody's question, and the page kept the first
+    // (neither the flagged nor the denied one reached it).
+    let (_, pending) = form
+        .daemon
+        .call_as(
+            Some(&decider.secret),
+            Method::GET,
+            "/v1/approvals?state=pending",
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(pending["approvals"], json!([]), "{pending}");
+    form.reads("notes.txt", TEXT).await;
+
+    // A download of the workspace's, held by the egress proxy and released.
+    let fetched = desk::exec(
+        &form.daemon,
+        &id,
+        &format!("curl -sS -m 30 -D - -o /dev/null {origin}/report.txt 2>&1"),
+    )
+    .await;
+    let download = fetched
+        .lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case("x-cubicle-download")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("the report was not held: {fetched}"));
+    let (status, released) = form
+        .daemon
+        .call_as(
+            Some(&decider.secret),
+            Method::POST,
+            &format!("/v1/downloads/{download}/release"),
+            Some("{}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{released}");
+    let name = released["name"].as_str().unwrap().to_owned();
+
+    let seen =
+        cubicle_tests::browser::run("uploads_panel.mjs", &config("download", &download), limit)
+            .await;
+    assert!(
+        seen["offered"]
+            .as_str()
+            .is_some_and(|o| o.starts_with(&format!("{name} ("))),
+        "{seen}"
+    );
+    assert_eq!(seen["fileFieldDisabled"], true, "{seen}");
+    assert!(
+        seen["download"]["uploaded"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(&format!("uploaded {name} (")) && u.ends_with(&origin)),
+        "{seen}"
+    );
+    form.reads(&name, "quarterly numbers: all fine\n").await;
+
+    // Both reached the page as the uploading operator's own.
+    let events = desk::events(&form.daemon, &format!("workspace={id}")).await;
+    let done: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "browser.upload" && e["outcome"] == "ok")
+        .collect();
+    assert_eq!(done.len(), 2, "{events:?}");
+    for event in done {
+        assert_eq!(event["actor"]["name"], "olga", "{event}");
+    }
 }
