@@ -14,6 +14,8 @@ pub struct Row {
     pub value: String,
     /// JSON list of lowercase host names.
     pub hosts: String,
+    /// Whether the value goes into request bodies too, not only headers.
+    pub body: bool,
     pub created_at: i64,
 }
 
@@ -24,6 +26,7 @@ impl std::fmt::Debug for Row {
             .field("owner_token", &self.owner_token)
             .field("name", &self.name)
             .field("hosts", &self.hosts)
+            .field("body", &self.body)
             .finish_non_exhaustive()
     }
 }
@@ -41,14 +44,15 @@ pub struct Binding {
 
 pub async fn insert(store: &Store, row: &Row) -> Result<(), StateError> {
     sqlx::query(
-        "INSERT INTO secrets (id, owner_token, name, value, hosts, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO secrets (id, owner_token, name, value, hosts, body, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&row.id)
     .bind(&row.owner_token)
     .bind(&row.name)
     .bind(&row.value)
     .bind(&row.hosts)
+    .bind(row.body)
     .bind(row.created_at)
     .execute(store.pool())
     .await?;
@@ -58,7 +62,7 @@ pub async fn insert(store: &Store, row: &Row) -> Result<(), StateError> {
 /// Every secret, oldest first.
 pub async fn list(store: &Store) -> Result<Vec<Row>, StateError> {
     let rows = sqlx::query_as(
-        "SELECT id, owner_token, name, value, hosts, created_at FROM secrets \
+        "SELECT id, owner_token, name, value, hosts, body, created_at FROM secrets \
          ORDER BY created_at, id",
     )
     .fetch_all(store.pool())
@@ -68,7 +72,8 @@ pub async fn list(store: &Store) -> Result<Vec<Row>, StateError> {
 
 pub async fn get(store: &Store, id: &str) -> Result<Option<Row>, StateError> {
     let row = sqlx::query_as(
-        "SELECT id, owner_token, name, value, hosts, created_at FROM secrets WHERE id = ?",
+        "SELECT id, owner_token, name, value, hosts, body, created_at FROM secrets \
+         WHERE id = ?",
     )
     .bind(id)
     .fetch_optional(store.pool())
@@ -151,6 +156,7 @@ mod tests {
             name: "github".into(),
             value: "ghp_value".into(),
             hosts: "[\"api.github.com\"]".into(),
+            body: id == "sec-2",
             created_at: 1,
         }
     }
@@ -182,6 +188,7 @@ mod tests {
         assert_eq!(a.len(), 2);
         assert_eq!(a[0].0.placeholder, "p1");
         assert_eq!(a[0].1.value, "ghp_value");
+        assert!(!a[0].1.body && a[1].1.body, "each keeps where it may go");
         let mut gone = delete(&store, "sec-1").await.unwrap().unwrap();
         gone.sort();
         assert_eq!(gone, ["ws-a", "ws-b"]);

@@ -1,7 +1,8 @@
 //! Host-bound secrets: stored by operators and admins (the value never
 //! shown again), given to a workspace as a placeholder (in its commands'
 //! environment, a file, or only in the answer), swapped for the value by
-//! the workspace's egress proxy on the way to the secret's hosts only
+//! the workspace's egress proxy on the way to the secret's hosts only, in
+//! headers, and in request bodies when the secret says `body`
 //! (`cubicle_runtime::egress::secrets` says exactly when). Storing,
 //! removing and giving one are events; none carries a value.
 //!
@@ -34,6 +35,8 @@ pub struct SecretView {
     pub name: String,
     /// The host names it may go to.
     pub hosts: Vec<String>,
+    /// Whether the value goes into request bodies too (else headers only).
+    pub body: bool,
     /// The token that stored it.
     pub owner_token: String,
     pub created_at_ms: i64,
@@ -45,6 +48,7 @@ impl From<&Row> for SecretView {
             id: row.id.clone(),
             name: row.name.clone(),
             hosts: serde_json::from_str(&row.hosts).unwrap_or_default(),
+            body: row.body,
             owner_token: row.owner_token.clone(),
             created_at_ms: row.created_at,
         }
@@ -57,6 +61,8 @@ pub struct BindingView {
     pub secret: String,
     pub name: String,
     pub hosts: Vec<String>,
+    /// Whether the value goes into request bodies too (else headers only).
+    pub body: bool,
     /// What the workspace holds instead of the value.
     #[schema(example = "cubicle_secret_0123456789abcdef0123456789abcdef")]
     pub placeholder: String,
@@ -73,6 +79,7 @@ impl BindingView {
             secret: row.id.clone(),
             name: row.name.clone(),
             hosts: serde_json::from_str(&row.hosts).unwrap_or_default(),
+            body: row.body,
             placeholder: binding.placeholder.clone(),
             env: binding.env.clone(),
             path: binding.path.clone(),
@@ -125,9 +132,12 @@ pub async fn create(
         name: new.name,
         value: new.value,
         hosts: serde_json::Value::from(new.hosts.clone()).to_string(),
+        body: new.body,
         created_at: cubicle_runtime::state::now_ms(),
     };
-    let detail = json!({ "secret": row.id, "name": row.name, "hosts": new.hosts });
+    let detail = json!({
+        "secret": row.id, "name": row.name, "hosts": new.hosts, "body": new.body,
+    });
     let store = &core.store;
     let run = async {
         secret_rows::insert(store, &row)
@@ -337,6 +347,7 @@ pub async fn refresh(core: &Core, id: &str) {
             placeholder: binding.placeholder,
             value: row.value,
             hosts: serde_json::from_str(&row.hosts).unwrap_or_default(),
+            body: row.body,
         })
         .collect();
     if let Some(host) = core.hosts.find(id) {

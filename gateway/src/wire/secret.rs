@@ -26,6 +26,14 @@ pub struct NewSecret {
     /// only requests to these, over TLS the proxy intercepts, get the value.
     #[schema(min_items = 1, max_items = 16, example = json!(["api.github.com"]))]
     pub hosts: Vec<String>,
+    /// Also put the value in place of the placeholder in request bodies to
+    /// these hosts, not only in headers (default false: headers only). The
+    /// proxy then reads such bodies up to 1 MiB; a longer one, or one with
+    /// a `Content-Encoding`, is sent as it came. The value goes in as it
+    /// is, not escaped for JSON or a form.
+    #[serde(default)]
+    #[schema(default = false)]
+    pub body: bool,
 }
 
 /// A checked [`NewSecret`] (hosts lowercased, without a trailing dot).
@@ -34,6 +42,7 @@ pub struct SecretRequest {
     pub name: String,
     pub value: String,
     pub hosts: Vec<String>,
+    pub body: bool,
 }
 
 impl std::fmt::Debug for SecretRequest {
@@ -41,6 +50,7 @@ impl std::fmt::Debug for SecretRequest {
         f.debug_struct("SecretRequest")
             .field("name", &self.name)
             .field("hosts", &self.hosts)
+            .field("body", &self.body)
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +112,7 @@ impl NewSecret {
             name: new.name,
             value: new.value,
             hosts,
+            body: new.body,
         })
     }
 }
@@ -210,7 +221,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.hosts, ["api.github.com"]);
+        assert!(!ok.body, "headers only unless asked");
         assert!(!format!("{ok:?}").contains("ghp_x"));
+        let body = NewSecret::parse(br#"{"name":"gh","value":"v","hosts":["a.b"],"body":true}"#);
+        assert!(body.unwrap().body);
         for (body, names) in [
             (r#"{"name":"","value":"v","hosts":["a.b"]}"#, "name"),
             (r#"{"name":"n","value":"","hosts":["a.b"]}"#, "value"),
@@ -226,6 +240,10 @@ mod tests {
                 "hosts[0]",
             ),
             (r#"{"name":"n","value":"v","hosts":["a.b"],"x":1}"#, "x"),
+            (
+                r#"{"name":"n","value":"v","hosts":["a.b"],"body":"yes"}"#,
+                "body",
+            ),
             (
                 r#"{"name":"n","value":"cubicle_secret_00","hosts":["a.b"]}"#,
                 "placeholder",

@@ -68,6 +68,9 @@ pub enum EgressEvent {
         /// (ids; never a value).
         #[serde(skip_serializing_if = "Vec::is_empty")]
         secrets: Vec<String>,
+        /// Where each went: `header <name>` or `body` (never a value).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        swaps: Vec<super::secrets::Swap>,
     },
     /// A request carrying a secret's placeholder where it may not go was
     /// refused before anything of it was sent.
@@ -78,7 +81,7 @@ pub enum EgressEvent {
         path: String,
         /// The secret it belongs to; `None`: not one of this workspace's.
         secret: Option<String>,
-        /// `url` or `header <name>`.
+        /// `url`, `header <name>`, `body` or `host`.
         place: String,
         reason: String,
     },

@@ -26,6 +26,7 @@ pub mod narrow;
 pub mod peek;
 pub mod policy;
 pub mod proxy;
+pub mod request_body;
 pub mod resolve;
 pub mod secrets;
 pub mod store;

@@ -102,6 +102,14 @@ impl<B> Replayed<B> {
             rest: Some(body),
         }
     }
+
+    /// `frames`, already read, then the rest of `body`.
+    pub fn after(frames: VecDeque<Frame<Bytes>>, body: B) -> Self {
+        Self {
+            frames,
+            rest: Some(body),
+        }
+    }
 }
 
 impl<B> Body for Replayed<B>

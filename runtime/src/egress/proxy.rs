@@ -45,6 +45,7 @@ use super::framing::{Verdicts, Watched};
 use super::gate::{Answer, Ask, EgressGate, Verdict};
 use super::peek::{self, Replayed};
 use super::policy::{AllowRule, EgressPolicy};
+use super::request_body::{self, Read};
 use super::resolve::Resolve;
 use super::secrets::{self, Channel, SecretCell};
 use super::tls::Interception;
@@ -1030,7 +1031,7 @@ impl WorkspaceProxy {
         // Placeholders: swapped for their values, or the request refused
         // before anything of it leaves.
         let bound = self.secrets.get();
-        let used = match secrets::apply(&bound, &path, req.headers_mut(), &dest.host, channel) {
+        let mut used = match secrets::apply(&bound, &path, req.headers_mut(), &dest.host, channel) {
             Ok(used) => used,
             Err(blocked) => {
                 return self
@@ -1038,6 +1039,20 @@ impl WorkspaceProxy {
                     .await;
             }
         };
+        // The body too, read only where a secret bound here goes in bodies.
+        let mut req = match self
+            .body_swapped(req, &bound, dest, channel, &mut used)
+            .await
+        {
+            Ok(req) => req,
+            Err(refused) => return refused,
+        };
+        let mut ids: Vec<String> = Vec::new();
+        for swap in &used {
+            if !ids.contains(&swap.secret) {
+                ids.push(swap.secret.clone());
+            }
+        }
         let default_port = if scheme == "https" { 443 } else { 80 };
         let authority = match (dest.host.contains(':'), dest.port == default_port) {
             (true, true) => format!("[{}]", dest.host),
@@ -1079,7 +1094,6 @@ impl WorkspaceProxy {
             req.headers_mut().insert(header::ACCEPT_ENCODING, kept);
         }
         let bodiless = req.method() == Method::HEAD;
-        let req = req.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed());
         let no_answer = HeaderMap::new();
         let request_event = |status: StatusCode, download: Option<String>, answer: &HeaderMap| {
             EgressEvent::Request {
@@ -1095,7 +1109,8 @@ impl WorkspaceProxy {
                 request_headers: request_headers.clone(),
                 response_headers: super::events::shown_headers(answer),
                 download,
-                secrets: used.clone(),
+                secrets: ids.clone(),
+                swaps: used.clone(),
             }
         };
         let mut response = match sender.send_request(req).await {
@@ -1183,6 +1198,70 @@ impl WorkspaceProxy {
             headers.insert(header::UPGRADE, protocol);
         }
         response.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed())
+    }
+
+    /// The request with its body as it goes upstream: read and given the
+    /// values of the `body` secrets bound to `dest` where
+    /// [`secrets::reads_body`] says so (where they went added to `used`),
+    /// else untouched and unread. A body with a `Content-Encoding`, or
+    /// longer than [`secrets::MAX_BODY`], is sent as it came. `Err`: the
+    /// refusal to answer instead, nothing of it sent.
+    async fn body_swapped(
+        &self,
+        req: Request<Incoming>,
+        bound: &[secrets::Bound],
+        dest: &Destination,
+        channel: Channel,
+        used: &mut Vec<secrets::Swap>,
+    ) -> Result<Request<ProxyBody>, Response<ProxyBody>> {
+        let encoded = req
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|c| !c.as_bytes().eq_ignore_ascii_case(b"identity"));
+        if !secrets::reads_body(bound, &dest.host, channel)
+            || hyper::body::Body::is_end_stream(req.body())
+            || encoded
+            || upgrade_asked(req.headers()).is_some()
+        {
+            return Ok(req.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed()));
+        }
+        let method = req.method().to_string();
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let (mut parts, body) = req.into_parts();
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let whole = match request_body::read(body, declared, secrets::MAX_BODY).await {
+            Ok(Read::Whole(whole)) => whole,
+            Ok(Read::TooLong(body)) => {
+                tracing::info!(
+                    workspace = self.workspace,
+                    host = dest.host,
+                    path,
+                    "egress: a request body over {} bytes goes as it came, its placeholders untouched",
+                    secrets::MAX_BODY
+                );
+                let body = body.map_err(|e| Box::new(e) as BoxError).boxed();
+                return Ok(Request::from_parts(parts, body));
+            }
+            Err(reason) => return Err(refusal(StatusCode::BAD_REQUEST, &reason)),
+        };
+        let whole = match secrets::swap_body(bound, &whole, &dest.host, channel, used) {
+            Ok(Some(swapped)) => Bytes::from(swapped),
+            Ok(None) => whole,
+            Err(blocked) => return Err(self.refuse_secret(dest, method, path, blocked).await),
+        };
+        parts.headers.remove(header::TRANSFER_ENCODING);
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(whole.len()));
+        let body = Full::new(whole).map_err(|never| match never {}).boxed();
+        Ok(Request::from_parts(parts, body))
     }
 
     /// Refuses a request that carried a secret's placeholder where it may

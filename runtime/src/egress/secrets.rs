@@ -1,7 +1,8 @@
 //! Host-bound secrets: a workspace holds a placeholder
 //! (`cubicle_secret_` and 32 hex digits), never the value. The proxy puts
 //! the value in place of the placeholder in a request's headers (basic
-//! auth's password included) only when all of these hold:
+//! auth's password included), and in its body when the secret says so
+//! ([`Bound::body`]), only when all of these hold:
 //!
 //! - the request came through an intercepted TLS tunnel (never plain HTTP,
 //!   never a passthrough tunnel, whose bytes the proxy does not see);
@@ -16,21 +17,43 @@
 //! name (where a lookup would carry it out through DNS), in plain
 //! HTTP, in the URL of a host it is not bound to, one this workspace was
 //! never given — is refused before anything is sent, and the refusal is
-//! an event. What the proxy cannot see it cannot judge: a placeholder the
-//! workspace encodes (base64 outside basic auth, split, reversed), or sends
-//! in a request body or through a passthrough tunnel, is not found. The
-//! value never leaves this module but in the swapped header.
+//! an event.
+//!
+//! Bodies ([`reads_body`], [`swap_body`]): the proxy reads a request's body
+//! only when the swap is allowed (the three conditions above) and a secret
+//! bound to that host says `body`; every other body streams through unread,
+//! at no cost. A body it reads is held whole up to [`MAX_BODY`] and judged
+//! like a URL: a placeholder of a `body` secret bound to this host becomes
+//! the value; one of a secret bound here that is for headers only stays as
+//! it is (the host it may reach gets the placeholder, never the value: the
+//! operator said headers only); any other whole placeholder (bound
+//! elsewhere, not this workspace's) refuses the request. The value goes in
+//! as it is, not escaped for JSON or a form: store one that needs no
+//! escaping where it goes. Something placeholder-shaped that is not a
+//! whole one (cut short) is data and passes.
+//!
+//! What the proxy cannot see it cannot judge: a placeholder the workspace
+//! encodes (base64 outside basic auth, split, reversed, compressed with a
+//! `Content-Encoding`), sends in a body the proxy does not read (to a host
+//! with no `body` secret, or longer than [`MAX_BODY`]) or through a
+//! passthrough tunnel, is not found. The value never leaves this module but
+//! in the swapped header or body.
 
 use std::sync::{Arc, RwLock};
 
 use base64::Engine;
 use hyper::header::{self, HeaderMap, HeaderValue};
+use serde::Serialize;
 
 /// What every placeholder starts with.
 pub const PREFIX: &str = "cubicle_secret_";
 
 /// Hex digits after [`PREFIX`].
 const DIGITS: usize = 32;
+
+/// The longest request body searched for placeholders (1 MiB); a longer
+/// one is sent as it came, unread past this.
+pub const MAX_BODY: usize = 1 << 20;
 
 /// A fresh placeholder: [`PREFIX`] and 128 random bits in hex.
 pub fn placeholder() -> String {
@@ -50,6 +73,8 @@ pub struct Bound {
     pub value: String,
     /// The lowercase host names it may go to.
     pub hosts: Vec<String>,
+    /// Whether it goes into request bodies too, not only headers.
+    pub body: bool,
 }
 
 impl std::fmt::Debug for Bound {
@@ -58,6 +83,7 @@ impl std::fmt::Debug for Bound {
             .field("id", &self.id)
             .field("placeholder", &self.placeholder)
             .field("hosts", &self.hosts)
+            .field("body", &self.body)
             .finish_non_exhaustive()
     }
 }
@@ -96,13 +122,36 @@ pub enum Channel {
     Plain,
 }
 
+/// Where a secret's value went in place of its placeholder: what a
+/// request's event says (never the value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Swap {
+    /// The secret's id.
+    pub secret: String,
+    /// `header <name>` or `body`.
+    pub place: String,
+}
+
+/// Notes that `secret`'s value went to `place`, once.
+fn note(used: &mut Vec<Swap>, secret: &Bound, place: &str) {
+    if !used
+        .iter()
+        .any(|s| s.secret == secret.id && s.place == place)
+    {
+        used.push(Swap {
+            secret: secret.id.clone(),
+            place: place.to_owned(),
+        });
+    }
+}
+
 /// Why a request carrying a placeholder was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blocked {
     /// The secret whose placeholder it was; `None`: not one of this
     /// workspace's.
     pub secret: Option<String>,
-    /// Where it was: `url` or `header <name>`.
+    /// Where it was: `url`, `header <name>`, `body` or `host`.
     pub place: String,
     pub reason: String,
 }
@@ -167,14 +216,14 @@ fn judge<'a>(
 }
 
 /// `text` with each placeholder replaced by its value, if every one of
-/// them may go to `host`; the secrets used.
+/// them may go to `host`; where the values went, in `used`.
 fn swap_text(
     bound: &[Bound],
     text: &str,
     host: &str,
     channel: Channel,
     place: &str,
-    used: &mut Vec<String>,
+    used: &mut Vec<Swap>,
 ) -> Result<String, Blocked> {
     let mut out = String::with_capacity(text.len());
     let mut rest = 0;
@@ -183,9 +232,7 @@ fn swap_text(
         out.push_str(&text[rest..at]);
         out.push_str(&secret.value);
         rest = at + placeholder.len();
-        if !used.contains(&secret.id) {
-            used.push(secret.id.clone());
-        }
+        note(used, secret, place);
     }
     out.push_str(&text[rest..]);
     Ok(out)
@@ -193,8 +240,8 @@ fn swap_text(
 
 /// Puts the values of `bound` in place of their placeholders in `headers`
 /// and checks the request's `path` (which keeps any placeholder as it is),
-/// for a request to `host` over `channel`: the ids of the secrets swapped
-/// in, or why the request must be refused. A header holding something
+/// for a request to `host` over `channel`: where values were swapped in,
+/// or why the request must be refused. A header holding something
 /// placeholder-shaped that is not a whole placeholder (another case, cut
 /// short) is refused too: it can only be an attempt to slip one past.
 pub fn apply(
@@ -203,7 +250,7 @@ pub fn apply(
     headers: &mut HeaderMap,
     host: &str,
     channel: Channel,
-) -> Result<Vec<String>, Blocked> {
+) -> Result<Vec<Swap>, Blocked> {
     let mut used = Vec::new();
     // A placeholder in the URL is never swapped: it may reach only a host
     // it is bound to, unchanged.
@@ -260,6 +307,72 @@ pub fn in_authority(bound: &[Bound], authority: &str) -> Option<Blocked> {
     })
 }
 
+/// Whether the body of a request to `host` over `channel` is read for
+/// [`swap_body`]: only where a swap is allowed and a secret bound to
+/// `host` says `body`. Every other body passes unread.
+pub fn reads_body(bound: &[Bound], host: &str, channel: Channel) -> bool {
+    channel == Channel::Tls
+        && bound
+            .iter()
+            .any(|b| b.body && b.hosts.iter().any(|h| h == host))
+}
+
+/// `body` (a request to `host` over `channel`, read whole) with the
+/// placeholder of each `body` secret bound to `host` replaced by its
+/// value, and where values went added to `used`; `None` when nothing
+/// changed. A placeholder of a secret bound here for headers only stays as
+/// it is; any other whole placeholder refuses the request.
+pub fn swap_body(
+    bound: &[Bound],
+    body: &[u8],
+    host: &str,
+    channel: Channel,
+    used: &mut Vec<Swap>,
+) -> Result<Option<Vec<u8>>, Blocked> {
+    let mut out: Option<Vec<u8>> = None;
+    // Copied up to here.
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(at) = find(body, from) {
+        let digits = body[at + PREFIX.len()..]
+            .iter()
+            .take(DIGITS)
+            .take_while(|b| b.is_ascii_hexdigit())
+            .count();
+        let end = at + PREFIX.len() + digits;
+        from = end;
+        // Cut short: data, not a placeholder. Whole: ASCII, so text.
+        if digits < DIGITS {
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(&body[at..end]) else {
+            continue;
+        };
+        let secret = judge(bound, text, host, channel, "body")?;
+        if !secret.body {
+            continue;
+        }
+        let out = out.get_or_insert_with(|| Vec::with_capacity(body.len()));
+        out.extend_from_slice(&body[copied..at]);
+        out.extend_from_slice(secret.value.as_bytes());
+        copied = end;
+        note(used, secret, "body");
+    }
+    Ok(out.map(|mut out| {
+        out.extend_from_slice(&body[copied..]);
+        out
+    }))
+}
+
+/// Where [`PREFIX`] next starts in `bytes`, from `from` on.
+fn find(bytes: &[u8], from: usize) -> Option<usize> {
+    bytes
+        .get(from..)?
+        .windows(PREFIX.len())
+        .position(|w| w == PREFIX.as_bytes())
+        .map(|at| from + at)
+}
+
 fn malformed(place: &str) -> Blocked {
     Blocked {
         secret: None,
@@ -285,7 +398,7 @@ fn swap_value(
     host: &str,
     channel: Channel,
     place: &str,
-    used: &mut Vec<String>,
+    used: &mut Vec<Swap>,
 ) -> Result<HeaderValue, Blocked> {
     let bad_value = || Blocked {
         secret: None,
@@ -330,7 +443,15 @@ mod tests {
             placeholder: format!("{PREFIX}{}", "ab".repeat(16)),
             value: "s3cret-value".into(),
             hosts: vec!["api.example.com".into()],
+            body: false,
         }]
+    }
+
+    fn swapped(id: &str, place: &str) -> Swap {
+        Swap {
+            secret: id.into(),
+            place: place.into(),
+        }
     }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -350,7 +471,7 @@ mod tests {
         let p = b[0].placeholder.clone();
         let mut h = headers(&[("authorization", &format!("Bearer {p}")), ("x-a", "plain")]);
         let used = apply(&b, "/v1", &mut h, "api.example.com", Channel::Tls).unwrap();
-        assert_eq!(used, ["sec-1"]);
+        assert_eq!(used, [swapped("sec-1", "header authorization")]);
         assert_eq!(h["authorization"], "Bearer s3cret-value");
         assert_eq!(h["x-a"], "plain");
 
@@ -438,5 +559,82 @@ mod tests {
         assert!(!format!("{b:?}").contains("s3cret"));
         assert!(placeholder().starts_with(PREFIX));
         assert_eq!(placeholder().len(), PREFIX.len() + DIGITS);
+    }
+
+    #[test]
+    fn a_body_gets_the_values_of_body_secrets_only_and_refuses_strangers() {
+        let mut b = bound();
+        b[0].body = true;
+        b.push(Bound {
+            id: "sec-2".into(),
+            placeholder: format!("{PREFIX}{}", "cd".repeat(16)),
+            value: "headers-only".into(),
+            hosts: vec!["api.example.com".into()],
+            body: false,
+        });
+        let (p, q) = (b[0].placeholder.clone(), b[1].placeholder.clone());
+        assert!(reads_body(&b, "api.example.com", Channel::Tls));
+        for (host, channel) in [
+            ("other.test", Channel::Tls),
+            ("api.example.com", Channel::Plain),
+            ("api.example.com", Channel::TlsOtherName),
+        ] {
+            assert!(!reads_body(&b, host, channel), "{host} {channel:?}");
+        }
+        b[0].body = false;
+        assert!(!reads_body(&b, "api.example.com", Channel::Tls));
+        b[0].body = true;
+
+        let body = format!(r#"{{"a":"{p}","b":"{q}","c":"{p}","d":"{PREFIX}ab"}}"#);
+        let mut used = Vec::new();
+        let out = swap_body(
+            &b,
+            body.as_bytes(),
+            "api.example.com",
+            Channel::Tls,
+            &mut used,
+        )
+        .unwrap()
+        .unwrap();
+        let want =
+            format!(r#"{{"a":"s3cret-value","b":"{q}","c":"s3cret-value","d":"{PREFIX}ab"}}"#);
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert_eq!(used, [swapped("sec-1", "body")]);
+        // Nothing to swap: nothing copied.
+        let mut used = Vec::new();
+        let plain = format!("x={q}&y=1");
+        assert_eq!(
+            swap_body(
+                &b,
+                plain.as_bytes(),
+                "api.example.com",
+                Channel::Tls,
+                &mut used
+            ),
+            Ok(None)
+        );
+        assert!(used.is_empty());
+        // Another workspace's placeholder, or one bound elsewhere: refused.
+        let mut elsewhere = b.clone();
+        elsewhere[1].hosts = vec!["other.test".into()];
+        for (bound, text) in [(&b, placeholder()), (&elsewhere, q.clone())] {
+            let blocked = swap_body(
+                bound,
+                format!("k={text}").as_bytes(),
+                "api.example.com",
+                Channel::Tls,
+                &mut Vec::new(),
+            )
+            .unwrap_err();
+            assert_eq!(blocked.place, "body");
+        }
+        // Bytes around it need not be text.
+        let mut raw = vec![0xff, 0x00];
+        raw.extend_from_slice(p.as_bytes());
+        raw.push(0xfe);
+        let out = swap_body(&b, &raw, "api.example.com", Channel::Tls, &mut Vec::new())
+            .unwrap()
+            .unwrap();
+        assert_eq!(out, [&[0xff, 0][..], b"s3cret-value", &[0xfe]].concat());
     }
 }

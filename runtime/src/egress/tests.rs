@@ -226,6 +226,23 @@ async fn origin_answer(req: Request<Incoming>) -> Result<Response<Body>, std::co
     if req.uri().path() == "/ws" {
         return Ok(websocket_echo(req));
     }
+    if req.uri().path() == "/body" {
+        // The body's framing as it came, a blank line, the body.
+        let header = |name: &str| {
+            req.headers().get(name).map_or("-".into(), |v| {
+                String::from_utf8_lossy(v.as_bytes()).into_owned()
+            })
+        };
+        let mut echoed = format!(
+            "content-length: {}\ntransfer-encoding: {}\n\n",
+            header("content-length"),
+            header("transfer-encoding")
+        )
+        .into_bytes();
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        echoed.extend_from_slice(&body);
+        return Ok(Response::new(owned(echoed)));
+    }
     if req.uri().path() == "/headers" {
         let mut seen = String::new();
         for (name, value) in req.headers() {
@@ -509,6 +526,23 @@ impl Harness {
         tls: Arc<rustls::ClientConfig>,
         headers: &[(&str, &str)],
     ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
+        let mut req = Request::get(path).header("host", authority);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(text(b"")).unwrap();
+        self.https_send(authority, name, tls, req).await
+    }
+
+    /// Sends `req` over TLS to `name` through a CONNECT tunnel, trusting
+    /// `tls`.
+    async fn https_send(
+        &self,
+        authority: &str,
+        name: &str,
+        tls: Arc<rustls::ClientConfig>,
+        req: Request<Body>,
+    ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
         let (head, stream) = self.connect(authority).await;
         if !head.starts_with("HTTP/1.1 200") {
             return Err(head);
@@ -522,11 +556,6 @@ impl Harness {
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
-        let mut req = Request::get(path).header("host", authority);
-        for (name, value) in headers {
-            req = req.header(*name, *value);
-        }
-        let req = req.body(Full::new(Bytes::new())).unwrap();
         let response = sender.send_request(req).await.map_err(|e| e.to_string())?;
         let (parts, body) = response.into_parts();
         Ok((
@@ -1438,6 +1467,7 @@ async fn a_secret_reaches_its_host_only_and_a_placeholder_sent_elsewhere_is_refu
         placeholder: held.clone(),
         value: "the-real-value-42".into(),
         hosts: vec!["origin.test".into()],
+        body: false,
     }]);
     let bearer = format!("Bearer {held}");
 
@@ -1464,7 +1494,8 @@ async fn a_secret_reaches_its_host_only_and_a_placeholder_sent_elsewhere_is_refu
         .wait_for(|e| matches!(e, EgressEvent::Request { path, .. } if path == "/headers"))
         .await;
     assert!(
-        matches!(&request, EgressEvent::Request { secrets, .. } if secrets == &["sec-test"]),
+        matches!(&request, EgressEvent::Request { secrets, swaps, .. }
+            if secrets == &["sec-test"] && swaps.len() == 1 && swaps[0].place == "header authorization"),
         "{request:?}"
     );
 
@@ -1521,4 +1552,183 @@ async fn a_secret_reaches_its_host_only_and_a_placeholder_sent_elsewhere_is_refu
     // The value is in no event.
     let all = format!("{:?}", h.events.all());
     assert!(!all.contains("the-real-value-42"));
+}
+
+#[tokio::test]
+async fn a_body_secret_goes_into_bodies_to_its_host_and_a_header_secret_never_does() {
+    use super::secrets::{Bound, MAX_BODY, Swap, placeholder};
+    let origin_pki = pki(&["origin.test", "other.test", "plain.test"]);
+    let port = origin(Some(origin_pki.server.clone())).await;
+    let h = harness(
+        &[
+            &format!("origin.test:{port}"),
+            &format!("other.test:{port}"),
+            &format!("plain.test:{port}"),
+            &format!("127.0.0.1/32:{port}"),
+        ],
+        &[],
+        &origin_pki.ca_pem,
+        1 << 20,
+    )
+    .await;
+    for name in ["origin.test", "other.test", "plain.test"] {
+        h.dns.script(name, vec![vec![ip("127.0.0.1")]]);
+    }
+    let (in_body, header_only, elsewhere) = (placeholder(), placeholder(), placeholder());
+    let secret = |id: &str, placeholder: &str, value: &str, host: &str, body: bool| Bound {
+        id: id.into(),
+        placeholder: placeholder.into(),
+        value: value.into(),
+        hosts: vec![host.into()],
+        body,
+    };
+    h.proxy.secrets().set(vec![
+        secret("sec-body", &in_body, "body-value-77", "origin.test", true),
+        secret(
+            "sec-head",
+            &header_only,
+            "head-value-78",
+            "origin.test",
+            false,
+        ),
+        secret(
+            "sec-other",
+            &elsewhere,
+            "other-value-79",
+            "other.test",
+            true,
+        ),
+        secret(
+            "sec-plain",
+            &placeholder(),
+            "plain-value-80",
+            "plain.test",
+            false,
+        ),
+    ]);
+    let post = |host: &str, body: Body, headers: &[(&str, &str)]| {
+        let mut req = Request::post("/body").header("host", format!("{host}:{port}"));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        req.body(body).unwrap()
+    };
+    let send = |host: &'static str, req: Request<Body>| {
+        let h = &h;
+        let tls = h.workspace_tls.clone();
+        async move {
+            let (status, _, body) = h
+                .https_send(&format!("{host}:{port}"), host, tls, req)
+                .await
+                .unwrap();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    let json = format!(r#"{{"key":"{in_body}","also":"{header_only}"}}"#);
+    let want = format!(r#"{{"key":"body-value-77","also":"{header_only}"}}"#);
+
+    // With a Content-Length: the body secret's value goes in, the header
+    // secret's placeholder stays as it is, and the length is the new one.
+    let bearer = format!("Bearer {in_body}");
+    let req = post(
+        "origin.test",
+        owned(json.clone().into_bytes()),
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+        ],
+    );
+    let (status, echoed) = send("origin.test", req).await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    assert_eq!(
+        echoed,
+        format!(
+            "content-length: {}\ntransfer-encoding: -\n\n{want}",
+            want.len()
+        )
+    );
+    let request = h
+        .wait_for(|e| matches!(e, EgressEvent::Request { path, method, .. } if path == "/body" && method == "POST"))
+        .await;
+    let place = |secret: &str, place: &str| Swap {
+        secret: secret.into(),
+        place: place.into(),
+    };
+    assert!(
+        matches!(&request, EgressEvent::Request { secrets, swaps, .. }
+            if secrets == &["sec-body"]
+                && swaps == &[place("sec-body", "header authorization"), place("sec-body", "body")]),
+        "{request:?}"
+    );
+
+    // Chunked, the placeholder split across chunks: read whole, sent with
+    // a Content-Length.
+    let (first, second) = json.split_at(12);
+    let chunks = futures_util::stream::iter([
+        Ok(Frame::data(Bytes::from(first.to_owned()))),
+        Ok(Frame::data(Bytes::from(second.to_owned()))),
+    ]);
+    let req = post("origin.test", StreamBody::new(chunks).boxed(), &[]);
+    let (status, echoed) = send("origin.test", req).await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    assert_eq!(
+        echoed,
+        format!(
+            "content-length: {}\ntransfer-encoding: -\n\n{want}",
+            want.len()
+        )
+    );
+
+    // Over the cap: sent as it came, unread past the cap, placeholder and all.
+    let mut big = json.clone().into_bytes();
+    big.resize(MAX_BODY + 1, b' ');
+    let chunks = futures_util::stream::iter(
+        big.chunks(64 * 1024)
+            .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+            .collect::<Vec<_>>(),
+    );
+    let req = post("origin.test", StreamBody::new(chunks).boxed(), &[]);
+    let (status, echoed) = send("origin.test", req).await;
+    assert_eq!(status, StatusCode::OK);
+    let (framing, came) = echoed.split_once("\n\n").unwrap();
+    assert_eq!(framing, "content-length: -\ntransfer-encoding: chunked");
+    assert_eq!(came.as_bytes(), big.as_slice(), "not as it was sent");
+
+    // A host with only a header secret: its bodies are not read (chunked
+    // stays chunked) and nothing in them is swapped.
+    let chunks = futures_util::stream::iter([Ok(Frame::data(Bytes::from(json.clone())))]);
+    let req = post("plain.test", StreamBody::new(chunks).boxed(), &[]);
+    let (status, echoed) = send("plain.test", req).await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    assert_eq!(
+        echoed,
+        format!("content-length: -\ntransfer-encoding: chunked\n\n{json}")
+    );
+
+    // A read body toward a host its secrets are not bound to: refused,
+    // nothing sent, and said.
+    let before = seen("/body").len();
+    let req = post(
+        "other.test",
+        owned(format!("x={elsewhere}&y={in_body}").into_bytes()),
+        &[],
+    );
+    let (status, echoed) = send("other.test", req).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{echoed}");
+    assert!(echoed.contains("origin.test only"), "{echoed}");
+    assert_eq!(seen("/body").len(), before, "it reached the origin");
+    let blocked = h
+        .wait_for(|e| matches!(e, EgressEvent::SecretBlocked { .. }))
+        .await;
+    assert!(
+        matches!(&blocked, EgressEvent::SecretBlocked { host, secret: Some(s), place, .. }
+            if host == "other.test" && s == "sec-body" && place == "body"),
+        "{blocked:?}"
+    );
+
+    // No value in any event.
+    let all = format!("{:?}", h.events.all());
+    for value in ["body-value-77", "head-value-78", "other-value-79"] {
+        assert!(!all.contains(value), "{value} is in an event");
+    }
 }
