@@ -276,12 +276,13 @@ class AsyncCubicle:
 
     # --- host-bound secrets (operators, admins) -----------------------------
 
-    async def store_secret(self, name: str, value: str, hosts: list[str]) -> dict[str, Any]:
+    async def store_secret(self, name: str, value: str, hosts: list[str], body: bool = False) -> dict[str, Any]:
         """Stores a secret the egress proxy sends only to ``hosts`` (exact
-        names), in place of the placeholder a workspace is given. The value
-        is never shown again."""
-        body = NewSecret.from_dict({"name": name, "value": value, "hosts": hosts})
-        return await self._call(w_secret_create._get_kwargs(body=body))
+        names), in place of the placeholder a workspace is given: in request
+        headers, and with ``body=True`` in request bodies too (up to 1 MiB;
+        the value goes in unescaped). The value is never shown again."""
+        new = NewSecret.from_dict({"name": name, "value": value, "hosts": hosts, "body": body})
+        return await self._call(w_secret_create._get_kwargs(body=new))
 
     async def secrets(self) -> list[dict[str, Any]]:
         """The token's secrets (an admin's: everyone's), never a value."""

@@ -1242,6 +1242,8 @@ export interface components {
         };
         /** @description A secret given to a workspace, as the API shows it. */
         BindingView: {
+            /** @description Whether the value goes into request bodies too (else headers only). */
+            body: boolean;
             /** Format: int64 */
             created_at_ms: number;
             /** @description The variable set to it in every command run through exec. */
@@ -1610,6 +1612,15 @@ export interface components {
         /** @description A secret to store. Its value is never shown again. */
         NewSecret: {
             /**
+             * @description Also put the value in place of the placeholder in request bodies to
+             *     these hosts, not only in headers (default false: headers only). The
+             *     proxy then reads such bodies up to 1 MiB; a longer one, or one with
+             *     a `Content-Encoding`, is sent as it came. The value goes in as it
+             *     is, not escaped for JSON or a form.
+             * @default false
+             */
+            body: boolean;
+            /**
              * @description The host names it may go to, exactly (no wildcards, no addresses):
              *     only requests to these, over TLS the proxy intercepts, get the value.
              * @example [
@@ -1753,6 +1764,8 @@ export interface components {
         ScrollDirection: "up" | "down" | "left" | "right";
         /** @description A secret as the API shows it: never its value. */
         SecretView: {
+            /** @description Whether the value goes into request bodies too (else headers only). */
+            body: boolean;
             /** Format: int64 */
             created_at_ms: number;
             /** @description The host names it may go to. */

@@ -16,6 +16,7 @@ class BindingView:
     """A secret given to a workspace, as the API shows it.
 
     Attributes:
+        body (bool): Whether the value goes into request bodies too (else headers only).
         created_at_ms (int):
         hosts (list[str]):
         name (str):
@@ -26,6 +27,7 @@ class BindingView:
         path (None | str | Unset): The file it was written to.
     """
 
+    body: bool
     created_at_ms: int
     hosts: list[str]
     name: str
@@ -36,6 +38,8 @@ class BindingView:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        body = self.body
+
         created_at_ms = self.created_at_ms
 
         hosts = self.hosts
@@ -62,6 +66,7 @@ class BindingView:
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
+                "body": body,
                 "created_at_ms": created_at_ms,
                 "hosts": hosts,
                 "name": name,
@@ -79,6 +84,8 @@ class BindingView:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         d = dict(src_dict)
+        body = d.pop("body")
+
         created_at_ms = d.pop("created_at_ms")
 
         hosts = cast(list[str], d.pop("hosts"))
@@ -108,6 +115,7 @@ class BindingView:
         path = _parse_path(d.pop("path", UNSET))
 
         binding_view = cls(
+            body=body,
             created_at_ms=created_at_ms,
             hosts=hosts,
             name=name,

@@ -5,6 +5,8 @@ from typing import Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 
+from ..types import UNSET, Unset
+
 T = TypeVar("T", bound="NewSecret")
 
 
@@ -18,11 +20,17 @@ class NewSecret:
         name (str): A name for people: 1..=64 bytes, no control characters. Example: github.
         value (str): What the proxy sends in place of the placeholder: printable ASCII
             (it goes into HTTP headers), at most 8 KiB.
+        body (bool | Unset): Also put the value in place of the placeholder in request bodies to
+            these hosts, not only in headers (default false: headers only). The
+            proxy then reads such bodies up to 1 MiB; a longer one, or one with
+            a `Content-Encoding`, is sent as it came. The value goes in as it
+            is, not escaped for JSON or a form. Default: False.
     """
 
     hosts: list[str]
     name: str
     value: str
+    body: bool | Unset = False
 
     def to_dict(self) -> dict[str, Any]:
         hosts = self.hosts
@@ -30,6 +38,8 @@ class NewSecret:
         name = self.name
 
         value = self.value
+
+        body = self.body
 
         field_dict: dict[str, Any] = {}
 
@@ -40,6 +50,8 @@ class NewSecret:
                 "value": value,
             }
         )
+        if body is not UNSET:
+            field_dict["body"] = body
 
         return field_dict
 
@@ -52,10 +64,13 @@ class NewSecret:
 
         value = d.pop("value")
 
+        body = d.pop("body", UNSET)
+
         new_secret = cls(
             hosts=hosts,
             name=name,
             value=value,
+            body=body,
         )
 
         return new_secret

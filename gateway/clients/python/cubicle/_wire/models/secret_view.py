@@ -14,6 +14,7 @@ class SecretView:
     """A secret as the API shows it: never its value.
 
     Attributes:
+        body (bool): Whether the value goes into request bodies too (else headers only).
         created_at_ms (int):
         hosts (list[str]): The host names it may go to.
         id (str):
@@ -21,6 +22,7 @@ class SecretView:
         owner_token (str): The token that stored it.
     """
 
+    body: bool
     created_at_ms: int
     hosts: list[str]
     id: str
@@ -29,6 +31,8 @@ class SecretView:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        body = self.body
+
         created_at_ms = self.created_at_ms
 
         hosts = self.hosts
@@ -43,6 +47,7 @@ class SecretView:
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
+                "body": body,
                 "created_at_ms": created_at_ms,
                 "hosts": hosts,
                 "id": id,
@@ -56,6 +61,8 @@ class SecretView:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         d = dict(src_dict)
+        body = d.pop("body")
+
         created_at_ms = d.pop("created_at_ms")
 
         hosts = cast(list[str], d.pop("hosts"))
@@ -67,6 +74,7 @@ class SecretView:
         owner_token = d.pop("owner_token")
 
         secret_view = cls(
+            body=body,
             created_at_ms=created_at_ms,
             hosts=hosts,
             id=id,
