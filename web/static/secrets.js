@@ -1,9 +1,10 @@
 // The Secrets panel of the operator page (README "Host-bound secrets"):
-// store a secret for the hosts it may go to (its value is typed into a
-// password field, sent once and never shown again: the gateway does not
-// give it back), list the token's secrets (an admin's: everyone's), give
-// one to a workspace (it gets a placeholder, shown here, in its commands'
-// environment when a variable is named), remove one.
+// store a secret for the hosts it may go to, in request headers only or in
+// bodies too (its value is typed into a password field, sent once and never
+// shown again: the gateway does not give it back), list the token's secrets
+// (an admin's: everyone's) and where each goes, give one to a workspace (it
+// gets a placeholder, shown here, in its commands' environment when a
+// variable is named), remove one.
 
 import { $, api, el } from './panel.js';
 
@@ -61,6 +62,7 @@ function row(s) {
     el('div', { class: 'what' }, el('strong', { class: 'name' }, s.name), ' ',
       el('code', {}, s.id), ' ', remove),
     el('p', { class: 'hosts' }, 'goes to ', s.hosts.join(', '), ' only'),
+    el('p', { class: 'swaps' }, s.body ? 'in request headers and bodies' : 'in request headers only'),
     give, given, error);
 }
 
@@ -93,10 +95,13 @@ async function add(event) {
   const hosts = form.hosts.value.split(',').map((h) => h.trim()).filter(Boolean);
   $('#secrets-error').textContent = '';
   try {
-    await api('POST', '/v1/secrets', { name: form.name.value.trim(), value: form.value.value, hosts });
+    await api('POST', '/v1/secrets', {
+      name: form.name.value.trim(), value: form.value.value, hosts, body: form.body.checked,
+    });
     // The value leaves the page with the request and nowhere else.
     form.value.value = '';
     form.name.value = '';
+    form.body.checked = false;
     await refresh();
   } catch (err) {
     $('#secrets-error').textContent = err.message;
