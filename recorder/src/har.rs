@@ -74,6 +74,11 @@ pub fn entry(source: (&str, i64), detail: &Value) -> Option<Value> {
         "download": detail["download"],
         "secrets": detail.get("secrets").cloned().unwrap_or_else(|| json!([])),
     });
+    // Where each value went; only in records that say (older ones do not,
+    // and their HAR must stay as it was made).
+    if let Some(swaps) = detail.get("swaps") {
+        cubicle["swaps"] = swaps.clone();
+    }
     cubicle[source.0] = json!(source.1);
     Some(json!({
         "startedDateTime": rfc3339(started),
@@ -181,6 +186,14 @@ mod tests {
             json!({"size": 5, "mimeType": "text/plain"})
         );
         assert_eq!(e["_cubicle"]["event"], 7);
+        assert!(
+            e["_cubicle"].get("swaps").is_none(),
+            "none said, none made up"
+        );
+        let mut swapped = detail.clone();
+        swapped["swaps"] = json!([{"secret": "sec-1", "place": "body"}]);
+        let e = entry(("event", 8), &swapped).unwrap();
+        assert_eq!(e["_cubicle"]["swaps"][0]["place"], "body");
         // A record of before the proxy kept URLs and times makes no entry.
         assert!(entry(("seq", 1), &json!({"status": 200})).is_none());
     }

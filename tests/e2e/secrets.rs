@@ -3,9 +3,10 @@
 //! `--egress-extra-ca`, its names from a test resolver) and gives it to the
 //! workspace, which sees only the placeholder (in its commands' environment
 //! and in a file). The workspace's curl sends the placeholder; the origin
-//! gets the value; a second origin name gets a refusal instead, and the
-//! value is nowhere the workspace, the event log or the audit bundle can
-//! show. A login form on the origin gets the value through `fill_secret`
+//! gets the value, in headers, and in a posted body for a secret stored
+//! with `"body": true` only; a second origin name gets a refusal instead,
+//! and the value is nowhere the workspace, the event log or the audit
+//! bundle can show. A login form on the origin gets the value through `fill_secret`
 //! (confirmed by a person, masked on screen) and is posted; the same form
 //! on the second name is refused.
 
@@ -16,6 +17,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 const VALUE: &str = "tok-the-real-value-8c1f27";
+/// The value of the secret that goes into request bodies too.
+const BODY_VALUE: &str = "body-value-3e9a51";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
@@ -80,6 +83,7 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     let (status, secret) = as_op(Method::POST, "/v1/secrets".into(), Some(new)).await;
     assert_eq!(status, 201, "{secret}");
     assert_eq!(secret["hosts"], json!(["origin.test"]));
+    assert_eq!(secret["body"], false, "headers only unless asked");
     assert!(!secret.to_string().contains(VALUE), "{secret}");
     let sec = secret["id"].as_str().unwrap().to_owned();
     let (_, listed) = as_op(Method::GET, "/v1/secrets".into(), None).await;
@@ -164,6 +168,51 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
         basic.contains(&format!("authorization: Basic {encoded}")),
         "{basic}"
     );
+
+    // In a request body: a secret stored with `"body": true` goes in (the
+    // length is the new one, chunked or not as curl sent it); a
+    // headers-only secret's placeholder arrives as it was sent.
+    let in_body = json!({
+        "name": "origin body", "value": BODY_VALUE, "hosts": ["origin.test"], "body": true,
+    });
+    let (status, body_secret) = as_op(Method::POST, "/v1/secrets".into(), Some(in_body)).await;
+    assert_eq!(
+        (status, &body_secret["body"]),
+        (201, &json!(true)),
+        "{body_secret}"
+    );
+    let body_sec = body_secret["id"].as_str().unwrap().to_owned();
+    let (status, given) = as_op(
+        Method::POST,
+        format!("/v1/workspaces/{id}/secrets"),
+        Some(json!({"secret": body_sec, "env": "ORIGIN_BODY_TOKEN"})),
+    )
+    .await;
+    assert_eq!((status, &given["body"]), (201, &json!(true)), "{given}");
+    let body_placeholder = given["placeholder"].as_str().unwrap().to_owned();
+    let want = format!(r#"{{"key": "{BODY_VALUE}", "header_only": "{placeholder}"}}"#);
+    for flags in ["", "-H 'Transfer-Encoding: chunked'"] {
+        let echoed = desk::exec(
+            &daemon,
+            &id,
+            &format!(
+                "printf '{{\"key\": \"%s\", \"header_only\": \"%s\"}}' \"$ORIGIN_BODY_TOKEN\" \"$ORIGIN_TOKEN\" | \
+                 curl -sS -m {} {flags} -H 'Content-Type: application/json' --data-binary @- \
+                 https://origin.test:{https}/echo-body 2>&1",
+                guard(std::time::Duration::from_secs(60)).as_secs()
+            ),
+        )
+        .await;
+        assert_eq!(
+            echoed,
+            format!(
+                "content-length: {}\ntransfer-encoding: -\n\n{want}",
+                want.len()
+            ),
+            "{flags}"
+        );
+        assert!(!echoed.contains(&body_placeholder), "{echoed}");
+    }
 
     // Toward another name (the same address): refused, nothing sent.
     let before = origin::seen("/headers").len();
@@ -320,11 +369,16 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
                 && e["detail"]["secrets"] == json!([sec.as_str()])),
         "no request names the secret it carried"
     );
-    let everything = desk::events(&daemon, "").await;
     assert!(
-        !serde_json::to_string(&everything).unwrap().contains(VALUE),
-        "the value is in the event log"
+        events.iter().any(|e| e["kind"] == "egress.request"
+            && e["detail"]["secrets"] == json!([body_sec.as_str()])
+            && e["detail"]["swaps"] == json!([{"secret": body_sec.as_str(), "place": "body"}])),
+        "no request says its body carried the body secret"
     );
+    let everything = serde_json::to_string(&desk::events(&daemon, "").await).unwrap();
+    for value in [VALUE, BODY_VALUE] {
+        assert!(!everything.contains(value), "{value} is in the event log");
+    }
     let bundle = reqwest::Client::new()
         .get(daemon.url(&format!("/v1/workspaces/{id}/audit/export")))
         .bearer_auth(&daemon.token)
@@ -333,10 +387,12 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
         .unwrap();
     assert_eq!(bundle.status(), 200);
     let bytes = bundle.bytes().await.unwrap();
-    assert!(
-        !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
-        "the value is in the audit bundle"
-    );
+    for value in [VALUE, BODY_VALUE] {
+        assert!(
+            !bytes.windows(value.len()).any(|w| w == value.as_bytes()),
+            "{value} is in the audit bundle"
+        );
+    }
     // Nor anywhere on the workspace's disk.
     let found = desk::exec(
         &daemon,
@@ -361,7 +417,10 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
     let (status, har) = as_op(Method::GET, format!("/v1/workspaces/{id}/har"), None).await;
     assert_eq!(status, 200, "{har}");
     let text = har.to_string();
-    assert!(!text.contains(VALUE), "the value is in the HAR");
+    assert!(
+        !text.contains(VALUE) && !text.contains(BODY_VALUE),
+        "a value is in the HAR"
+    );
     let entries = har["log"]["entries"].as_array().unwrap();
     let sent = entries
         .iter()
@@ -380,6 +439,14 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
         .unwrap_or_else(|| panic!("{sent}"));
     assert_eq!(authorization["value"], "[redacted]");
     assert_eq!(sent["_cubicle"]["secrets"], json!([sec.as_str()]));
+    assert_eq!(
+        sent["_cubicle"]["swaps"],
+        json!([
+            {"secret": sec.as_str(), "place": "header authorization"},
+            {"secret": sec.as_str(), "place": "header x-api-key"},
+        ]),
+        "{sent}"
+    );
     let file = data.path().join("traffic.har");
     std::fs::write(&file, &text).unwrap();
     let checked = cubicle_tests::browser::run(
@@ -432,7 +499,8 @@ async fn a_secret_reaches_its_host_only_and_never_the_workspace() {
 }
 
 /// The Secrets panel in headless Chromium (tests/browser/secrets.mjs): an
-/// operator stores a secret (the value field empties, the page never shows
+/// operator stores a secret for request bodies too and one for headers only
+/// (each listed saying so; the value field empties, the page never shows
 /// it back), gives it to a workspace with a variable and sees the
 /// placeholder, which is what the workspace's commands get; a secret for a
 /// host its egress policy does not open is refused with the reason, and
@@ -457,6 +525,14 @@ async fn an_operator_manages_secrets_in_the_page() {
             .await;
     assert_eq!(seen["error"], Value::Null, "{seen}");
     assert_eq!(seen["hosts"], "goes to api.allowed.test only", "{seen}");
+    assert_eq!(seen["swaps"], "in request headers and bodies", "{seen}");
+    assert_eq!(seen["swapsElsewhere"], "in request headers only", "{seen}");
+    assert_eq!(seen["bodyBoxAfter"], false, "{seen}");
+    assert_eq!(
+        seen["stored"],
+        json!([["api key", true], ["elsewhere", false]]),
+        "{seen}"
+    );
     assert_eq!(seen["valueField"], "", "{seen}");
     assert_eq!(seen["pageHoldsValue"], false, "{seen}");
     let placeholder = seen["placeholder"].as_str().unwrap_or_default();

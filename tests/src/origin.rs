@@ -331,7 +331,8 @@ impl TestPki {
 
 /// An origin on `127.0.0.1:<port>`, HTTPS when `tls` is given; it serves
 /// until the test process ends. `/ws` is a WebSocket answering each text
-/// message with `echo: ` and the message.
+/// message with `echo: ` and the message; `/echo-body` answers with the
+/// request body and how it was framed.
 pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -348,6 +349,9 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
                 let service = hyper::service::service_fn(|mut req: Request<Incoming>| async move {
                     if req.uri().path() == "/ws" {
                         return Ok::<_, std::convert::Infallible>(websocket_echo(&mut req));
+                    }
+                    if req.uri().path() == "/echo-body" {
+                        return Ok(echo_body(req).await);
                     }
                     if req.uri().path() == "/login" && req.method() == hyper::Method::POST {
                         let (_, body) = req.into_parts();
@@ -396,6 +400,36 @@ pub async fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
         }
     });
     port
+}
+
+/// `/echo-body`: the request body's framing as it came (`content-length`,
+/// `transfer-encoding`, `-` for none), a blank line, then the body.
+async fn echo_body(req: Request<Incoming>) -> Response<Body> {
+    let header = |name: &str| {
+        req.headers().get(name).map_or_else(
+            || "-".to_owned(),
+            |v| String::from_utf8_lossy(v.as_bytes()).into_owned(),
+        )
+    };
+    let framing = format!(
+        "content-length: {}\ntransfer-encoding: {}\n\n",
+        header("content-length"),
+        header("transfer-encoding")
+    );
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let mut echoed = framing.into_bytes();
+    echoed.extend_from_slice(&body);
+    let mut response = Response::new(full(echoed));
+    response.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("text/plain"),
+    );
+    response
 }
 
 /// Switches `/ws` to a WebSocket that echoes text messages; 400 to a
