@@ -22,25 +22,21 @@
 //! the browser does not answer in time the context is "unreadable", and the
 //! policy treats every browser rule that would hold or deny as matching.
 //!
-//! chromiumoxide was the planned client; it is not used because it only
-//! connects by URL over TCP, and the workspace's DevTools endpoint is
-//! reachable only through the guest channel (a Unix socket and a CONNECT
-//! handshake). A listener on the host to bridge it would be a way around
-//! the CDP proxy for any local process. The handful of calls needed here
-//! (four methods) do not need its generated protocol types either.
+//! It speaks CDP typed by `chromiumoxide_cdp` ([`crate::cdp::client`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use chromiumoxide_cdp::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
+use chromiumoxide_cdp::cdp::browser_protocol::target::{AttachToTargetParams, GetTargetsParams};
+use chromiumoxide_cdp::cdp::js_protocol::runtime::{EvaluateParams, ExecutionContextId};
+use chromiumoxide_types::{CallId, Command, MethodType, Response};
 use cubicle_policy::{BrowserContext, Focus};
 use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::backend::Backend;
 use cubicle_runtime::manager::Manager;
-use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
 
-use crate::cdp::Browser as BrowserSocket;
+use crate::cdp::client::{self, Client};
 
 /// How long one lookup may take before the context is unreadable.
 pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -90,12 +86,11 @@ pub enum Lookup {
 
 /// One workspace's CDP session.
 pub(crate) struct Session {
-    socket: BrowserSocket,
-    next_id: u64,
+    client: Client,
     /// targetId → sessionId (flat sessions).
     attached: HashMap<String, String>,
     /// sessionId → the isolated world's execution context.
-    worlds: HashMap<String, i64>,
+    worlds: HashMap<String, ExecutionContextId>,
 }
 
 /// Where a workspace's host keeps its CDP session (made on first use).
@@ -165,8 +160,7 @@ async fn open<'a>(
                 LookupError::NoBrowser
             })?;
         *slot = Some(Session {
-            socket,
-            next_id: 0,
+            client: Client::new(socket),
             attached: HashMap::new(),
             worlds: HashMap::new(),
         });
@@ -211,61 +205,34 @@ impl BrowserSlot {
 }
 
 impl Session {
-    pub(crate) async fn send(
+    /// Sends `command` on page session `session` (else the browser's);
+    /// its call id, for [`Session::replies`].
+    pub(crate) async fn send<C: Command>(
         &mut self,
-        method: &str,
-        params: Value,
+        command: &C,
         session: Option<&str>,
-    ) -> Result<u64, LookupError> {
-        self.next_id += 1;
-        let mut call = json!({ "id": self.next_id, "method": method, "params": params });
-        if let Some(session) = session {
-            call["sessionId"] = json!(session);
-        }
-        self.socket
-            .send(Message::text(call.to_string()))
+    ) -> Result<CallId, LookupError> {
+        self.client
+            .send(command, session)
             .await
-            .map_err(|e| LookupError::Broken(format!("sending {method}: {e}")))?;
-        Ok(self.next_id)
+            .map_err(LookupError::Broken)
     }
 
     /// The replies to `ids`, in that order (events in between are skipped).
-    pub(crate) async fn replies(&mut self, ids: &[u64]) -> Result<Vec<Value>, LookupError> {
-        let mut got: HashMap<u64, Value> = HashMap::new();
-        while got.len() < ids.len() {
-            let message = self
-                .socket
-                .next()
-                .await
-                .ok_or_else(|| LookupError::Broken("the browser closed the session".into()))?
-                .map_err(|e| LookupError::Broken(e.to_string()))?;
-            let Message::Text(text) = message else {
-                continue;
-            };
-            let value: Value =
-                serde_json::from_str(&text).map_err(|e| LookupError::Broken(e.to_string()))?;
-            if let Some(id) = value["id"].as_u64()
-                && ids.contains(&id)
-            {
-                got.insert(id, value);
-            }
-        }
-        Ok(ids.iter().filter_map(|id| got.remove(id)).collect())
+    pub(crate) async fn replies(&mut self, ids: &[CallId]) -> Result<Vec<Response>, LookupError> {
+        self.client.replies(ids).await.map_err(LookupError::Broken)
     }
 
-    pub(crate) async fn call(
+    /// Sends `command` and waits for its typed reply.
+    pub(crate) async fn call<C: Command + MethodType>(
         &mut self,
-        method: &str,
-        params: Value,
+        command: &C,
         session: Option<&str>,
-    ) -> Result<Value, LookupError> {
-        let id = self.send(method, params, session).await?;
-        let mut reply = self.replies(&[id]).await?;
-        let reply = reply.pop().unwrap_or_default();
-        match reply.get("error") {
-            Some(error) => Err(LookupError::Broken(format!("{method}: {error}"))),
-            None => Ok(reply["result"].clone()),
-        }
+    ) -> Result<C::Response, LookupError> {
+        self.client
+            .call(command, session)
+            .await
+            .map_err(LookupError::Broken)
     }
 
     /// The flat session of page `target`, attaching once.
@@ -273,51 +240,42 @@ impl Session {
         if let Some(session) = self.attached.get(target) {
             return Ok(session.clone());
         }
-        let result = self
-            .call(
-                "Target.attachToTarget",
-                json!({ "targetId": target, "flatten": true }),
-                None,
-            )
-            .await?;
-        let session = result["sessionId"]
-            .as_str()
-            .ok_or_else(|| LookupError::Broken("Target.attachToTarget gave no sessionId".into()))?
-            .to_owned();
+        let mut attach = AttachToTargetParams::new(target.to_owned());
+        attach.flatten = Some(true);
+        let session: String = self.call(&attach, None).await?.session_id.into();
         self.attached.insert(target.to_owned(), session.clone());
         Ok(session)
     }
 
     /// The isolated world of the page on `session` (its main frame is the target).
-    pub(crate) async fn world(&mut self, target: &str, session: &str) -> Result<i64, LookupError> {
+    pub(crate) async fn world(
+        &mut self,
+        target: &str,
+        session: &str,
+    ) -> Result<ExecutionContextId, LookupError> {
         if let Some(&context) = self.worlds.get(session) {
             return Ok(context);
         }
-        let result = self
-            .call(
-                "Page.createIsolatedWorld",
-                json!({ "frameId": target, "worldName": WORLD, "grantUniveralAccess": false }),
-                Some(session),
-            )
-            .await?;
-        let context = result["executionContextId"].as_i64().ok_or_else(|| {
-            LookupError::Broken("Page.createIsolatedWorld gave no context".into())
-        })?;
+        let mut create = CreateIsolatedWorldParams::new(FrameId::new(target));
+        create.world_name = Some(WORLD.to_owned());
+        create.grant_univeral_access = Some(false);
+        let context = self
+            .call(&create, Some(session))
+            .await?
+            .execution_context_id;
         self.worlds.insert(session.to_owned(), context);
         Ok(context)
     }
 
-    /// Probes each page; the one on screen (focused first) wins.
     /// The browser's tabs (at most [`MAX_PAGES`]), by target id; what was
     /// kept of tabs that closed is forgotten.
     pub(crate) async fn pages(&mut self) -> Result<Vec<String>, LookupError> {
-        let targets = self.call("Target.getTargets", json!({}), None).await?;
-        let pages: Vec<String> = targets["targetInfos"]
-            .as_array()
+        let targets = self.call(&GetTargetsParams::default(), None).await?;
+        let pages: Vec<String> = targets
+            .target_infos
             .into_iter()
-            .flatten()
-            .filter(|t| t["type"] == "page")
-            .filter_map(|t| t["targetId"].as_str().map(str::to_owned))
+            .filter(|t| t.r#type == "page")
+            .map(|t| t.target_id.into())
             .take(MAX_PAGES)
             .collect();
         self.attached.retain(|target, _| pages.contains(target));
@@ -346,9 +304,10 @@ impl Session {
         }
         let mut sent = Vec::new();
         for ((_, session), context) in probes.iter().zip(contexts) {
-            let params =
-                json!({ "expression": PROBE, "contextId": context, "returnByValue": true });
-            sent.push(self.send("Runtime.evaluate", params, Some(session)).await?);
+            let mut probe = EvaluateParams::new(PROBE);
+            probe.context_id = Some(context);
+            probe.return_by_value = Some(true);
+            sent.push(self.send(&probe, Some(session)).await?);
         }
         let replies = self.replies(&sent).await?;
         // Every visible tab that says it has the focus (else every visible
@@ -357,9 +316,13 @@ impl Session {
         // from here; the gate judges each and the strictest counts.
         let (mut focused, mut visible) = (Vec::new(), Vec::new());
         let mut failed = 0;
-        for (reply, (_, session)) in replies.iter().zip(&probes) {
-            let value = &reply["result"]["result"]["value"];
-            if reply.get("error").is_some() || !value.is_object() {
+        for (reply, (_, session)) in replies.into_iter().zip(&probes) {
+            let answer = client::reply_of::<EvaluateParams>(reply).ok();
+            let value = answer
+                .filter(|answer| answer.exception_details.is_none())
+                .and_then(|answer| answer.result.value)
+                .unwrap_or_default();
+            if !value.is_object() {
                 // The world went with a navigation: made again next time.
                 self.worlds.remove(session);
                 failed += 1;

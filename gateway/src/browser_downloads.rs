@@ -24,12 +24,20 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chromiumoxide_cdp::cdp::browser_protocol::browser::{
+    BrowserContextId, EventDownloadWillBegin, SetDownloadBehaviorBehavior,
+    SetDownloadBehaviorParams,
+};
+use chromiumoxide_cdp::cdp::browser_protocol::target::{
+    EventTargetCreated, SetDiscoverTargetsParams,
+};
+use chromiumoxide_types::Message;
 use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::backend::Backend;
 use cubicle_runtime::manager::Manager;
-use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
+use serde_json::json;
+
+use crate::cdp::client::{self, Client};
 
 use crate::ops::EventKind;
 use crate::ops::audit::Audit;
@@ -54,30 +62,13 @@ pub async fn guard(manager: Arc<Manager<AnyBackend>>, audit: Audit, id: String) 
     }
 }
 
-/// The gateway's download session with one browser.
-struct Session {
-    socket: crate::cdp::Browser,
-    next_id: u64,
-}
-
-impl Session {
-    async fn send(&mut self, method: &str, params: Value) -> Result<u64, String> {
-        self.next_id += 1;
-        let call = json!({ "id": self.next_id, "method": method, "params": params });
-        self.socket
-            .send(Message::text(call.to_string()))
-            .await
-            .map_err(|e| format!("sending {method}: {e}"))?;
-        Ok(self.next_id)
-    }
-
-    async fn deny(&mut self, context: Option<&str>) -> Result<u64, String> {
-        let mut params = json!({ "behavior": "deny", "eventsEnabled": true });
-        if let Some(context) = context {
-            params["browserContextId"] = json!(context);
-        }
-        self.send("Browser.setDownloadBehavior", params).await
-    }
+/// Asks the browser to deny downloads in browser context `context` (the
+/// default one when `None`), with download events on.
+fn deny(context: Option<BrowserContextId>) -> SetDownloadBehaviorParams {
+    let mut deny = SetDownloadBehaviorParams::new(SetDownloadBehaviorBehavior::Deny);
+    deny.browser_context_id = context;
+    deny.events_enabled = Some(true);
+    deny
 }
 
 /// One browser's life: set the behaviour, then follow its events until it
@@ -88,67 +79,64 @@ async fn session(manager: &Manager<AnyBackend>, audit: &Audit, id: &str) -> Resu
     let socket = crate::cdp::open_browser_endpoint(&channel)
         .await
         .map_err(|e| e.to_string())?;
-    let mut session = Session { socket, next_id: 0 };
+    let mut client = Client::new(socket);
     let mut asked = HashSet::new();
-    asked.insert(session.deny(None).await?);
-    session
-        .send("Target.setDiscoverTargets", json!({ "discover": true }))
+    asked.insert(client.send(&deny(None), None).await?);
+    client
+        .send(&SetDiscoverTargetsParams::new(true), None)
         .await?;
-    let mut contexts: HashSet<String> = HashSet::new();
-    while let Some(message) = session.socket.next().await {
-        let text = match message {
-            Ok(Message::Text(text)) => text,
-            Ok(_) => continue,
-            Err(_) => break,
-        };
-        let Ok(value) = serde_json::from_str::<Value>(&text) else {
-            continue;
-        };
-        if let Some(reply) = value["id"].as_u64()
-            && asked.contains(&reply)
-        {
-            if let Some(error) = value.get("error") {
-                return Err(format!("the browser refused to deny downloads: {error}"));
-            }
-            continue;
-        }
-        match value["method"].as_str() {
-            Some("Target.targetCreated") => {
-                let context = value["params"]["targetInfo"]["browserContextId"].as_str();
-                if let Some(context) = context
-                    && contexts.insert(context.to_owned())
+    let mut contexts: HashSet<BrowserContextId> = HashSet::new();
+    while let Some(message) = client.next().await {
+        let event = match message? {
+            Message::Response(reply) => {
+                if asked.contains(&reply.id)
+                    && let Some(error) = reply.error
                 {
-                    asked.insert(session.deny(Some(context)).await?);
+                    return Err(format!(
+                        "the browser refused to deny downloads: {}",
+                        error.message
+                    ));
                 }
+                continue;
             }
-            Some("Browser.downloadWillBegin") => {
-                let params = &value["params"];
-                let url: String = params["url"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(2000)
-                    .collect();
-                let detail = json!({
-                    "url": url,
-                    "name": params["suggestedFilename"],
-                    "reason": "the browser's own download was denied: downloads reach the workspace only through the quarantine",
-                    "by": "browser",
-                });
-                let noted = audit
-                    .note(
-                        None,
-                        EventKind::DownloadRefused,
-                        Some(id),
-                        detail,
-                        Some("denied"),
-                    )
-                    .await;
-                if let Err(err) = noted {
-                    tracing::error!(workspace = id, err = %err.message, "cannot record a denied browser download");
-                }
+            Message::Event(event) => event,
+        };
+        if let Some(created) =
+            client::event_of::<EventTargetCreated>(&event, EventTargetCreated::IDENTIFIER)
+        {
+            // A context whose targets cannot be read might save downloads:
+            // the session ends and is made again.
+            let context = created?.target_info.browser_context_id;
+            if let Some(context) = context
+                && contexts.insert(context.clone())
+            {
+                asked.insert(client.send(&deny(Some(context)), None).await?);
             }
-            _ => {}
+        } else if let Some(begun) =
+            client::event_of::<EventDownloadWillBegin>(&event, EventDownloadWillBegin::IDENTIFIER)
+        {
+            let Ok(begun) = begun else {
+                continue;
+            };
+            let url: String = begun.url.chars().take(2000).collect();
+            let detail = json!({
+                "url": url,
+                "name": begun.suggested_filename,
+                "reason": "the browser's own download was denied: downloads reach the workspace only through the quarantine",
+                "by": "browser",
+            });
+            let noted = audit
+                .note(
+                    None,
+                    EventKind::DownloadRefused,
+                    Some(id),
+                    detail,
+                    Some("denied"),
+                )
+                .await;
+            if let Err(err) = noted {
+                tracing::error!(workspace = id, err = %err.message, "cannot record a denied browser download");
+            }
         }
     }
     Ok(())

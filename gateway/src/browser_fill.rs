@@ -38,7 +38,13 @@ use cubicle_runtime::any_backend::AnyBackend;
 use cubicle_runtime::manager::Manager;
 use serde_json::{Value, json};
 
+use chromiumoxide_cdp::cdp::browser_protocol::dom::SetFileInputFilesParams;
+use chromiumoxide_cdp::cdp::js_protocol::runtime::{
+    CallArgument, CallFunctionOnParams, ReleaseObjectParams, RemoteObject, RemoteObjectSubtype,
+};
+
 use crate::browser_context::{BrowserSlot, LookupError, Session};
+use crate::cdp::client;
 
 /// The longest selector taken.
 pub const MAX_SELECTOR: usize = 1024;
@@ -248,13 +254,13 @@ pub async fn fill(
     value: &str,
     hosts: &[String],
 ) -> Result<Found, FillError> {
-    let args = json!([
-        { "value": Want::Secret.as_str() },
-        { "value": selector },
-        { "value": value },
-        { "value": hosts },
-        { "value": found.host },
-    ]);
+    let args = arguments(json!([
+        Want::Secret.as_str(),
+        selector,
+        value,
+        hosts,
+        found.host
+    ]));
     let target = found.target.clone();
     let page = slot
         .with(manager, id, move |session| -> Work<'_, _> {
@@ -294,13 +300,7 @@ pub async fn set_file(
     selector: Option<&str>,
     path: &str,
 ) -> Result<(), FillError> {
-    let args = json!([
-        { "value": Want::File.as_str() },
-        { "value": selector },
-        { "value": true },
-        { "value": [] },
-        { "value": found.host },
-    ]);
+    let args = arguments(json!([Want::File.as_str(), selector, true, [], found.host]));
     let target = found.target.clone();
     let path = path.to_owned();
     let refusal = slot
@@ -310,34 +310,24 @@ pub async fn set_file(
                 if !pages.contains(&target) {
                     return Ok(Some("the tab was closed".to_owned()));
                 }
-                let object = call_field(session, &target, args, false)
-                    .await?
-                    .unwrap_or_default();
-                let Some(object_id) = object["objectId"]
-                    .as_str()
-                    .filter(|_| object["subtype"] == "node")
-                else {
-                    let why = object["value"]
-                        .as_str()
-                        .unwrap_or("the page changed while it was read; try again");
-                    return Ok(Some(why.to_owned()));
+                let object = call_field(session, &target, args, false).await?;
+                let node = object.as_ref().and_then(|object| {
+                    let node = object.subtype == Some(RemoteObjectSubtype::Node);
+                    object.object_id.clone().filter(|_| node)
+                });
+                let Some(object_id) = node else {
+                    let why = object
+                        .and_then(|object| object.value)
+                        .and_then(|value| value.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "the page changed while it was read; try again".into());
+                    return Ok(Some(why));
                 };
-                let object_id = object_id.to_owned();
                 let attached = session.attach(&target).await?;
-                let set = session
-                    .call(
-                        "DOM.setFileInputFiles",
-                        json!({ "files": [path], "objectId": object_id }),
-                        Some(&attached),
-                    )
-                    .await;
-                let _ = session
-                    .call(
-                        "Runtime.releaseObject",
-                        json!({ "objectId": object_id }),
-                        Some(&attached),
-                    )
-                    .await;
+                let mut hand = SetFileInputFilesParams::new(vec![path]);
+                hand.object_id = Some(object_id.clone());
+                let set = session.call(&hand, Some(&attached)).await;
+                let release = ReleaseObjectParams::new(object_id);
+                let _ = session.call(&release, Some(&attached)).await;
                 set.map(|_| None)
             })
         })
@@ -354,13 +344,7 @@ async fn look_all(
     want: Want,
     selector: Option<&str>,
 ) -> Result<Vec<(String, Value)>, LookupError> {
-    let args = json!([
-        { "value": want.as_str() },
-        { "value": selector },
-        { "value": null },
-        { "value": [] },
-        { "value": "" },
-    ]);
+    let args = arguments(json!([want.as_str(), selector, null, [], ""]));
     let mut seen = Vec::new();
     for target in session.pages().await? {
         seen.push((target.clone(), run(session, &target, args.clone()).await?));
@@ -368,43 +352,59 @@ async fn look_all(
     Ok(seen)
 }
 
+/// The field function's arguments, each given by value.
+fn arguments(values: Value) -> Vec<CallArgument> {
+    let Value::Array(values) = values else {
+        return Vec::new();
+    };
+    values
+        .into_iter()
+        .map(|value| CallArgument {
+            value: Some(value),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// Calls the field function in tab `target`'s isolated world with `args`;
 /// its answer (an object), or a refusal when the page keeps changing
 /// under it.
-async fn run(session: &mut Session, target: &str, args: Value) -> Result<Value, LookupError> {
+async fn run(
+    session: &mut Session,
+    target: &str,
+    args: Vec<CallArgument>,
+) -> Result<Value, LookupError> {
     let answer = call_field(session, target, args, true).await?;
-    Ok(match answer {
-        Some(object) if object["value"].is_object() => object["value"].clone(),
+    Ok(match answer.and_then(|object| object.value) {
+        Some(value) if value.is_object() => value,
         _ => json!({ "refusal": "the page changed while it was read; try again" }),
     })
 }
 
 /// Calls the field function in tab `target`'s isolated world: the
-/// answer's remote object (its value with `by_value`), or `None` when the
-/// page keeps changing under it. A world gone with a navigation is made
-/// again once.
+/// answer's remote object (holding its value with `by_value`), or `None`
+/// when the page keeps changing under it. A world gone with a navigation
+/// is made again once.
 async fn call_field(
     session: &mut Session,
     target: &str,
-    args: Value,
+    args: Vec<CallArgument>,
     by_value: bool,
-) -> Result<Option<Value>, LookupError> {
+) -> Result<Option<RemoteObject>, LookupError> {
     let attached = session.attach(target).await?;
     for _ in 0..2 {
         let world = session.world(target, &attached).await?;
-        let params = json!({
-            "functionDeclaration": FIELD,
-            "executionContextId": world,
-            "arguments": args,
-            "returnByValue": by_value,
-        });
-        let id = session
-            .send("Runtime.callFunctionOn", params, Some(&attached))
-            .await?;
-        let reply = session.replies(&[id]).await?.pop().unwrap_or_default();
-        let object = &reply["result"]["result"];
-        if reply.get("error").is_none() && reply["result"].get("exceptionDetails").is_none() {
-            return Ok(Some(object.clone()));
+        let mut call = CallFunctionOnParams::new(FIELD);
+        call.execution_context_id = Some(world);
+        call.arguments = Some(args.clone());
+        call.return_by_value = Some(by_value);
+        let id = session.send(&call, Some(&attached)).await?;
+        let reply = session.replies(&[id]).await?.pop();
+        let answer = reply.map(client::reply_of::<CallFunctionOnParams>);
+        if let Some(Ok(answer)) = answer
+            && answer.exception_details.is_none()
+        {
+            return Ok(Some(answer.result));
         }
         session.forget_world(&attached);
     }

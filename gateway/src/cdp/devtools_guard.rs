@@ -27,6 +27,8 @@
 
 use std::net::IpAddr;
 
+use chromiumoxide_cdp::cdp::browser_protocol::target::CreateBrowserContextParams;
+use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -42,10 +44,10 @@ const WRAPPERS: &[&str] = &["view-source", "blob", "filesystem"];
 /// Why `method` with `params` may not reach the browser, if it may not.
 pub fn refuse(method: &str, params: Option<&RawValue>) -> Option<String> {
     let params: Value = serde_json::from_str(params?.get()).ok()?;
-    if method == "Target.createBrowserContext"
-        && ["proxyServer", "proxyBypassList"]
-            .iter()
-            .any(|key| params.get(key).is_some())
+    if method == CreateBrowserContextParams::IDENTIFIER
+        && CreateBrowserContextParams::deserialize(&params).map_or(true, |own| {
+            own.proxy_server.is_some() || own.proxy_bypass_list.is_some()
+        })
     {
         return Some(
             "Target.createBrowserContext may not set proxyServer or proxyBypassList: every context goes through the workspace's egress proxy (drop them)".into(),
@@ -183,6 +185,8 @@ mod tests {
         for params in [
             serde_json::json!({"proxyServer": "direct://"}),
             serde_json::json!({"proxyBypassList": "*"}),
+            // Not the protocol's: cannot be read, so cannot be let through.
+            serde_json::json!({"proxyServer": ["direct://"]}),
         ] {
             let reason = refuse("Target.createBrowserContext", Some(&raw(params))).unwrap();
             assert!(reason.contains("egress proxy"), "{reason}");

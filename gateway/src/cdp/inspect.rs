@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 
+use chromiumoxide_cdp::cdp::browser_protocol::{browser, dom, network, page, storage, target};
+use chromiumoxide_cdp::cdp::js_protocol::runtime;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -67,17 +69,19 @@ enum Reserved {
 /// Methods the client may not send to the browser, and why.
 const RESERVED: &[(&str, Reserved, &str)] = &[
     (
-        "Browser.setDownloadBehavior",
+        browser::SetDownloadBehaviorParams::IDENTIFIER,
         Reserved::Absorb,
         "downloads are owned by the gateway (quarantine); the call was acknowledged and not applied",
     ),
     (
+        // Deprecated, gone from the protocol the types come from, still
+        // taken by Chromium.
         "Page.setDownloadBehavior",
         Reserved::Absorb,
         "downloads are owned by the gateway (quarantine); the call was acknowledged and not applied",
     ),
     (
-        "Target.exposeDevToolsProtocol",
+        target::ExposeDevToolsProtocolParams::IDENTIFIER,
         Reserved::Deny,
         "Target.exposeDevToolsProtocol would give page scripts a CDP channel that bypasses the gateway",
     ),
@@ -85,64 +89,80 @@ const RESERVED: &[(&str, Reserved, &str)] = &[
 
 /// Methods that send input or change page state, refused (CDP error) while
 /// an operator holds the workspace's controls. Reads (DOM queries,
-/// screenshots, `Runtime.getProperties`, ...) go on. Prefixes end in `.`.
+/// screenshots, `Runtime.getProperties`, ...) go on. Named by the
+/// protocol's types, so each is a method that exists; and the names that
+/// start with one of [`CHANGES_PAGE_PREFIXES`].
 pub const CHANGES_PAGE: &[&str] = &[
+    runtime::EvaluateParams::IDENTIFIER,
+    runtime::CallFunctionOnParams::IDENTIFIER,
+    runtime::CompileScriptParams::IDENTIFIER,
+    runtime::RunScriptParams::IDENTIFIER,
+    runtime::AddBindingParams::IDENTIFIER,
+    page::NavigateParams::IDENTIFIER,
+    page::NavigateToHistoryEntryParams::IDENTIFIER,
+    page::ReloadParams::IDENTIFIER,
+    page::StopLoadingParams::IDENTIFIER,
+    page::SetDocumentContentParams::IDENTIFIER,
+    page::AddScriptToEvaluateOnNewDocumentParams::IDENTIFIER,
+    page::CloseParams::IDENTIFIER,
+    page::BringToFrontParams::IDENTIFIER,
+    page::HandleJavaScriptDialogParams::IDENTIFIER,
+    dom::SetAttributeValueParams::IDENTIFIER,
+    dom::SetAttributesAsTextParams::IDENTIFIER,
+    dom::SetFileInputFilesParams::IDENTIFIER,
+    dom::SetNodeNameParams::IDENTIFIER,
+    dom::SetNodeValueParams::IDENTIFIER,
+    dom::SetOuterHtmlParams::IDENTIFIER,
+    dom::RemoveAttributeParams::IDENTIFIER,
+    dom::RemoveNodeParams::IDENTIFIER,
+    dom::MoveToParams::IDENTIFIER,
+    dom::CopyToParams::IDENTIFIER,
+    dom::FocusParams::IDENTIFIER,
+    dom::UndoParams::IDENTIFIER,
+    dom::RedoParams::IDENTIFIER,
+    network::SetCookieParams::IDENTIFIER,
+    network::SetCookiesParams::IDENTIFIER,
+    network::DeleteCookiesParams::IDENTIFIER,
+    network::ClearBrowserCookiesParams::IDENTIFIER,
+    storage::SetCookiesParams::IDENTIFIER,
+    target::CreateTargetParams::IDENTIFIER,
+    target::CloseTargetParams::IDENTIFIER,
+    target::ActivateTargetParams::IDENTIFIER,
+    SEND_MESSAGE_TO_TARGET,
+    browser::CloseParams::IDENTIFIER,
+    browser::CrashParams::IDENTIFIER,
+];
+
+/// Whole domains, and families of methods, that change page state: every
+/// method whose name starts with one of these.
+pub const CHANGES_PAGE_PREFIXES: &[&str] = &[
     "Input.",
-    "Runtime.evaluate",
-    "Runtime.callFunctionOn",
-    "Runtime.compileScript",
-    "Runtime.runScript",
-    "Runtime.addBinding",
-    "Page.navigate",
-    "Page.navigateToHistoryEntry",
-    "Page.reload",
-    "Page.stopLoading",
-    "Page.setDocumentContent",
-    "Page.addScriptToEvaluateOnNewDocument",
-    "Page.close",
-    "Page.bringToFront",
-    "Page.handleJavaScriptDialog",
-    "DOM.setAttributeValue",
-    "DOM.setAttributesAsText",
-    "DOM.setFileInputFiles",
-    "DOM.setNodeName",
-    "DOM.setNodeValue",
-    "DOM.setOuterHTML",
-    "DOM.removeAttribute",
-    "DOM.removeNode",
-    "DOM.moveTo",
-    "DOM.copyTo",
-    "DOM.focus",
-    "DOM.undo",
-    "DOM.redo",
-    "CSS.set",
     "Emulation.",
     "Debugger.",
     "Fetch.",
-    "Network.setCookie",
-    "Network.setCookies",
-    "Network.deleteCookies",
-    "Network.clearBrowserCookies",
+    "CSS.set",
     "Storage.clear",
-    "Storage.setCookies",
-    "Target.createTarget",
-    "Target.closeTarget",
-    "Target.activateTarget",
-    "Target.sendMessageToTarget",
-    "Browser.close",
-    "Browser.crash",
 ];
 
-/// Whether `method` sends input or changes page state ([`CHANGES_PAGE`]).
+/// Whether `method` sends input or changes page state ([`CHANGES_PAGE`],
+/// [`CHANGES_PAGE_PREFIXES`]).
 pub fn changes_page(method: &str) -> bool {
-    CHANGES_PAGE
-        .iter()
-        .any(|entry| match entry.strip_suffix('.') {
-            Some(domain) => method
-                .strip_prefix(domain)
-                .is_some_and(|rest| rest.starts_with('.')),
-            None => method == *entry || (entry.ends_with("set") && method.starts_with(entry)),
-        })
+    CHANGES_PAGE.contains(&method)
+        || CHANGES_PAGE_PREFIXES
+            .iter()
+            .any(|prefix| method.starts_with(prefix))
+}
+
+/// The deprecated tunnel: a whole CDP call as a string. Chromium still
+/// takes it; the protocol the generated types come from no longer lists
+/// it, so its name and parameters are written here.
+pub const SEND_MESSAGE_TO_TARGET: &str = "Target.sendMessageToTarget";
+
+/// The parameters of [`SEND_MESSAGE_TO_TARGET`] that are read: the call.
+#[derive(Deserialize)]
+pub struct Tunnel<'a> {
+    #[serde(borrow)]
+    pub message: Cow<'a, str>,
 }
 
 /// How deep `Target.sendMessageToTarget` may nest messages.
@@ -189,7 +209,7 @@ fn inspect_call(message: &CdpMessage<'_>, depth: usize) -> Verdict {
             Reserved::Deny => Verdict::Deny((*reason).to_owned()),
         };
     }
-    if method == "Target.sendMessageToTarget" {
+    if method == SEND_MESSAGE_TO_TARGET {
         return inspect_tunnelled(message, depth);
     }
     match super::devtools_guard::refuse(method, message.params) {
@@ -201,17 +221,12 @@ fn inspect_call(message: &CdpMessage<'_>, depth: usize) -> Verdict {
 /// `Target.sendMessageToTarget` carries a whole CDP call as a string: it is
 /// inspected like any other call, so the tunnel is no way around the rules.
 fn inspect_tunnelled(message: &CdpMessage<'_>, depth: usize) -> Verdict {
-    #[derive(Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow)]
-        message: Cow<'a, str>,
-    }
     if depth >= MAX_TUNNEL_DEPTH {
         return Verdict::Deny("Target.sendMessageToTarget nested too deeply".into());
     }
     let inner = message
         .params
-        .and_then(|raw| serde_json::from_str::<Params<'_>>(raw.get()).ok());
+        .and_then(|raw| serde_json::from_str::<Tunnel<'_>>(raw.get()).ok());
     let Some(inner) = inner else {
         return Verdict::Deny("Target.sendMessageToTarget needs params.message (a string)".into());
     };
@@ -275,6 +290,8 @@ mod tests {
             "DOM.setFileInputFiles",
             "CSS.setStyleTexts",
             "Target.createTarget",
+            "Storage.clearDataForOrigin",
+            "Storage.clearCookies",
         ] {
             assert!(changes_page(method), "{method}");
         }

@@ -5,6 +5,7 @@
 //! (the agents' door, [`crate::cdp_proxy`]) and the gateway's own CDP
 //! session ([`crate::browser_context`]) both stand on it.
 
+pub mod client;
 mod devtools_guard;
 pub mod discovery;
 pub mod inspect;

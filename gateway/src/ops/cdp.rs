@@ -11,9 +11,13 @@
 use std::future::Future;
 use std::time::Duration;
 
+use chromiumoxide_cdp::cdp::browser_protocol::dom::SetFileInputFilesParams;
+use chromiumoxide_cdp::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide_cdp::cdp::browser_protocol::target::CreateTargetParams;
 use cubicle_policy::Subject;
 use cubicle_runtime::channel::GuestChannel;
 use cubicle_runtime::state::now_ms;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::gates::{self, Gated, Verdict};
@@ -75,7 +79,10 @@ impl CdpSession {
             (None, Err(err)) => return Call::Refuse(err.message),
             (None, Ok(())) => {}
         }
-        let (gated, more) = gated(message);
+        let (gated, more) = match gated(message) {
+            Ok(gated) => gated,
+            Err(reason) => return Call::Refuse(reason),
+        };
         match gates::decide_all(&self.state, &self.ctx, &self.workspace, &gated, &more).await {
             Ok(Verdict::Allow) => Call::Forward,
             Ok(Verdict::Held(approval)) => Call::Hold(approval),
@@ -91,8 +98,9 @@ impl CdpSession {
         message: &CdpMessage<'_>,
     ) -> impl Future<Output = Result<(), String>> + Send + 'static {
         let (state, ctx) = (self.state.clone(), self.ctx.clone());
-        let (gated, more) = gated(message);
+        let judged = gated(message);
         async move {
+            let (gated, more) = judged?;
             let left = u64::try_from(approval.expires_at - now_ms()).unwrap_or(0);
             let wait = Duration::from_millis(left) + Duration::from_secs(1);
             gates::wait(&state, &ctx, &approval, &gated, &more, wait)
@@ -103,60 +111,72 @@ impl CdpSession {
 }
 
 /// What the policy sees of a call: its main subject, any others, and the
-/// parameters as JSON.
-pub fn subjects(message: &CdpMessage<'_>) -> (Subject, Vec<Subject>, Value) {
+/// parameters as JSON. A call that has a subject of its own (a navigation,
+/// an upload) is read as the protocol's type for its method; one whose
+/// parameters do not read as that type is refused (why), since what it
+/// would do cannot be judged.
+pub fn subjects(message: &CdpMessage<'_>) -> Result<(Subject, Vec<Subject>, Value), String> {
     let method = message.method.as_deref().unwrap_or_default().to_owned();
     let params: Value = message
         .params
         .and_then(|raw| serde_json::from_str(raw.get()).ok())
         .unwrap_or(Value::Null);
     let mut more = Vec::new();
-    add_specific(&method, &params, &mut more, 0);
+    add_specific(&method, &params, &mut more, 0)?;
     let main = Subject::Cdp {
         method,
         params: params.clone(),
     };
-    (main, more, params)
+    Ok((main, more, params))
 }
 
-fn add_specific(method: &str, params: &Value, more: &mut Vec<Subject>, depth: usize) {
-    let url = params["url"].as_str().map(str::to_owned);
+/// `params` read as `P`, the parameters of `method`.
+fn typed<'v, P: Deserialize<'v>>(method: &str, params: &'v Value) -> Result<P, String> {
+    P::deserialize(params).map_err(|e| {
+        format!("{method}: the parameters are not the protocol's ({e}); the gateway judges only calls it can read")
+    })
+}
+
+fn add_specific(
+    method: &str,
+    params: &Value,
+    more: &mut Vec<Subject>,
+    depth: usize,
+) -> Result<(), String> {
     match method {
-        "Page.navigate" | "Target.createTarget" => {
-            if let Some(url) = url {
-                more.push(Subject::Navigate { url });
-            }
+        NavigateParams::IDENTIFIER => {
+            let navigate: NavigateParams = typed(method, params)?;
+            more.push(Subject::Navigate { url: navigate.url });
         }
-        "DOM.setFileInputFiles" => {
-            let files = params["files"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f.as_str().map(str::to_owned))
-                .collect();
+        CreateTargetParams::IDENTIFIER => {
+            let create: CreateTargetParams = typed(method, params)?;
+            more.push(Subject::Navigate { url: create.url });
+        }
+        SetFileInputFilesParams::IDENTIFIER => {
+            let files = typed::<SetFileInputFilesParams>(method, params)?.files;
             more.push(Subject::Upload { files });
         }
-        "Target.sendMessageToTarget" if depth == 0 => {
-            let inner = params["message"].as_str().unwrap_or_default();
-            if let Ok(call) = parse(Direction::ToBrowser, inner) {
-                let method = call.method.as_deref().unwrap_or_default().to_owned();
-                let params: Value = call
-                    .params
-                    .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                    .unwrap_or(Value::Null);
-                add_specific(&method, &params, more, depth + 1);
-                more.push(Subject::Cdp { method, params });
-            }
+        inspect::SEND_MESSAGE_TO_TARGET if depth == 0 => {
+            let tunnel: inspect::Tunnel<'_> = typed(method, params)?;
+            let call = parse(Direction::ToBrowser, &tunnel.message).map_err(|e| e.to_string())?;
+            let method = call.method.as_deref().unwrap_or_default().to_owned();
+            let params: Value = call
+                .params
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .unwrap_or(Value::Null);
+            add_specific(&method, &params, more, depth + 1)?;
+            more.push(Subject::Cdp { method, params });
         }
         _ => {}
     }
+    Ok(())
 }
 
 /// A call as the gate sees it: bound to its method and parameters; a call
 /// that changes the page is refused to the agent during a take-over, when
 /// it is asked and again when its approval lands.
-fn gated(message: &CdpMessage<'_>) -> (Gated, Vec<Subject>) {
-    let (main, more, params) = subjects(message);
+fn gated(message: &CdpMessage<'_>) -> Result<(Gated, Vec<Subject>), String> {
+    let (main, more, params) = subjects(message)?;
     let method = message.method.as_deref().unwrap_or_default();
     let bound = json!({ "method": method, "params": params });
     let lock = match inspect::changes_page(method) {
@@ -170,7 +190,7 @@ fn gated(message: &CdpMessage<'_>) -> (Gated, Vec<Subject>) {
         shown: bound,
         lock,
     };
-    (gated, more)
+    Ok((gated, more))
 }
 
 #[cfg(test)]
@@ -179,7 +199,7 @@ mod tests {
 
     fn judged(text: &str) -> (Subject, Vec<Subject>) {
         let message = parse(Direction::ToBrowser, text).unwrap();
-        let (main, more, _) = subjects(&message);
+        let (main, more, _) = subjects(&message).unwrap();
         (main, more)
     }
 
@@ -214,5 +234,26 @@ mod tests {
         assert!(matches!(&more[1], Subject::Cdp { method, .. } if method == "Page.navigate"));
         let (_, more) = judged(r#"{"id":1,"method":"Runtime.enable"}"#);
         assert!(more.is_empty());
+    }
+
+    #[test]
+    fn a_call_whose_subject_cannot_be_read_is_refused() {
+        for text in [
+            r#"{"id":1,"method":"Page.navigate"}"#,
+            r#"{"id":1,"method":"Page.navigate","params":{"url":7}}"#,
+            r#"{"id":1,"method":"Page.navigate","params":{"url":"https://a.example/","transitionType":"teleport"}}"#,
+            r#"{"id":1,"method":"Target.createTarget","params":{"newWindow":true}}"#,
+            r#"{"id":1,"method":"DOM.setFileInputFiles","params":{"files":"/tmp/a"}}"#,
+            r#"{"id":9,"method":"Target.sendMessageToTarget","params":{"message":"{\"id\":1,\"method\":\"Page.navigate\",\"params\":{}}"}}"#,
+        ] {
+            let message = parse(Direction::ToBrowser, text).unwrap();
+            let refused = subjects(&message).err();
+            assert!(
+                refused
+                    .as_deref()
+                    .is_some_and(|why| why.contains("not the protocol's")),
+                "{text}: {refused:?}"
+            );
+        }
     }
 }
