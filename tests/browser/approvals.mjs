@@ -9,7 +9,7 @@
 // prints one JSON line of what it saw; tests/e2e/gates.rs asserts on it.
 
 import { createRequire } from 'node:module';
-import { guard } from './guard.mjs';
+import { guard, launch } from './guard.mjs';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -59,12 +59,7 @@ out.focused = await page.evaluate(() => ({ id: document.activeElement.id, hasFoc
 step('login page open with the password field focused');
 
 // --- The operator's page. -------------------------------------------------
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch();
 try {
   const operator = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   await operator.goto(`${cfg.base}/?token=${cfg.operator}`);

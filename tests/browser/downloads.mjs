@@ -8,22 +8,14 @@
 // prints one JSON line of what it saw; tests/e2e/egress.rs asserts on it
 // and checks ~/Downloads in the workspace.
 
-import { createRequire } from 'node:module';
-import { guard } from './guard.mjs';
+import { guard, launch } from './guard.mjs';
 
-const require = createRequire(new URL('../../web/package.json', import.meta.url));
-const { chromium } = require('playwright-core');
 
 const cfg = JSON.parse(process.argv[2] ?? '{}');
 const out = {};
 const row = `#downloads-list li[data-id="${cfg.download}"]`;
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch();
 try {
   const auditor = await (await browser.newContext()).newPage();
   await auditor.goto(`${cfg.base}/?token=${cfg.auditor}`);

@@ -8,11 +8,8 @@
 // prints one JSON line of what it saw; the Rust test (tests/e2e/operator.rs)
 // asserts on it and checks the workspace's side through exec.
 
-import { createRequire } from 'node:module';
-import { guard } from './guard.mjs';
+import { guard, launch } from './guard.mjs';
 
-const require = createRequire(new URL('../../web/package.json', import.meta.url));
-const { chromium } = require('playwright-core');
 
 const cfg = JSON.parse(process.argv[2] ?? '{}');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -111,12 +108,7 @@ async function latency(page, samples) {
 }
 
 // playwright gives every launch a fresh temporary profile (--user-data-dir).
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch();
 try {
   const operator = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   operator.setDefaultTimeout(guard(30_000));

@@ -9,21 +9,13 @@
 //   {base, operator, workspace, value}
 // prints one JSON line of what it saw; tests/e2e/secrets.rs asserts on it.
 
-import { createRequire } from 'node:module';
-import { guard } from './guard.mjs';
+import { guard, launch } from './guard.mjs';
 
-const require = createRequire(new URL('../../web/package.json', import.meta.url));
-const { chromium } = require('playwright-core');
 
 const cfg = JSON.parse(process.argv[2] ?? '{}');
 const out = {};
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch();
 try {
   const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   page.on('dialog', (dialog) => dialog.accept());

@@ -7,21 +7,13 @@
 // usage: node snapshots.mjs '<json config>'   {base, agent, workspace}
 // prints one JSON line of what it saw; tests/e2e/snapshots.rs asserts on it.
 
-import { createRequire } from 'node:module';
-import { guard } from './guard.mjs';
+import { guard, launch } from './guard.mjs';
 
-const require = createRequire(new URL('../../web/package.json', import.meta.url));
-const { chromium } = require('playwright-core');
 
 const cfg = JSON.parse(process.argv[2] ?? '{}');
 const out = {};
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch();
 
 // A shell line run in the workspace through the API, with the page's cookie.
 async function exec(page, command) {

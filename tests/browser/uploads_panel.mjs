@@ -17,21 +17,13 @@
 // prints one JSON line of what it saw; tests/e2e/uploads.rs asserts on it
 // (and reads the workspace page's file input over CDP).
 
-import { createRequire } from 'node:module';
-import { guard } from './guard.mjs';
+import { guard, launch } from './guard.mjs';
 
-const require = createRequire(new URL('../../web/package.json', import.meta.url));
-const { chromium } = require('playwright-core');
 
 const cfg = JSON.parse(process.argv[2] ?? '{}');
 const out = {};
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch();
 
 const pane = '#uploads-pane';
 const submit = '#uploads-form button[type="submit"]';
