@@ -1,8 +1,10 @@
 //! The CDP proxy's message inspector, both directions: parse, judge,
-//! and build the error reply a refused call gets.
+//! read what the policy is asked, and build the error reply a refused
+//! call gets.
 #![no_main]
 
 use cubicle_gateway::cdp::inspect::{Direction, answer, changes_page, inspect, parse};
+use cubicle_gateway::ops::cdp::subjects;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -19,6 +21,8 @@ fuzz_target!(|data: &[u8]| {
             if let Some(method) = message.method.as_deref() {
                 let _ = changes_page(method);
             }
+            // What the policy is asked: typed reading of the subjects.
+            let _ = subjects(&message);
         }
     }
 });
