@@ -1016,12 +1016,7 @@ impl WorkspaceProxy {
             scheme,
             channel,
         } = way;
-        let method = req.method().to_string();
-        let path = req
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
+        let (method, path) = method_and_path(&req);
         let started = Instant::now();
         let started_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -1225,12 +1220,7 @@ impl WorkspaceProxy {
         {
             return Ok(req.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed()));
         }
-        let method = req.method().to_string();
-        let path = req
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
+        let (method, path) = method_and_path(&req);
         let (mut parts, body) = req.into_parts();
         let declared = parts
             .headers
@@ -1446,4 +1436,10 @@ impl Upstream {
             .as_mut()
             .ok_or_else(|| "no upstream connection".to_owned())
     }
+}
+
+/// A request's method and path (with its query), as events name them.
+fn method_and_path<B>(req: &Request<B>) -> (String, String) {
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    (req.method().to_string(), path.to_owned())
 }
