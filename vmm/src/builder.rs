@@ -19,7 +19,7 @@ use crate::config::{ConfigError, VmConfig};
 use crate::devices::EventFdTrigger;
 use crate::devices::bus::{Bus, BusError};
 use crate::devices::i8042::{I8042, I8042_BASE, I8042_LEN};
-use crate::devices::serial::{COM1_BASE, COM1_IRQ, SerialDevice};
+use crate::devices::serial::{COM1_BASE, COM1_IRQ, SerialDevice, SerialSnapshot};
 use crate::devices::virtio::block::{Block, Disk, DiskError};
 use crate::devices::virtio::mmio::MmioTransport;
 use crate::devices::virtio::vsock::Vsock;
@@ -28,7 +28,7 @@ use crate::event_loop::Subscriber;
 use crate::vmm::{DeviceStats, Vmm, VmmParts};
 use crate::vstate::exit::{ExitSignal, ResetTrigger};
 use crate::vstate::vcpu::{Vcpu, VcpuError, VcpuSetup};
-use crate::vstate::{memory, vm};
+use crate::vstate::{memory, vcpu_state, vm};
 
 /// Errors while building a VM.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +89,9 @@ pub enum BuildError {
     /// vCPU setup failed.
     #[error(transparent)]
     Vcpu(#[from] VcpuError),
+    /// A snapshot cannot be restored.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
 }
 
 /// Files created while building, removed if the build fails.
@@ -119,6 +122,7 @@ struct DeviceWiring<'a> {
     mmio: Bus,
     cmdline: Cmdline,
     subscribers: Vec<Subscriber>,
+    transports: Vec<Arc<Mutex<MmioTransport>>>,
     next_slot: u32,
 }
 
@@ -151,9 +155,14 @@ impl DeviceWiring<'_> {
         }
         let device = Arc::new(Mutex::new(device));
         let interrupt = Arc::new(Interrupt::new(irqfd));
-        let transport = MmioTransport::new(device.clone(), self.guest.clone(), interrupt);
+        let transport = Arc::new(Mutex::new(MmioTransport::new(
+            device.clone(),
+            self.guest.clone(),
+            interrupt,
+        )));
         self.mmio
-            .insert(base, VIRTIO_MMIO_SIZE, Arc::new(Mutex::new(transport)))?;
+            .insert(base, VIRTIO_MMIO_SIZE, transport.clone())?;
+        self.transports.push(transport);
         self.cmdline
             .add_virtio_mmio_device(VIRTIO_MMIO_SIZE, GuestAddress(base), irq, None)
             .map_err(|e| BuildError::Cmdline(e.to_string()))?;
@@ -181,43 +190,110 @@ pub fn build(config: &VmConfig, options: BuildOptions) -> Result<Vmm, BuildError
     let guest = memory::create(config.memory_mib)?;
     memory::register(&vm_fd, &guest)?;
     let kernel = load_kernel(config, &guest)?;
-    let exit = Arc::new(ExitSignal::new(eventfd("the exit event")?));
-    let pio = legacy_devices(config, &vm_fd, &exit, &mut created)?;
-    let cmdline = Cmdline::try_from(&config.cmdline, CMDLINE_MAX_SIZE)
-        .map_err(|e| BuildError::Cmdline(e.to_string()))?;
-    let mut wiring = DeviceWiring {
-        vm: &vm_fd,
-        guest: &guest,
-        mmio: Bus::default(),
-        cmdline,
-        subscribers: vec![],
-        next_slot: 0,
-    };
-    let stats = add_virtio_devices(config, &mut wiring, &mut created)?;
-    let (mmio, cmdline, subscribers) = (wiring.mmio, wiring.cmdline, wiring.subscribers);
+    let devices = Devices::wire(config, &vm_fd, &guest, None, &mut created)?;
     boot::write_boot_info(
         &guest,
         &kernel.0,
-        &cmdline,
+        &devices.cmdline,
         kernel.1,
         config.memory_mib << 20,
     )?;
     mptable::setup(&guest, config.vcpus)?;
     let vcpus = create_vcpus(&kvm, &vm_fd, &guest, config, kernel.0.entry)?;
-    let sockets = config.vsock.iter().map(|v| v.uds_path.clone()).collect();
+    let msr_indices = vcpu_state::msr_list(&kvm).map_err(msr::MsrError::IndexList)?;
     created.0.clear();
-    Ok(Vmm::new(VmmParts {
-        guest,
-        vm: vm_fd,
-        vcpus,
-        pio,
-        mmio,
-        exit,
-        subscribers,
-        stats,
-        sockets,
-        options,
-    }))
+    Ok(devices.into_vmm(config, guest, vm_fd, vcpus, msr_indices, options))
+}
+
+/// A VM's devices, wired to its VM and memory: the buses, the virtio
+/// transports, COM1, and what the event loop serves.
+pub(crate) struct Devices {
+    pio: Bus,
+    mmio: Bus,
+    pub(crate) cmdline: Cmdline,
+    pub(crate) transports: Vec<Arc<Mutex<MmioTransport>>>,
+    serial: Arc<Mutex<SerialDevice>>,
+    exit: Arc<ExitSignal>,
+    subscribers: Vec<Subscriber>,
+    stats: DeviceStats,
+}
+
+impl Devices {
+    /// Creates every device `config` names (COM1 with `serial`'s registers
+    /// when restoring) in the order that gives each its MMIO slot.
+    pub(crate) fn wire(
+        config: &VmConfig,
+        vm: &VmFd,
+        guest: &GuestMemoryMmap,
+        serial: Option<&SerialSnapshot>,
+        created: &mut CreatedFiles,
+    ) -> Result<Devices, BuildError> {
+        let exit = Arc::new(ExitSignal::new(eventfd("the exit event")?));
+        let (pio, serial) = legacy_devices(config, vm, &exit, serial, created)?;
+        let cmdline = Cmdline::try_from(&config.cmdline, CMDLINE_MAX_SIZE)
+            .map_err(|e| BuildError::Cmdline(e.to_string()))?;
+        let mut wiring = DeviceWiring {
+            vm,
+            guest,
+            mmio: Bus::default(),
+            cmdline,
+            subscribers: vec![],
+            transports: vec![],
+            next_slot: 0,
+        };
+        let stats = add_virtio_devices(config, &mut wiring, created)?;
+        Ok(Devices {
+            pio,
+            mmio: wiring.mmio,
+            cmdline: wiring.cmdline,
+            transports: wiring.transports,
+            serial,
+            exit,
+            subscribers: wiring.subscribers,
+            stats,
+        })
+    }
+
+    /// Each disk's id and size in bytes.
+    pub(crate) fn disk_sizes(&self) -> Vec<(String, u64)> {
+        self.stats
+            .blocks
+            .iter()
+            .map(|(id, b)| {
+                let size = b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).disk_size();
+                (id.clone(), size)
+            })
+            .collect()
+    }
+
+    /// The VM, ready to start.
+    pub(crate) fn into_vmm(
+        self,
+        config: &VmConfig,
+        guest: GuestMemoryMmap,
+        vm: VmFd,
+        vcpus: Vec<Vcpu>,
+        msr_indices: Vec<u32>,
+        options: BuildOptions,
+    ) -> Vmm {
+        let sockets = config.vsock.iter().map(|v| v.uds_path.clone()).collect();
+        Vmm::new(VmmParts {
+            guest,
+            vm,
+            vcpus,
+            pio: self.pio,
+            mmio: self.mmio,
+            exit: self.exit,
+            subscribers: self.subscribers,
+            stats: self.stats,
+            sockets,
+            options,
+            config: config.clone(),
+            transports: self.transports,
+            serial: self.serial,
+            msr_indices,
+        })
+    }
 }
 
 fn load_kernel(
@@ -260,8 +336,9 @@ fn legacy_devices(
     config: &VmConfig,
     vm: &VmFd,
     exit: &Arc<ExitSignal>,
+    saved: Option<&SerialSnapshot>,
     created: &mut CreatedFiles,
-) -> Result<Bus, BuildError> {
+) -> Result<(Bus, Arc<Mutex<SerialDevice>>), BuildError> {
     let out = serial_output(config, created)?;
     let serial_irq = eventfd("the COM1 interrupt")?;
     vm.register_irqfd(&serial_irq, COM1_IRQ)
@@ -269,12 +346,22 @@ fn legacy_devices(
             what: "the COM1 irqfd".into(),
             source: e.into(),
         })?;
-    let serial = SerialDevice::new(EventFdTrigger(serial_irq), out);
+    let irq = EventFdTrigger(serial_irq);
+    let serial = match saved {
+        None => SerialDevice::new(irq, out),
+        Some(saved) => SerialDevice::restored(saved, irq, out).ok_or_else(|| {
+            crate::snapshot::SnapshotError::Damaged(
+                "its COM1 holds more input than a FIFO".into(),
+            )
+        })?,
+    };
+    let serial = Arc::new(Mutex::new(serial));
+    // The i8042 holds nothing across a snapshot but its reset command.
     let i8042 = I8042::new(ResetTrigger(exit.clone()));
     let mut pio = Bus::default();
-    pio.insert(COM1_BASE, 8, Arc::new(Mutex::new(serial)))?;
+    pio.insert(COM1_BASE, 8, serial.clone())?;
     pio.insert(I8042_BASE, I8042_LEN, Arc::new(Mutex::new(i8042)))?;
-    Ok(pio)
+    Ok((pio, serial))
 }
 
 fn serial_output(

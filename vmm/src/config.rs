@@ -162,6 +162,12 @@ impl VmConfig {
                 source,
             })?;
         }
+        self.validate_machine()
+    }
+
+    /// Everything but the kernel and initrd: what a VM restored from a
+    /// snapshot (which boots nothing) must still have right.
+    pub fn validate_machine(&self) -> Result<(), ConfigError> {
         if !(2..=MAX_MEMORY_MIB).contains(&self.memory_mib) {
             return Err(ConfigError::Memory(self.memory_mib));
         }

@@ -21,5 +21,6 @@ pub mod event_loop;
 pub mod hardening;
 pub mod jail;
 pub mod metrics;
+pub mod snapshot;
 pub mod vmm;
 pub mod vstate;

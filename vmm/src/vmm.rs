@@ -1,7 +1,7 @@
 //! [`Vmm`]: one built VM and the threads that run it — a thread per vCPU
 //! and one device event thread — with start, pause, resume, stop and metrics.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -12,6 +12,12 @@ use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::signal::{Killable, SIGRTMIN, register_signal_handler};
 
 use crate::builder::BuildOptions;
+use crate::config::VmConfig;
+use crate::devices::serial::SerialDevice;
+use crate::devices::virtio::mmio::MmioTransport;
+use crate::snapshot::{self, Snapshot, SnapshotError, SnapshotInfo};
+use crate::vstate::vcpu_state::VcpuState;
+use crate::vstate::vm::VmKvmState;
 use crate::devices::bus::Bus;
 use crate::devices::virtio::block::Block;
 use crate::devices::virtio::block::device::BlockStats;
@@ -78,6 +84,14 @@ pub struct VmmParts {
     pub sockets: Vec<PathBuf>,
     /// Build options.
     pub options: BuildOptions,
+    /// The configuration it was built from (a snapshot keeps it).
+    pub config: VmConfig,
+    /// virtio-mmio transports, by slot.
+    pub transports: Vec<Arc<Mutex<MmioTransport>>>,
+    /// COM1.
+    pub serial: Arc<Mutex<SerialDevice>>,
+    /// The MSRs a snapshot reads.
+    pub msr_indices: Vec<u32>,
 }
 
 /// Life-cycle state.
@@ -145,7 +159,10 @@ pub struct VsockCounters {
 /// A VM and its threads. Read this type first.
 pub struct Vmm {
     guest: GuestMemoryMmap,
-    _vm: VmFd,
+    vm: VmFd,
+    config: VmConfig,
+    transports: Vec<Arc<Mutex<MmioTransport>>>,
+    serial: Arc<Mutex<SerialDevice>>,
     vcpus: Vec<Vcpu>,
     threads: Vec<JoinHandle<()>>,
     ctx: Arc<RunContext>,
@@ -173,10 +190,15 @@ impl Vmm {
             control: Arc::new(RunControl::new(p.vcpus.len())),
             exits: Arc::new(ExitCounters::default()),
             exit: p.exit,
+            saved: (0..p.vcpus.len()).map(|_| Mutex::new(None)).collect(),
+            msr_indices: p.msr_indices,
         };
         Vmm {
             guest: p.guest,
-            _vm: p.vm,
+            vm: p.vm,
+            config: p.config,
+            transports: p.transports,
+            serial: p.serial,
             vcpus: p.vcpus,
             threads: Vec::new(),
             ctx: Arc::new(ctx),
@@ -252,6 +274,91 @@ impl Vmm {
         Ok(())
     }
 
+    /// Writes a snapshot of the paused VM: its state to `state_path` and
+    /// its memory to `memory_path` (see [`crate::snapshot`]). The VM stays
+    /// paused; on an error neither file is left.
+    pub fn snapshot(
+        &mut self,
+        state_path: &Path,
+        memory_path: &Path,
+    ) -> Result<SnapshotInfo, SnapshotError> {
+        if self.state != VmState::Paused {
+            return Err(SnapshotError::NotPaused(self.state.name()));
+        }
+        for path in [state_path, memory_path] {
+            if path.exists() {
+                return Err(SnapshotError::Exists(path.to_path_buf()));
+            }
+        }
+        let partial = snapshot::partial_name(memory_path);
+        let _ = std::fs::remove_file(&partial);
+        let result = self.write_snapshot(state_path, memory_path, &partial);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        result
+    }
+
+    fn write_snapshot(
+        &mut self,
+        state_path: &Path,
+        memory_path: &Path,
+        partial: &Path,
+    ) -> Result<SnapshotInfo, SnapshotError> {
+        let vcpus = self.save_vcpus()?;
+        // The devices stay locked until guest memory is on disk: the event
+        // thread must not move a queue or write a buffer in between.
+        let devices: Vec<_> = self.transports.iter().map(|t| lock(t).device()).collect();
+        let guards: Vec<_> = devices.iter().map(|d| lock(d)).collect();
+        let virtio = self
+            .transports
+            .iter()
+            .zip(&guards)
+            .map(|(t, device)| lock(t).save(&**device))
+            .collect();
+        let serial = lock(&self.serial).save();
+        let vm = VmKvmState::save(&self.vm)?;
+        let memory = snapshot::memory::write(&self.guest, partial)?;
+        drop(guards);
+        let disk_sizes = self
+            .stats
+            .blocks
+            .iter()
+            .map(|(id, b)| (id.clone(), lock(b).disk_size()))
+            .collect();
+        let state = Snapshot {
+            vmm_version: env!("CARGO_PKG_VERSION").to_string(),
+            config: self.config.clone(),
+            disk_sizes,
+            memory,
+            vm,
+            vcpus,
+            serial,
+            virtio,
+        };
+        snapshot::publish(partial, memory_path)?;
+        state.write(state_path).inspect_err(|_| {
+            let _ = std::fs::remove_file(memory_path);
+        })
+    }
+
+    /// Has every parked vCPU read its own state, and collects them.
+    fn save_vcpus(&self) -> Result<Vec<VcpuState>, SnapshotError> {
+        for slot in &self.ctx.saved {
+            *lock(slot) = None;
+        }
+        self.ctx.control.run_jobs();
+        self.ctx
+            .saved
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| match lock(slot).take() {
+                Some(state) => Ok(state?),
+                None => Err(SnapshotError::VcpuGone(i)),
+            })
+            .collect()
+    }
+
     /// Stops the VM (idempotent) and returns why it stopped.
     pub fn stop(&mut self) -> ExitReason {
         if self.state == VmState::Running || self.state == VmState::Paused {
@@ -316,6 +423,10 @@ impl Vmm {
             vsock,
         }
     }
+}
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Vmm {

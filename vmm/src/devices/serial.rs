@@ -3,8 +3,9 @@
 
 use std::io::Write;
 
+use serde::{Deserialize, Serialize};
 use vm_superio::Serial;
-use vm_superio::serial::NoEvents;
+use vm_superio::serial::{NoEvents, SerialState};
 
 use super::EventFdTrigger;
 use super::bus::BusDevice;
@@ -26,6 +27,71 @@ impl SerialDevice {
         SerialDevice {
             serial: Serial::new(irq, out),
         }
+    }
+}
+
+/// The UART's registers for snapshots (vm-superio's `SerialState`, which
+/// has no serde of its own).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SerialSnapshot {
+    /// Divisor latch, low and high bytes.
+    pub baud_divisor: [u8; 2],
+    /// Interrupt enable.
+    pub interrupt_enable: u8,
+    /// Interrupt identification.
+    pub interrupt_identification: u8,
+    /// Line control.
+    pub line_control: u8,
+    /// Line status.
+    pub line_status: u8,
+    /// Modem control.
+    pub modem_control: u8,
+    /// Modem status.
+    pub modem_status: u8,
+    /// Scratch.
+    pub scratch: u8,
+    /// Bytes received and not yet read (none: input is not wired).
+    pub in_buffer: Vec<u8>,
+}
+
+impl SerialDevice {
+    /// The UART's registers.
+    pub fn save(&self) -> SerialSnapshot {
+        let s = self.serial.state();
+        SerialSnapshot {
+            baud_divisor: [s.baud_divisor_low, s.baud_divisor_high],
+            interrupt_enable: s.interrupt_enable,
+            interrupt_identification: s.interrupt_identification,
+            line_control: s.line_control,
+            line_status: s.line_status,
+            modem_control: s.modem_control,
+            modem_status: s.modem_status,
+            scratch: s.scratch,
+            in_buffer: s.in_buffer,
+        }
+    }
+
+    /// A UART with `saved` registers (raising its interrupt again if one
+    /// was pending), or None when the saved input buffer is over the FIFO.
+    pub fn restored(
+        saved: &SerialSnapshot,
+        irq: EventFdTrigger,
+        out: Box<dyn Write + Send>,
+    ) -> Option<Self> {
+        let state = SerialState {
+            baud_divisor_low: saved.baud_divisor[0],
+            baud_divisor_high: saved.baud_divisor[1],
+            interrupt_enable: saved.interrupt_enable,
+            interrupt_identification: saved.interrupt_identification,
+            line_control: saved.line_control,
+            line_status: saved.line_status,
+            modem_control: saved.modem_control,
+            modem_status: saved.modem_status,
+            scratch: saved.scratch,
+            in_buffer: saved.in_buffer.clone(),
+        };
+        let serial = Serial::from_state(&state, irq, NoEvents, out).ok()?;
+        Some(SerialDevice { serial })
     }
 }
 

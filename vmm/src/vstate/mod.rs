@@ -4,4 +4,5 @@ pub mod exit;
 pub mod memory;
 pub mod run_control;
 pub mod vcpu;
+pub mod vcpu_state;
 pub mod vm;

@@ -24,6 +24,10 @@ struct Shared {
     target: Target,
     parked: usize,
     exited: usize,
+    /// Bumped for each round of jobs parked vCPUs run.
+    job: u64,
+    /// vCPUs done with the current round.
+    jobs_done: usize,
 }
 
 /// Shared by the VMM thread and all vCPU threads.
@@ -41,6 +45,8 @@ impl RunControl {
             target: Target::Run,
             parked: 0,
             exited: 0,
+            job: 0,
+            jobs_done: 0,
         };
         RunControl {
             vcpus,
@@ -53,18 +59,42 @@ impl RunControl {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Called by a vCPU before KVM_RUN: parks while paused; false means stop.
-    pub fn may_run(&self) -> bool {
+    /// Called by a vCPU before KVM_RUN: parks while paused, running `job`
+    /// once for each round [`RunControl::run_jobs`] starts; false means stop.
+    pub fn may_run(&self, mut job: impl FnMut()) -> bool {
         let mut s = self.lock();
         if s.target == Target::Pause {
             s.parked += 1;
             self.cond.notify_all();
+            let mut seen = s.job;
             while s.target == Target::Pause {
+                if s.job != seen {
+                    seen = s.job;
+                    drop(s);
+                    job();
+                    s = self.lock();
+                    s.jobs_done += 1;
+                    self.cond.notify_all();
+                    continue;
+                }
                 s = self.cond.wait(s).unwrap_or_else(PoisonError::into_inner);
             }
             s.parked -= 1;
         }
         s.target != Target::Stop
+    }
+
+    /// While paused: has every parked vCPU run its job once and waits for
+    /// them. A vCPU that has exited runs none.
+    pub fn run_jobs(&self) {
+        let mut s = self.lock();
+        debug_assert_eq!(s.target, Target::Pause, "jobs run only on parked vCPUs");
+        s.job += 1;
+        s.jobs_done = 0;
+        self.cond.notify_all();
+        while s.jobs_done < s.parked {
+            s = self.cond.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
     }
 
     /// Called by a vCPU thread as it leaves its loop.
@@ -110,11 +140,14 @@ mod tests {
     fn pause_resume_stop() {
         let control = Arc::new(RunControl::new(2));
         let spins = Arc::new(AtomicUsize::new(0));
+        let jobs = Arc::new(AtomicUsize::new(0));
         let threads: Vec<_> = (0..2)
             .map(|_| {
-                let (c, n) = (control.clone(), spins.clone());
+                let (c, n, j) = (control.clone(), spins.clone(), jobs.clone());
                 std::thread::spawn(move || {
-                    while c.may_run() {
+                    while c.may_run(|| {
+                        j.fetch_add(1, Ordering::SeqCst);
+                    }) {
                         n.fetch_add(1, Ordering::Relaxed);
                         std::thread::yield_now();
                     }
@@ -130,6 +163,10 @@ mod tests {
             frozen,
             "paused vCPUs do not run"
         );
+        control.run_jobs();
+        assert_eq!(jobs.load(Ordering::SeqCst), 2, "each parked vCPU ran the job once");
+        control.run_jobs();
+        assert_eq!(jobs.load(Ordering::SeqCst), 4);
         control.set(Target::Run, || {});
         control.set(Target::Stop, || {});
         for t in threads {

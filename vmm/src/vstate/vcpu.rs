@@ -1,7 +1,7 @@
 //! A vCPU: configuration (CPUID, MSRs, LAPIC, boot registers) and the run
 //! loop that dispatches port I/O and MMIO exits to the device buses.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kvm_bindings::{CpuId, kvm_msr_entry, kvm_xcrs};
 use kvm_ioctls::{VcpuExit, VcpuFd, VmFd};
@@ -9,6 +9,7 @@ use vm_memory::GuestMemoryMmap;
 
 use super::exit::{ExitReason, ExitSignal};
 use super::run_control::RunControl;
+use super::vcpu_state::{VcpuState, VcpuStateError};
 use crate::arch::x86_64::regs::{self, EntryPoint, RegsError};
 use crate::arch::x86_64::{cpuid, msr};
 use crate::devices::bus::Bus;
@@ -79,6 +80,10 @@ pub struct RunContext {
     pub exits: Arc<ExitCounters>,
     /// How the VM asks to stop.
     pub exit: Arc<ExitSignal>,
+    /// Where each parked vCPU puts its state when a snapshot asks (by index).
+    pub saved: Vec<Mutex<Option<Result<VcpuState, VcpuStateError>>>>,
+    /// The MSRs a snapshot reads.
+    pub msr_indices: Vec<u32>,
 }
 
 /// One vCPU.
@@ -172,9 +177,15 @@ impl Vcpu {
         self.index
     }
 
-    /// Runs until told to stop or the guest exits.
+    /// The vCPU's KVM handle (for restoring its state before it runs).
+    pub fn fd(&self) -> &VcpuFd {
+        &self.fd
+    }
+
+    /// Runs until told to stop or the guest exits; while parked, saves its
+    /// state when a snapshot asks.
     pub fn run(mut self, ctx: &RunContext) {
-        while ctx.control.may_run() {
+        while ctx.control.may_run(|| self.save_into(ctx)) {
             if let Some(reason) = self.run_once(ctx) {
                 ctx.exit.request(reason);
             }
@@ -183,6 +194,13 @@ impl Vcpu {
             }
         }
         ctx.control.exited();
+    }
+
+    fn save_into(&self, ctx: &RunContext) {
+        let state = VcpuState::save(&self.fd, self.index, &ctx.msr_indices);
+        if let Some(slot) = ctx.saved.get(usize::from(self.index)) {
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
+        }
     }
 
     fn run_once(&mut self, ctx: &RunContext) -> Option<ExitReason> {

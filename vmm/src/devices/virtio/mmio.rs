@@ -14,22 +14,22 @@ const MAGIC: u32 = 0x7472_6976; // "virt"
 const VENDOR: u32 = 0x4355_4249; // "CUBI"
 
 const S_DRIVER: u32 = 2;
-const S_DRIVER_OK: u32 = 4;
+pub(super) const S_DRIVER_OK: u32 = 4;
 const S_FEATURES_OK: u32 = 8;
 const S_NEEDS_RESET: u32 = 0x40;
 
 /// One virtio device behind an MMIO window.
 pub struct MmioTransport {
-    device: Arc<Mutex<dyn VirtioDevice>>,
-    mem: GuestMemoryMmap,
-    interrupt: Arc<Interrupt>,
-    queues: Vec<Queue>,
-    queue_select: u32,
-    features_select: u32,
-    acked_features_select: u32,
-    acked_features: u64,
-    status: u32,
-    config_generation: u32,
+    pub(super) device: Arc<Mutex<dyn VirtioDevice>>,
+    pub(super) mem: GuestMemoryMmap,
+    pub(super) interrupt: Arc<Interrupt>,
+    pub(super) queues: Vec<Queue>,
+    pub(super) queue_select: u32,
+    pub(super) features_select: u32,
+    pub(super) acked_features_select: u32,
+    pub(super) acked_features: u64,
+    pub(super) status: u32,
+    pub(super) config_generation: u32,
 }
 
 impl MmioTransport {
@@ -52,6 +52,11 @@ impl MmioTransport {
             status: 0,
             config_generation: 0,
         }
+    }
+
+    /// The device behind this transport (a snapshot locks it).
+    pub fn device(&self) -> Arc<Mutex<dyn VirtioDevice>> {
+        self.device.clone()
     }
 
     fn queue(&mut self) -> Option<&mut Queue> {
@@ -197,7 +202,7 @@ fn fresh_queues(device: &dyn VirtioDevice) -> Vec<Queue> {
         .collect()
 }
 
-fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -266,6 +271,10 @@ mod tests {
         fn reset(&mut self) {
             self.activated = false;
         }
+        fn queue_states(&self) -> Option<Vec<virtio_queue::QueueState>> {
+            None
+        }
+        fn after_restore(&mut self) {}
     }
 
     fn transport() -> (MmioTransport, Arc<Mutex<Dummy>>) {

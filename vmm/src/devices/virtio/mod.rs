@@ -5,6 +5,7 @@
 pub mod block;
 pub mod chain;
 pub mod mmio;
+pub mod persist;
 pub mod vsock;
 
 use std::io;
@@ -57,6 +58,11 @@ pub trait VirtioDevice: Send {
     ) -> Result<(), ActivateError>;
     /// Stops the device (the driver wrote 0 to the status register).
     fn reset(&mut self);
+    /// The queues of an active device, for a snapshot (None when inactive).
+    fn queue_states(&self) -> Option<Vec<virtio_queue::QueueState>>;
+    /// Right after a restore re-activated the device: take up whatever the
+    /// guest posted before the snapshot (its notification is not replayed).
+    fn after_restore(&mut self);
 }
 
 /// A device that is both a virtio device and an event subscriber.

@@ -69,6 +69,11 @@ impl Block {
         self.stats
     }
 
+    /// The disk's size in bytes, as the guest sees it.
+    pub fn disk_size(&self) -> u64 {
+        self.disk.size()
+    }
+
     /// Handles every available request; returns whether any were used.
     pub fn process_queue(&mut self) -> bool {
         let Some(mut active) = self.active.take() else {
@@ -254,6 +259,16 @@ impl VirtioDevice for Block {
 
     fn reset(&mut self) {
         self.active = None;
+    }
+
+    fn queue_states(&self) -> Option<Vec<virtio_queue::QueueState>> {
+        self.active.as_ref().map(|a| vec![a.queue.state()])
+    }
+
+    fn after_restore(&mut self) {
+        // The event thread looks at the queue once it starts; a failed
+        // write leaves the requests for the guest's next notification.
+        let _ = self.queue_evt.write(1);
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use event_manager::{EventOps, EventSet, Events, MutEventSubscriber};
 use virtio_queue::{Queue, QueueT};
-use vm_memory::GuestMemoryMmap;
+use vm_memory::{Bytes, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::timerfd::TimerFd;
 
@@ -72,6 +72,9 @@ pub struct Vsock {
     pub(super) tx_waiting: bool,
     pub(super) next_local_port: u32,
     pub(super) stats: VsockStats,
+    /// A restore owes the guest a TRANSPORT_RESET event (sent once it
+    /// posts an event buffer).
+    pub(super) reset_owed: bool,
 }
 
 impl Vsock {
@@ -99,6 +102,7 @@ impl Vsock {
             tx_waiting: false,
             next_local_port: FIRST_LOCAL_PORT,
             stats: VsockStats::default(),
+            reset_owed: false,
         })
     }
 
@@ -176,6 +180,31 @@ impl Vsock {
             let _ = active.interrupt.signal(INT_VRING);
         }
         self.active = Some(active);
+    }
+
+    /// Tells the guest its connections are gone (VIRTIO_VSOCK_EVENT_TRANSPORT_RESET,
+    /// virtio 1.2 5.10.6.4): the driver resets every socket and reads the
+    /// CID again. Waits for an event buffer if the guest has none posted.
+    fn send_reset_event(&mut self) {
+        let Some(active) = self.active.as_mut() else {
+            return;
+        };
+        let Some(chain) = active.queues[EVQ].pop_descriptor_chain(&active.mem) else {
+            return;
+        };
+        let head = chain.head_index();
+        let written = chain
+            .writable()
+            .next()
+            .filter(|d| d.len() >= 4)
+            .and_then(|d| active.mem.write_obj(0u32, d.addr()).ok())
+            .map_or(0, |()| 4);
+        if written == 0 {
+            self.stats.bad_packets += 1;
+        }
+        let _ = active.queues[EVQ].add_used(&active.mem, head, written);
+        let _ = active.interrupt.signal(INT_VRING);
+        self.reset_owed = false;
     }
 
     fn has_rx_work(&self) -> bool {
@@ -267,8 +296,25 @@ impl VirtioDevice for Vsock {
         Ok(())
     }
 
+    fn queue_states(&self) -> Option<Vec<virtio_queue::QueueState>> {
+        self.active
+            .as_ref()
+            .map(|a| a.queues.iter().map(Queue::state).collect())
+    }
+
+    fn after_restore(&mut self) {
+        // Whatever streams the snapshot's VM had are not here: the guest is
+        // told, and the queues are looked at once the event thread starts.
+        self.reset_owed = true;
+        self.send_reset_event();
+        for evt in &self.queue_evts {
+            let _ = evt.write(1);
+        }
+    }
+
     fn reset(&mut self) {
         self.active = None;
+        self.reset_owed = false;
         let fds: Vec<RawFd> = self.conns.keys().copied().collect();
         for fd in fds {
             self.close(fd);
@@ -281,8 +327,14 @@ impl VirtioDevice for Vsock {
 impl MutEventSubscriber for Vsock {
     fn process(&mut self, events: Events, ops: &mut EventOps) {
         match events.data() {
-            d if d as usize == RXQ || d as usize == EVQ => {
-                let _ = self.queue_evts[d as usize].read();
+            d if d as usize == RXQ => {
+                let _ = self.queue_evts[RXQ].read();
+            }
+            d if d as usize == EVQ => {
+                let _ = self.queue_evts[EVQ].read();
+                if self.reset_owed {
+                    self.send_reset_event();
+                }
             }
             d if d as usize == TXQ => {
                 let _ = self.queue_evts[TXQ].read();

@@ -1,0 +1,300 @@
+//! Guest memory in a snapshot: one file holding every RAM region back to
+//! back (region i at the sum of the sizes before it), sparse — pages that
+//! read as zero are holes — and, at restore, mapped `MAP_PRIVATE` so a
+//! restored VM reads the file's pages from the page cache and copies only
+//! what it writes: N VMs restored from one file share every page none of
+//! them has written.
+//!
+//! Which pages to look at: in an anonymous mapping a page that is neither
+//! present nor swapped out (`/proc/self/pagemap`) was never written and is
+//! zero, so it is skipped unread; a file-backed mapping (a VM that was
+//! itself restored) is read whole. Without `/proc` (the jail mounts none)
+//! every page is read, which is slower, never wrong.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use vm_memory::mmap::MmapRegionBuilder;
+use vm_memory::{
+    FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion,
+    GuestRegionMmap,
+};
+
+use super::{SnapshotError, io};
+use crate::arch::x86_64::layout;
+
+const PAGE: usize = 4096;
+/// Pagemap entries read at once (32 KiB).
+const PAGEMAP_CHUNK: usize = 4096;
+const PM_PRESENT: u64 = 1 << 63;
+const PM_SWAPPED: u64 = 1 << 62;
+/// Bytes read at once when checking the file's digest.
+const VERIFY_CHUNK: usize = 1 << 20;
+
+/// Where one RAM region sits in the guest and in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionImage {
+    /// Guest-physical start.
+    pub guest_addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Offset in the memory file.
+    pub file_offset: u64,
+}
+
+/// The memory file as the snapshot's state describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryImage {
+    /// The file's length: every region back to back.
+    pub size: u64,
+    /// The RAM regions.
+    pub regions: Vec<RegionImage>,
+    /// Runs of data, `(offset, length)` in the file; everything else is zero.
+    pub extents: Vec<(u64, u64)>,
+    /// CRC-32 of the extents' bytes, in order.
+    pub crc32: u32,
+}
+
+impl MemoryImage {
+    /// Bytes of data (not holes) in the file.
+    pub fn data_bytes(&self) -> u64 {
+        self.extents.iter().map(|e| e.1).sum()
+    }
+}
+
+/// Which pages of `[start, start + len)` (host addresses) may hold data:
+/// false only for anonymous pages never touched. None when pagemap cannot
+/// be read.
+fn touched_pages(pagemap: &File, start: usize, len: usize) -> Option<Vec<bool>> {
+    let pages = len / PAGE;
+    let mut touched = Vec::with_capacity(pages);
+    let mut raw = vec![0u8; PAGEMAP_CHUNK * 8];
+    let mut page = 0;
+    while page < pages {
+        let n = (pages - page).min(PAGEMAP_CHUNK);
+        let offset = ((start / PAGE + page) * 8) as u64;
+        pagemap.read_exact_at(&mut raw[..n * 8], offset).ok()?;
+        touched.extend(raw[..n * 8].chunks_exact(8).map(|e| {
+            let entry = u64::from_le_bytes(e.try_into().expect("chunks of 8 bytes"));
+            entry & (PM_PRESENT | PM_SWAPPED) != 0
+        }));
+        page += n;
+    }
+    Some(touched)
+}
+
+fn is_zero(page: &[u8]) -> bool {
+    page.iter().fold(0u8, |acc, &b| acc | b) == 0
+}
+
+/// Writes guest memory to `path` (created, sparse). The vCPUs must be
+/// parked and the devices locked: nothing may write guest memory meanwhile.
+pub fn write(guest: &GuestMemoryMmap, path: &Path) -> Result<MemoryImage, SnapshotError> {
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io("creating the memory file", path))?;
+    let pagemap = File::open("/proc/self/pagemap").ok();
+    let mut crc = crc32fast::Hasher::new();
+    let mut regions = Vec::new();
+    let mut extents: Vec<(u64, u64)> = Vec::new();
+    let mut file_offset = 0u64;
+    for region in guest.iter() {
+        let len = region.len() as usize;
+        let host = region.as_ptr();
+        // SAFETY: `host` and `len` are a live mapping that `guest` owns for
+        // the whole call, and nothing writes it meanwhile (the caller's
+        // contract: vCPUs parked, devices locked).
+        let bytes = unsafe { std::slice::from_raw_parts(host, len) };
+        let anonymous = region.file_offset().is_none();
+        let touched = pagemap
+            .as_ref()
+            .filter(|_| anonymous)
+            .and_then(|pm| touched_pages(pm, host as usize, len));
+        let mut run: Option<usize> = None;
+        let mut flush = |from: usize, to: usize| -> Result<(), SnapshotError> {
+            let data = &bytes[from..to];
+            file.write_all_at(data, file_offset + from as u64)
+                .map_err(io("writing the memory file", path))?;
+            crc.update(data);
+            extents.push((file_offset + from as u64, (to - from) as u64));
+            Ok(())
+        };
+        for (i, page) in bytes.chunks(PAGE).enumerate() {
+            let skip = touched.as_ref().is_some_and(|t| !t[i]) || is_zero(page);
+            match (skip, run) {
+                (false, None) => run = Some(i * PAGE),
+                (true, Some(from)) => {
+                    flush(from, i * PAGE)?;
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(from) = run {
+            flush(from, len)?;
+        }
+        regions.push(RegionImage {
+            guest_addr: region.start_addr().0,
+            len: len as u64,
+            file_offset,
+        });
+        file_offset += len as u64;
+    }
+    file.set_len(file_offset)
+        .map_err(io("sizing the memory file", path))?;
+    file.sync_all()
+        .map_err(io("syncing the memory file", path))?;
+    Ok(MemoryImage {
+        size: file_offset,
+        regions,
+        extents,
+        crc32: crc.finalize(),
+    })
+}
+
+/// Checks the file's extents against the image's CRC.
+fn verify(file: &File, image: &MemoryImage, path: &Path) -> Result<(), SnapshotError> {
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; VERIFY_CHUNK];
+    for &(offset, len) in &image.extents {
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(VERIFY_CHUNK as u64) as usize;
+            file.read_exact_at(&mut buf[..n], offset + done)
+                .map_err(io("reading the memory file", path))?;
+            crc.update(&buf[..n]);
+            done += n as u64;
+        }
+    }
+    let found = crc.finalize();
+    if found != image.crc32 {
+        return Err(SnapshotError::MemoryCorrupt {
+            path: path.to_path_buf(),
+            expected: image.crc32,
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// Maps `path` as the guest memory of a VM of `memory_mib` MiB, copy-on-write.
+pub fn map(
+    path: &Path,
+    image: &MemoryImage,
+    memory_mib: u64,
+    check_data: bool,
+) -> Result<GuestMemoryMmap, SnapshotError> {
+    let file = File::open(path).map_err(io("opening the memory file", path))?;
+    let found = file
+        .metadata()
+        .map_err(io("reading the memory file's size", path))?
+        .len();
+    if found != image.size {
+        return Err(SnapshotError::MemorySize {
+            path: path.to_path_buf(),
+            expected: image.size,
+            found,
+        });
+    }
+    let expected: Vec<(u64, u64)> = layout::ram_ranges(memory_mib << 20);
+    let saved: Vec<(u64, u64)> = image.regions.iter().map(|r| (r.guest_addr, r.len)).collect();
+    let contiguous = image
+        .regions
+        .iter()
+        .scan(0u64, |at, r| {
+            let ok = r.file_offset == *at;
+            *at += r.len;
+            Some(ok)
+        })
+        .all(|ok| ok);
+    if saved != expected || !contiguous || image.regions.iter().map(|r| r.len).sum::<u64>() != found
+    {
+        return Err(SnapshotError::Damaged(format!(
+            "the memory layout {saved:?} does not fit a {memory_mib} MiB VM"
+        )));
+    }
+    if check_data {
+        verify(&file, image, path)?;
+    }
+    let regions = image
+        .regions
+        .iter()
+        .map(|r| {
+            let handle = file
+                .try_clone()
+                .map_err(io("opening the memory file", path))?;
+            let mapping = MmapRegionBuilder::new(r.len as usize)
+                .with_file_offset(FileOffset::new(handle, r.file_offset))
+                .with_mmap_prot(libc::PROT_READ | libc::PROT_WRITE)
+                .with_mmap_flags(libc::MAP_PRIVATE | libc::MAP_NORESERVE)
+                .build()
+                .map_err(|e| SnapshotError::Map {
+                    path: path.to_path_buf(),
+                    why: e.to_string(),
+                })?;
+            GuestRegionMmap::new(mapping, GuestAddress(r.guest_addr)).ok_or_else(|| {
+                SnapshotError::Damaged(format!("region at {:#x} overflows", r.guest_addr))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    GuestMemoryMmap::from_regions(regions).map_err(|e| SnapshotError::Map {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vm_memory::Bytes;
+
+    #[test]
+    fn memory_round_trips_through_a_sparse_file_and_maps_copy_on_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mem");
+        let guest = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 2 << 20)]).expect("memory");
+        guest
+            .write_slice(b"first page", GuestAddress(0x10))
+            .expect("write");
+        guest
+            .write_slice(b"far page", GuestAddress(0x1f_f000))
+            .expect("write");
+        let image = write(&guest, &path).expect("written");
+        assert_eq!(image.size, 2 << 20);
+        assert_eq!(image.data_bytes(), 2 * PAGE as u64, "{:?}", image.extents);
+        let restored = map(&path, &image, 2, true).expect("mapped");
+        let mut back = [0u8; 10];
+        restored
+            .read_slice(&mut back, GuestAddress(0x10))
+            .expect("read");
+        assert_eq!(&back, b"first page");
+        restored
+            .write_slice(b"changed", GuestAddress(0x10))
+            .expect("write");
+        let again = map(&path, &image, 2, true).expect("the file is unchanged");
+        again.read_slice(&mut back, GuestAddress(0x10)).expect("read");
+        assert_eq!(&back, b"first page", "writes stay private to the VM");
+    }
+
+    #[test]
+    fn a_changed_or_truncated_memory_file_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mem");
+        let guest = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 2 << 20)]).expect("memory");
+        guest
+            .write_slice(b"data", GuestAddress(0x2000))
+            .expect("write");
+        let image = write(&guest, &path).expect("written");
+        let file = File::options().write(true).open(&path).expect("open");
+        file.write_all_at(b"X", 0x2001).expect("corrupt");
+        let err = map(&path, &image, 2, true).expect_err("corrupt");
+        assert!(matches!(err, SnapshotError::MemoryCorrupt { .. }), "{err}");
+        file.set_len(1 << 20).expect("truncate");
+        let err = map(&path, &image, 2, true).expect_err("truncated");
+        assert!(err.to_string().contains("truncated"), "{err}");
+    }
+}

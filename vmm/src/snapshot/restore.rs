@@ -1,0 +1,122 @@
+//! Restoring a snapshot into this process: the state file checked first
+//! (format, digest, this host's CPU), memory mapped copy-on-write from the
+//! memory file, the devices built as the snapshot's VM had them (same
+//! slots, the disks and vsock socket the caller names), then KVM's state
+//! written back — the in-kernel devices, each vCPU, each virtio transport —
+//! before any vCPU runs.
+
+use std::path::{Path, PathBuf};
+
+use kvm_ioctls::Kvm;
+
+use super::{Snapshot, SnapshotError, check_cpu, memory};
+use crate::arch::x86_64::{cpuid, msr};
+use crate::builder::{BuildError, BuildOptions, CreatedFiles, Devices};
+use crate::config::{DiskConfig, VmConfig, VsockConfig};
+use crate::vmm::Vmm;
+use crate::vstate::vcpu::Vcpu;
+use crate::vstate::{memory as guest_memory, vcpu_state, vm};
+
+/// What a restored VM takes from its caller rather than from the snapshot:
+/// a fork needs its own disks' writable layers, its own vsock socket and
+/// its own console.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Disks replacing the snapshot's disks of the same id (paths, overlay).
+    pub disks: Vec<DiskConfig>,
+    /// The vsock device's socket and CID (the guest reads the CID again).
+    pub vsock: Option<VsockConfig>,
+    /// Where COM1 goes (stdout when absent).
+    pub serial_log: Option<PathBuf>,
+    /// Check the memory file's CRC before mapping it (reads all its data).
+    pub verify_memory: bool,
+}
+
+/// The snapshot's configuration with `o` applied.
+fn configure(saved: &VmConfig, o: &Overrides) -> Result<VmConfig, SnapshotError> {
+    let mut config = saved.clone();
+    for disk in &o.disks {
+        let Some(slot) = config.disks.iter_mut().find(|d| d.id == disk.id) else {
+            let ids: Vec<&str> = saved.disks.iter().map(|d| d.id.as_str()).collect();
+            return Err(SnapshotError::Mismatch(format!(
+                "the snapshot's VM has no disk {:?} (it has {ids:?}); name one of those",
+                disk.id
+            )));
+        };
+        *slot = disk.clone();
+    }
+    match (&mut config.vsock, &o.vsock) {
+        (Some(saved), Some(new)) => *saved = new.clone(),
+        (None, Some(_)) => {
+            return Err(SnapshotError::Mismatch(
+                "the snapshot's VM has no vsock device; leave --vsock out".into(),
+            ));
+        }
+        _ => {}
+    }
+    config.serial_log = o.serial_log.clone();
+    Ok(config)
+}
+
+/// Builds a VM from the snapshot at `state` and `memory`, ready to start.
+/// Returns it with the state file's SHA-256.
+pub fn restore(
+    state: &Path,
+    memory_file: &Path,
+    o: &Overrides,
+    options: BuildOptions,
+) -> Result<(Vmm, String), BuildError> {
+    let (snapshot, sha256) = Snapshot::read(state)?;
+    let config = configure(&snapshot.config, o)?;
+    config.validate_machine()?;
+    let kvm = Kvm::new().map_err(BuildError::Kvm)?;
+    let host = cpuid::supported(&kvm)?;
+    check_cpu(&snapshot.vcpus[0].cpuid, host.as_slice())?;
+    let vm_fd = vm::create(&kvm)?;
+    let guest = memory::map(memory_file, &snapshot.memory, config.memory_mib, o.verify_memory)?;
+    guest_memory::register(&vm_fd, &guest)?;
+    let mut created = CreatedFiles::default();
+    let devices = Devices::wire(&config, &vm_fd, &guest, Some(&snapshot.serial), &mut created)?;
+    check_devices(&snapshot, &devices)?;
+    let vcpus = (0..config.vcpus)
+        .map(|i| Vcpu::create(&vm_fd, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    snapshot.vm.restore(&vm_fd)?;
+    for (vcpu, saved) in vcpus.iter().zip(&snapshot.vcpus) {
+        saved.restore(vcpu.fd()).map_err(SnapshotError::from)?;
+    }
+    for (slot, (transport, saved)) in devices.transports.iter().zip(&snapshot.virtio).enumerate() {
+        transport
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .restore(slot, saved)
+            .map_err(|e| SnapshotError::Damaged(e.to_string()))?;
+    }
+    let msr_indices = vcpu_state::msr_list(&kvm).map_err(msr::MsrError::IndexList)?;
+    created.0.clear();
+    let vmm = devices.into_vmm(&config, guest, vm_fd, vcpus, msr_indices, options);
+    Ok((vmm, sha256))
+}
+
+/// The devices built now must be the snapshot's: as many virtio devices,
+/// and every disk the size its guest knows.
+fn check_devices(snapshot: &Snapshot, devices: &Devices) -> Result<(), SnapshotError> {
+    if devices.transports.len() != snapshot.virtio.len() {
+        return Err(SnapshotError::Damaged(format!(
+            "{} virtio devices saved, {} configured",
+            snapshot.virtio.len(),
+            devices.transports.len()
+        )));
+    }
+    for (id, size) in devices.disk_sizes() {
+        let saved = snapshot.disk_sizes.iter().find(|(i, _)| *i == id);
+        if let Some((_, want)) = saved
+            && *want != size
+        {
+            return Err(SnapshotError::Mismatch(format!(
+                "disk {id:?} is {size} bytes, the snapshot's guest knows it as {want}; give the disk (or a copy) it had"
+            )));
+        }
+    }
+    Ok(())
+}
