@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const C_GUESTS: &[&str] = &["hello", "probe", "blk", "blkfill", "vsock"];
+const C_GUESTS: &[&str] = &["hello", "probe", "blk", "blkfill", "vsock", "snap"];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -260,7 +260,10 @@ impl Devices {
             .blocks
             .iter()
             .map(|(id, b)| {
-                let size = b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).disk_size();
+                let size = b
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .disk_size();
                 (id.clone(), size)
             })
             .collect()
@@ -350,9 +353,7 @@ fn legacy_devices(
     let serial = match saved {
         None => SerialDevice::new(irq, out),
         Some(saved) => SerialDevice::restored(saved, irq, out).ok_or_else(|| {
-            crate::snapshot::SnapshotError::Damaged(
-                "its COM1 holds more input than a FIFO".into(),
-            )
+            crate::snapshot::SnapshotError::Damaged("its COM1 holds more input than a FIFO".into())
         })?,
     };
     let serial = Arc::new(Mutex::new(serial));

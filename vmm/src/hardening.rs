@@ -131,6 +131,37 @@ const KVM_GET_REGS: u64 = 0x8090_ae81;
 const KVM_GET_SREGS: u64 = 0x8138_ae83;
 const FIONBIO: u64 = 0x5421;
 
+/// `_IOR(KVMIO, nr, T)` and `_IOWR(...)`: the request numbers of KVM's
+/// read ioctls, from the kernel's encoding (direction, size, type, number).
+const fn kvm_ior<T>(nr: u64) -> u64 {
+    (2 << 30) | ((std::mem::size_of::<T>() as u64) << 16) | (0xae << 8) | nr
+}
+const fn kvm_iowr<T>(nr: u64) -> u64 {
+    (3 << 30) | ((std::mem::size_of::<T>() as u64) << 16) | (0xae << 8) | nr
+}
+
+/// What a parked vCPU reads of itself when a snapshot asks
+/// (`VcpuState::save`): read-only ioctls on its own descriptor.
+const VCPU_SNAPSHOT_IOCTLS: &[u64] = &[
+    kvm_ior::<kvm_bindings::kvm_mp_state>(0x98),
+    kvm_ior::<kvm_bindings::kvm_xsave>(0xa4),
+    kvm_ior::<kvm_bindings::kvm_xcrs>(0xa6),
+    kvm_ior::<kvm_bindings::kvm_debugregs>(0xa1),
+    kvm_ior::<kvm_bindings::kvm_lapic_state>(0x8e),
+    kvm_iowr::<kvm_bindings::kvm_msrs>(0x88),
+    kvm_ior::<kvm_bindings::kvm_vcpu_events>(0x9f),
+    kvm_iowr::<kvm_bindings::kvm_cpuid2>(0x91),
+    // KVM_GET_TSC_KHZ is `_IO(KVMIO, 0xa3)`.
+    (0xae << 8) | 0xa3,
+];
+
+/// What the VMM thread reads of the VM for a snapshot (`VmKvmState::save`).
+const VM_SNAPSHOT_IOCTLS: &[u64] = &[
+    kvm_ior::<kvm_bindings::kvm_clock_data>(0x7c),
+    kvm_iowr::<kvm_bindings::kvm_irqchip>(0x62),
+    kvm_ior::<kvm_bindings::kvm_pit_state2>(0x9f),
+];
+
 /// Syscalls every thread needs: memory allocation, locks, signals, exit.
 const COMMON: &[i64] = &[
     libc::SYS_brk,
@@ -200,6 +231,13 @@ const VMM: &[i64] = &[
     libc::SYS_gettid,
     libc::SYS_clock_nanosleep,
     libc::SYS_nanosleep,
+    // Snapshots: the memory and state files, written beside, synced, linked.
+    libc::SYS_pread64,
+    libc::SYS_pwrite64,
+    libc::SYS_ftruncate,
+    libc::SYS_fsync,
+    libc::SYS_linkat,
+    libc::SYS_link,
 ];
 
 fn ioctl_rule(request: u64) -> SeccompRule {
@@ -219,8 +257,13 @@ pub fn filter(kind: ThreadKind) -> Result<BpfProgram, HardeningError> {
     };
     rules.extend(extra.iter().map(|&s| (s, vec![])));
     let mut ioctls = vec![ioctl_rule(ioctl)];
-    if kind == ThreadKind::Vcpu {
-        ioctls.extend([ioctl_rule(KVM_GET_REGS), ioctl_rule(KVM_GET_SREGS)]);
+    match kind {
+        ThreadKind::Vcpu => {
+            ioctls.extend([ioctl_rule(KVM_GET_REGS), ioctl_rule(KVM_GET_SREGS)]);
+            ioctls.extend(VCPU_SNAPSHOT_IOCTLS.iter().map(|&r| ioctl_rule(r)));
+        }
+        ThreadKind::Vmm => ioctls.extend(VM_SNAPSHOT_IOCTLS.iter().map(|&r| ioctl_rule(r))),
+        ThreadKind::Devices => {}
     }
     rules.insert(libc::SYS_ioctl, ioctls);
     let filter = SeccompFilter::new(

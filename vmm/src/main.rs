@@ -11,6 +11,7 @@ use cubicle_vmm::builder::{self, BuildOptions};
 use cubicle_vmm::config::{DEFAULT_CMDLINE, DiskConfig, VmConfig, VsockConfig};
 use cubicle_vmm::hardening::{self, ThreadKind};
 use cubicle_vmm::jail::{self, JailSpec};
+use cubicle_vmm::snapshot::restore::{self, Overrides};
 use cubicle_vmm::{api, bench};
 
 #[derive(Parser)]
@@ -46,8 +47,19 @@ struct RunArgs {
     #[arg(long, conflicts_with_all = ["kernel", "initrd", "memory_mib", "vcpus", "disk", "vsock", "serial_log"])]
     config: Option<PathBuf>,
     /// Kernel: ELF vmlinux or bzImage.
-    #[arg(long, required_unless_present = "config")]
+    #[arg(long, required_unless_present_any = ["config", "restore"])]
     kernel: Option<PathBuf>,
+    /// Restore the snapshot whose state file this is (with --restore-memory)
+    /// instead of booting; --disk, --vsock and --serial-log then replace
+    /// the snapshot's (disks by id).
+    #[arg(long, requires = "restore_memory", conflicts_with_all = ["config", "kernel", "initrd", "memory_mib", "vcpus"])]
+    restore: Option<PathBuf>,
+    /// The snapshot's memory file (mapped copy-on-write).
+    #[arg(long, requires = "restore")]
+    restore_memory: Option<PathBuf>,
+    /// With --restore: check the memory file's CRC before mapping it.
+    #[arg(long, requires = "restore")]
+    verify_memory: bool,
     /// Initrd.
     #[arg(long)]
     initrd: Option<PathBuf>,
@@ -128,6 +140,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, String> {
+    if args.restore.is_some() {
+        return run_restored(&args);
+    }
     let config = config_from(&args)?;
     let (config, api_socket) = match args.jail() {
         Some(spec) => {
@@ -144,6 +159,40 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     };
     let mut vmm = builder::build(&config, options).map_err(|e| error_chain(&e))?;
     if let Some(socket) = &api_socket {
+        return api::serve_running(socket, vmm, options.seccomp).map_err(|e| e.to_string());
+    }
+    vmm.start().map_err(|e| error_chain(&e))?;
+    if options.seccomp {
+        hardening::apply(ThreadKind::Vmm).map_err(|e| error_chain(&e))?;
+    }
+    Ok(vmm.wait().exit_code())
+}
+
+/// `run --restore`: a VM from a snapshot, started at once.
+fn run_restored(args: &RunArgs) -> Result<ExitCode, String> {
+    let (Some(state), Some(memory)) = (&args.restore, &args.restore_memory) else {
+        return Err("--restore needs --restore-memory".into());
+    };
+    if args.jail_root.is_some() {
+        return Err("--restore does not take --jail-root yet; run the restored VM unjailed".into());
+    }
+    let overrides = Overrides {
+        disks: args
+            .disk
+            .iter()
+            .map(|d| parse_disk(d))
+            .collect::<Result<_, _>>()?,
+        vsock: args.vsock.as_deref().map(parse_vsock).transpose()?,
+        serial_log: args.serial_log.clone(),
+        verify_memory: args.verify_memory,
+    };
+    let options = BuildOptions {
+        seccomp: !args.no_seccomp,
+        forbidden_syscall_test: args.seccomp_self_test,
+    };
+    let (mut vmm, _sha256) =
+        restore::restore(state, memory, &overrides, options).map_err(|e| error_chain(&e))?;
+    if let Some(socket) = &args.api_socket {
         return api::serve_running(socket, vmm, options.seccomp).map_err(|e| e.to_string());
     }
     vmm.start().map_err(|e| error_chain(&e))?;

@@ -13,23 +13,23 @@ use vmm_sys_util::signal::{Killable, SIGRTMIN, register_signal_handler};
 
 use crate::builder::BuildOptions;
 use crate::config::VmConfig;
-use crate::devices::serial::SerialDevice;
-use crate::devices::virtio::mmio::MmioTransport;
-use crate::snapshot::{self, Snapshot, SnapshotError, SnapshotInfo};
-use crate::vstate::vcpu_state::VcpuState;
-use crate::vstate::vm::VmKvmState;
 use crate::devices::bus::Bus;
+use crate::devices::serial::SerialDevice;
 use crate::devices::virtio::block::Block;
 use crate::devices::virtio::block::device::BlockStats;
+use crate::devices::virtio::mmio::MmioTransport;
 use crate::devices::virtio::vsock::Vsock;
 use crate::devices::virtio::vsock::device::VsockStats;
 use crate::event_loop::{EventLoop, EventLoopError, Subscriber};
 use crate::hardening::{self, ThreadKind};
 use crate::metrics::{ExitCounters, MemoryReport, memory_report};
+use crate::snapshot::{self, Snapshot, SnapshotError, SnapshotInfo};
 use crate::vstate::exit::{ExitReason, ExitSignal};
 use crate::vstate::memory;
 use crate::vstate::run_control::{RunControl, Target};
 use crate::vstate::vcpu::{RunContext, Vcpu};
+use crate::vstate::vcpu_state::VcpuState;
+use crate::vstate::vm::VmKvmState;
 
 /// Errors from a running VM's life cycle.
 #[derive(Debug, thiserror::Error)]

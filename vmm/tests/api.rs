@@ -3,32 +3,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::process::Stdio;
 
 use common::*;
-
-fn request(socket: &Path, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = UnixStream::connect(socket).expect("connect to API");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: vmm\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).expect("send request");
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).expect("read reply");
-    let status = reply
-        .get(9..12)
-        .and_then(|c| c.parse().ok())
-        .expect("status code");
-    let body = reply
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 #[test]
 fn configure_start_pause_resume_metrics_stop() {

@@ -13,6 +13,7 @@ use super::http::{self, Request};
 use crate::builder::{self, BuildOptions};
 use crate::config::VmConfig;
 use crate::hardening::{self, ThreadKind};
+use crate::snapshot::SnapshotError;
 use crate::vmm::{VmState, Vmm};
 use crate::vstate::exit::ExitReason;
 
@@ -202,12 +203,13 @@ impl Server {
             ("PUT", "/vm/pause") => self.with_vmm(|v| v.pause()),
             ("PUT", "/vm/resume") => self.with_vmm(|v| v.resume()),
             ("PUT", "/vm/stop") => self.stop(),
+            ("PUT", "/vm/snapshot") => self.snapshot(&r.body),
             ("GET", "/vm/metrics") => self.metrics(),
             ("GET", "/vm") => (200, format!("{{\"state\":\"{}\"}}", self.state_name())),
             (
                 _,
                 "/vm/config" | "/vm/start" | "/vm/pause" | "/vm/resume" | "/vm/stop"
-                | "/vm/metrics" | "/vm",
+                | "/vm/snapshot" | "/vm/metrics" | "/vm",
             ) => error(
                 405,
                 "method_not_allowed",
@@ -286,6 +288,34 @@ impl Server {
         match f(vmm) {
             Ok(()) => (204, String::new()),
             Err(e) => error(409, "wrong_state", chain(&e)),
+        }
+    }
+
+    fn snapshot(&mut self, body: &[u8]) -> Reply {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Paths {
+            state_path: PathBuf,
+            memory_path: PathBuf,
+        }
+        let paths: Paths = match serde_json::from_slice(body) {
+            Ok(p) => p,
+            Err(e) => {
+                return error(
+                    400,
+                    "bad_request",
+                    format!("the body must be {{\"state_path\", \"memory_path\"}}: {e}"),
+                );
+            }
+        };
+        let Some(vmm) = self.vmm.as_mut() else {
+            return error(409, "not_started", "PUT /vm/start first");
+        };
+        match vmm.snapshot(&paths.state_path, &paths.memory_path) {
+            Ok(info) => (200, serde_json::to_string(&info).unwrap_or_default()),
+            Err(e @ SnapshotError::NotPaused(_)) => error(409, "wrong_state", chain(&e)),
+            Err(e @ SnapshotError::Exists(_)) => error(409, "exists", chain(&e)),
+            Err(e) => error(500, "snapshot_failed", chain(&e)),
         }
     }
 

@@ -201,7 +201,11 @@ pub fn map(
         });
     }
     let expected: Vec<(u64, u64)> = layout::ram_ranges(memory_mib << 20);
-    let saved: Vec<(u64, u64)> = image.regions.iter().map(|r| (r.guest_addr, r.len)).collect();
+    let saved: Vec<(u64, u64)> = image
+        .regions
+        .iter()
+        .map(|r| (r.guest_addr, r.len))
+        .collect();
     let contiguous = image
         .regions
         .iter()
@@ -276,7 +280,9 @@ mod tests {
             .write_slice(b"changed", GuestAddress(0x10))
             .expect("write");
         let again = map(&path, &image, 2, true).expect("the file is unchanged");
-        again.read_slice(&mut back, GuestAddress(0x10)).expect("read");
+        again
+            .read_slice(&mut back, GuestAddress(0x10))
+            .expect("read");
         assert_eq!(&back, b"first page", "writes stay private to the VM");
     }
 

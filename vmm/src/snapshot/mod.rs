@@ -72,7 +72,9 @@ pub enum SnapshotError {
         why: String,
     },
     /// The state file's digest does not match its content.
-    #[error("{0}: the state file's SHA-256 does not match its content; it is damaged or was changed")]
+    #[error(
+        "{0}: the state file's SHA-256 does not match its content; it is damaged or was changed"
+    )]
     Checksum(PathBuf),
     /// The memory file has another size than the state says.
     #[error(
@@ -197,10 +199,15 @@ impl Snapshot {
             path: path.to_path_buf(),
             why,
         };
-        let first = bytes.iter().position(|&b| b == b'\n').unwrap_or(bytes.len());
+        let first = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(bytes.len());
         let header = String::from_utf8_lossy(&bytes[..first]);
         let Some(version) = header.strip_prefix(&format!("{MAGIC} ")) else {
-            return Err(format_err("it does not start with \"cubicle-vmm snapshot\"".into()));
+            return Err(format_err(
+                "it does not start with \"cubicle-vmm snapshot\"".into(),
+            ));
         };
         if version != FORMAT.to_string() {
             return Err(format_err(format!(
@@ -213,7 +220,9 @@ impl Snapshot {
             .ok()
             .and_then(|l| l.strip_prefix("sha256 "))
         else {
-            return Err(format_err("its last line is not its SHA-256 (truncated?)".into()));
+            return Err(format_err(
+                "its last line is not its SHA-256 (truncated?)".into(),
+            ));
         };
         if hex(&Sha256::digest(&bytes[..last])) != digest {
             return Err(SnapshotError::Checksum(path.to_path_buf()));
@@ -314,7 +323,10 @@ fn find(table: &[kvm_cpuid_entry2], leaf: u32, sub: u32) -> Option<&kvm_cpuid_en
 /// Refuses a snapshot whose guest saw a CPU vendor or a feature this host's
 /// KVM does not offer (the guest would fault on the first instruction that
 /// uses it).
-pub fn check_cpu(saved: &[kvm_cpuid_entry2], host: &[kvm_cpuid_entry2]) -> Result<(), SnapshotError> {
+pub fn check_cpu(
+    saved: &[kvm_cpuid_entry2],
+    host: &[kvm_cpuid_entry2],
+) -> Result<(), SnapshotError> {
     let vendor = |t: &[kvm_cpuid_entry2]| {
         find(t, 0, 0).map(|e| {
             let bytes: Vec<u8> = [e.ebx, e.edx, e.ecx]
@@ -367,13 +379,20 @@ mod tests {
     fn a_feature_or_vendor_the_host_lacks_is_refused_and_vmm_bits_are_not() {
         let intel = leaf(0, 0, [0xd, 0x756e_6547, 0x6c65_746e, 0x4965_6e69]);
         let amd = leaf(0, 0, [0xd, 0x6874_7541, 0x444d_4163, 0x6974_6e65]);
-        let host = [intel, leaf(1, 0, [0, 0, 0b1, 0]), leaf(7, 0, [0, 0b10, 0, 0])];
+        let host = [
+            intel,
+            leaf(1, 0, [0, 0, 0b1, 0]),
+            leaf(7, 0, [0, 0b10, 0, 0]),
+        ];
         // The hypervisor bit and OSXSAVE are the VMM's and the guest's.
         let saved = [intel, leaf(1, 0, [0, 0, 0b1 | 1 << 31 | 1 << 27, 0])];
         check_cpu(&saved, &host).expect("same features");
         let avx2 = [intel, leaf(7, 0, [0, 0b110, 0, 0])];
         let err = check_cpu(&avx2, &host).expect_err("a missing feature");
-        assert!(err.to_string().contains("leaf 0x7.0 ebx bits 0x00000004"), "{err}");
+        assert!(
+            err.to_string().contains("leaf 0x7.0 ebx bits 0x00000004"),
+            "{err}"
+        );
         let err = check_cpu(&[amd], &host).expect_err("another vendor");
         assert!(err.to_string().contains("AuthenticAMD"), "{err}");
     }
@@ -389,10 +408,22 @@ mod tests {
         assert!(damaged(&whole).expect("refused").contains("does not parse"));
         let mut changed = whole.clone();
         changed[23] = b'[';
-        assert!(damaged(&changed).expect("refused").contains("SHA-256 does not match"));
-        assert!(damaged(&whole[..30]).expect("refused").contains("truncated"));
+        assert!(
+            damaged(&changed)
+                .expect("refused")
+                .contains("SHA-256 does not match")
+        );
+        assert!(
+            damaged(&whole[..30])
+                .expect("refused")
+                .contains("truncated")
+        );
         let other = b"cubicle-vmm snapshot 9\n{}\nsha256 00\n";
         assert!(damaged(other).expect("refused").contains("format is 9"));
-        assert!(damaged(b"ELF...").expect("refused").contains("does not start"));
+        assert!(
+            damaged(b"ELF...")
+                .expect("refused")
+                .contains("does not start")
+        );
     }
 }

@@ -70,17 +70,30 @@ pub fn restore(
     let config = configure(&snapshot.config, o)?;
     config.validate_machine()?;
     let kvm = Kvm::new().map_err(BuildError::Kvm)?;
-    let host = cpuid::supported(&kvm)?;
-    check_cpu(&snapshot.vcpus[0].cpuid, host.as_slice())?;
     let vm_fd = vm::create(&kvm)?;
-    let guest = memory::map(memory_file, &snapshot.memory, config.memory_mib, o.verify_memory)?;
-    guest_memory::register(&vm_fd, &guest)?;
-    let mut created = CreatedFiles::default();
-    let devices = Devices::wire(&config, &vm_fd, &guest, Some(&snapshot.serial), &mut created)?;
-    check_devices(&snapshot, &devices)?;
     let vcpus = (0..config.vcpus)
         .map(|i| Vcpu::create(&vm_fd, i))
         .collect::<Result<Vec<_>, _>>()?;
+    check_cpu(
+        &snapshot.vcpus[0].cpuid,
+        &host_cpuid(&kvm, &vcpus[0], config.vcpus)?,
+    )?;
+    let guest = memory::map(
+        memory_file,
+        &snapshot.memory,
+        config.memory_mib,
+        o.verify_memory,
+    )?;
+    guest_memory::register(&vm_fd, &guest)?;
+    let mut created = CreatedFiles::default();
+    let devices = Devices::wire(
+        &config,
+        &vm_fd,
+        &guest,
+        Some(&snapshot.serial),
+        &mut created,
+    )?;
+    check_devices(&snapshot, &devices)?;
     snapshot.vm.restore(&vm_fd)?;
     for (vcpu, saved) in vcpus.iter().zip(&snapshot.vcpus) {
         saved.restore(vcpu.fd()).map_err(SnapshotError::from)?;
@@ -96,6 +109,27 @@ pub fn restore(
     created.0.clear();
     let vmm = devices.into_vmm(&config, guest, vm_fd, vcpus, msr_indices, options);
     Ok((vmm, sha256))
+}
+
+/// The CPUID this host gives a vCPU built the way the VMM builds one: what
+/// KVM supports, as the VMM filters it, read back from a vCPU that has not
+/// run (some KVMs, PVM among them, fill in more of the host's own features
+/// than they list as supported; the snapshot's guest saw those too).
+fn host_cpuid(
+    kvm: &Kvm,
+    vcpu: &Vcpu,
+    count: u8,
+) -> Result<Vec<kvm_bindings::kvm_cpuid_entry2>, BuildError> {
+    let mut table = cpuid::supported(kvm)?;
+    cpuid::filter_for_vcpu(&mut table, 0, count);
+    let refused =
+        |source| BuildError::Vcpu(crate::vstate::vcpu::VcpuError::Cpuid { index: 0, source });
+    vcpu.fd().set_cpuid2(&table).map_err(refused)?;
+    let effective = vcpu
+        .fd()
+        .get_cpuid2(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .map_err(refused)?;
+    Ok(effective.as_slice().to_vec())
 }
 
 /// The devices built now must be the snapshot's: as many virtio devices,

@@ -164,7 +164,11 @@ mod tests {
             "paused vCPUs do not run"
         );
         control.run_jobs();
-        assert_eq!(jobs.load(Ordering::SeqCst), 2, "each parked vCPU ran the job once");
+        assert_eq!(
+            jobs.load(Ordering::SeqCst),
+            2,
+            "each parked vCPU ran the job once"
+        );
         control.run_jobs();
         assert_eq!(jobs.load(Ordering::SeqCst), 4);
         control.set(Target::Run, || {});

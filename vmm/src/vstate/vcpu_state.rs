@@ -111,7 +111,11 @@ pub fn msr_list(kvm: &Kvm) -> Result<Vec<u32>, kvm_ioctls::Error> {
 /// Reads `indices` from `fd`, leaving out those this KVM lists but cannot
 /// read (KVM_GET_MSRS stops at the first such one: it is dropped and the
 /// read goes on after it; PVM refuses a few).
-fn read_msrs(fd: &VcpuFd, index: u8, indices: &[u32]) -> Result<Vec<kvm_msr_entry>, VcpuStateError> {
+fn read_msrs(
+    fd: &VcpuFd,
+    index: u8,
+    indices: &[u32],
+) -> Result<Vec<kvm_msr_entry>, VcpuStateError> {
     let mut out = Vec::with_capacity(indices.len());
     let mut rest = indices;
     while !rest.is_empty() {
@@ -123,11 +127,11 @@ fn read_msrs(fd: &VcpuFd, index: u8, indices: &[u32]) -> Result<Vec<kvm_msr_entr
                 ..Default::default()
             })
             .collect();
-        let mut msrs = Msrs::from_entries(&entries).map_err(|_| VcpuStateError::TooLong {
-            index,
-            what: "MSR",
-        })?;
-        let read = fd.get_msrs(&mut msrs).map_err(kvm_err("read", "MSRs", index))?;
+        let mut msrs = Msrs::from_entries(&entries)
+            .map_err(|_| VcpuStateError::TooLong { index, what: "MSR" })?;
+        let read = fd
+            .get_msrs(&mut msrs)
+            .map_err(kvm_err("read", "MSRs", index))?;
         out.extend_from_slice(&msrs.as_slice()[..read]);
         // `read` entries came back; the next one (if any) is unreadable.
         let skip = if read < chunk.len() { read + 1 } else { read };
@@ -190,7 +194,8 @@ impl VcpuState {
         }
         fd.set_mp_state(self.mp_state).map_err(write("MP state"))?;
         fd.set_regs(&self.regs).map_err(write("registers"))?;
-        fd.set_sregs(&self.sregs).map_err(write("segment registers"))?;
+        fd.set_sregs(&self.sregs)
+            .map_err(write("segment registers"))?;
         // SAFETY: `kvm_xsave` is the 4 KiB legacy area KVM_GET_XSAVE filled;
         // KVM_SET_XSAVE reads exactly that much from it.
         unsafe { fd.set_xsave(&self.xsave) }.map_err(write("XSAVE area"))?;
@@ -200,10 +205,8 @@ impl VcpuState {
         fd.set_lapic(&self.lapic).map_err(write("local APIC"))?;
         let mut done = 0;
         for chunk in self.msrs.chunks(kvm_bindings::KVM_MAX_MSR_ENTRIES) {
-            let msrs = Msrs::from_entries(chunk).map_err(|_| VcpuStateError::TooLong {
-                index,
-                what: "MSR",
-            })?;
+            let msrs = Msrs::from_entries(chunk)
+                .map_err(|_| VcpuStateError::TooLong { index, what: "MSR" })?;
             let set = fd.set_msrs(&msrs).map_err(write("MSRs"))?;
             if set != chunk.len() {
                 return Err(VcpuStateError::Msrs {

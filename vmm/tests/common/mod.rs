@@ -184,3 +184,25 @@ pub fn wait_for_path(path: &Path) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// One request to the VMM's API socket: the status and the body.
+pub fn request(socket: &Path, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect to API");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: vmm\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("send request");
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).expect("read reply");
+    let status = reply
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .expect("status code");
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

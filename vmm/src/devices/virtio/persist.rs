@@ -162,8 +162,8 @@ impl MmioTransport {
             .enumerate()
             .map(|(queue, q)| {
                 let queue_err = |why: String| PersistError::Queue { slot, queue, why };
-                let restored = Queue::try_from(QueueState::from(*q))
-                    .map_err(|e| queue_err(e.to_string()))?;
+                let restored =
+                    Queue::try_from(QueueState::from(*q)).map_err(|e| queue_err(e.to_string()))?;
                 if restored.ready() && !restored.is_valid(&self.mem) {
                     return Err(queue_err("its rings lie outside guest memory".into()));
                 }

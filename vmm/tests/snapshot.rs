@@ -1,0 +1,232 @@
+//! Snapshots end to end with the real VMM binary on /dev/kvm: a guest that
+//! ticks (memory pattern, disk writes and read-backs through its virtqueue,
+//! a vsock event queue) is paused and snapshotted through the API, resumes
+//! and finishes; two VMs restored from the snapshot at once go on from the
+//! tick it caught with their own disks and vsock CIDs, and are told their
+//! vsock transport was reset; damaged, truncated or foreign snapshots are
+//! refused with a message naming the cause.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use common::*;
+use cubicle_vmm::snapshot::Snapshot;
+
+const TICKS: u64 = 16;
+
+fn disk(dir: &Scratch) -> PathBuf {
+    let path = dir.path("base.img");
+    std::fs::write(&path, vec![0u8; 32 * 512]).expect("write the base image");
+    path
+}
+
+fn spawn(args: &[&str]) -> Child {
+    vmm()
+        .arg("run")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cubicle-vmm")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// The tick numbers a console log printed whole (newline and all), in order.
+fn ticks(log: &str) -> Vec<u64> {
+    log.split_inclusive('\n')
+        .filter_map(|l| {
+            l.strip_suffix('\n')?
+                .strip_prefix("snap guest: tick ")?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Runs the snap guest with an API socket until it has ticked a few
+/// times, pauses it and snapshots it; returns (state, memory, the overlay
+/// as it was at the snapshot, the ticks seen before it).
+fn take_snapshot(dir: &Scratch) -> (PathBuf, PathBuf, PathBuf, Vec<u64>) {
+    let base = disk(dir);
+    let (overlay, log, api) = (dir.path("ov"), dir.path("log"), dir.path("api"));
+    let cmdline = format!("console=ttyS0 cubicle.ticks={TICKS}");
+    let child = spawn(&[
+        "--kernel",
+        s(&guest("snap")),
+        "--memory-mib",
+        "64",
+        "--cmdline",
+        &cmdline,
+        "--disk",
+        &format!("id=d,path={},overlay={}", s(&base), s(&overlay)),
+        "--vsock",
+        &format!("cid=3,uds={}", s(&dir.path("v.sock"))),
+        "--serial-log",
+        s(&log),
+        "--api-socket",
+        s(&api),
+    ]);
+    let child = KillOnDrop(Some(child));
+    wait_for_text(&log, "snap guest: tick 3\n");
+    let (state, memory) = (dir.path("snap.state"), dir.path("snap.mem"));
+    let body = format!(
+        r#"{{"state_path":"{}","memory_path":"{}"}}"#,
+        s(&state),
+        s(&memory)
+    );
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
+    assert_eq!(status, 409, "a running VM is not snapshotted: {reply}");
+    assert!(reply.contains("pause it first"), "{reply}");
+    assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply.contains(r#""sha256":""#), "{reply}");
+    let before = ticks(&std::fs::read_to_string(&log).expect("log"));
+    let at_snapshot = dir.path("ov-at-snapshot");
+    std::fs::copy(&overlay, &at_snapshot).expect("copy the overlay");
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
+    assert_eq!(
+        status, 409,
+        "an existing file is never overwritten: {reply}"
+    );
+    assert!(reply.contains("already exists"), "{reply}");
+    assert_eq!(request(&api, "PUT", "/vm/resume", "").0, 204);
+    let out = child.wait();
+    assert!(out.status.success(), "the source VM: {}", stderr(&out));
+    let log = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(ticks(&log), (1..=TICKS).collect::<Vec<_>>(), "{log}");
+    assert!(log.contains("snap guest: done"), "the source ran on: {log}");
+    assert!(!log.contains("vsock event"), "{log}");
+    (state, memory, at_snapshot, before)
+}
+
+fn restore_args(
+    dir: &Scratch,
+    name: &str,
+    state: &Path,
+    memory: &Path,
+    overlay: &Path,
+    cid: u32,
+) -> Vec<String> {
+    let fork_overlay = dir.path(&format!("{name}.ov"));
+    std::fs::copy(overlay, &fork_overlay).expect("the fork's own overlay");
+    let base = dir.path("base.img");
+    vec![
+        "--restore".into(),
+        s(state).into(),
+        "--restore-memory".into(),
+        s(memory).into(),
+        "--verify-memory".into(),
+        "--disk".into(),
+        format!("id=d,path={},overlay={}", s(&base), s(&fork_overlay)),
+        "--vsock".into(),
+        format!("cid={cid},uds={}", s(&dir.path(&format!("{name}.sock")))),
+        "--serial-log".into(),
+        s(&dir.path(&format!("{name}.log"))).into(),
+    ]
+}
+
+#[test]
+fn a_snapshot_restores_twice_at_once_from_where_it_was_taken() {
+    require_kvm!();
+    let dir = Scratch::new("snapshot-restore");
+    let (state, memory, overlay, before) = take_snapshot(&dir);
+    let last = *before.last().expect("ticks before the snapshot");
+    let forks: Vec<_> = [("a", 7), ("b", 8)]
+        .into_iter()
+        .map(|(name, cid)| {
+            let args = restore_args(&dir, name, &state, &memory, &overlay, cid);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            (name, cid, KillOnDrop(Some(spawn(&args))))
+        })
+        .collect();
+    for (name, cid, child) in forks {
+        let out = child.wait();
+        let log = std::fs::read_to_string(dir.path(&format!("{name}.log"))).expect("fork log");
+        assert!(out.status.success(), "fork {name}: {}\n{log}", stderr(&out));
+        assert!(
+            !log.contains("ready"),
+            "a restore does not boot again: {log}"
+        );
+        assert!(!log.contains("FAIL"), "{log}");
+        let seen = ticks(&log);
+        let first = *seen.first().expect("the fork ticked");
+        // The next tick, or the one after if the snapshot caught a tick's
+        // line half printed.
+        assert!(
+            first == last + 1 || first == last + 2,
+            "fork {name} went on from tick {first}, the snapshot caught tick {last}: {log}"
+        );
+        assert_eq!(seen, (first..=TICKS).collect::<Vec<_>>(), "{log}");
+        assert!(
+            log.contains(&format!("snap guest: vsock event=0 len=4 cid={cid}")),
+            "the guest was told of the transport reset and reads its new CID: {log}"
+        );
+        assert!(log.contains("snap guest: done"), "{log}");
+    }
+}
+
+#[test]
+fn damaged_truncated_or_foreign_snapshots_are_refused() {
+    require_kvm!();
+    let dir = Scratch::new("snapshot-refused");
+    let (state, memory, overlay, _) = take_snapshot(&dir);
+    let refused = |name: &str, state: &Path, memory: &Path| {
+        let args = restore_args(&dir, name, state, memory, &overlay, 5);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = wait_output(spawn(&args));
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr(&out));
+        assert!(
+            !dir.path(&format!("{name}.sock")).exists(),
+            "{name}: nothing is left behind"
+        );
+        stderr(&out)
+    };
+
+    let mut bytes = std::fs::read(&state).expect("state");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    let changed = dir.path("changed.state");
+    std::fs::write(&changed, &bytes).expect("write");
+    let err = refused("changed", &changed, &memory);
+    assert!(err.contains("SHA-256 does not match"), "{err}");
+
+    let corrupt = dir.path("corrupt.mem");
+    std::fs::copy(&memory, &corrupt).expect("copy");
+    let (snapshot, _) = Snapshot::read(&state).expect("the state reads");
+    let (offset, _) = snapshot.memory.extents[0];
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&corrupt)
+        .expect("open");
+    std::os::unix::fs::FileExt::write_all_at(&file, b"\xff\xfe", offset + 100).expect("corrupt");
+    let err = refused("corrupt", &state, &corrupt);
+    assert!(err.contains("CRC-32"), "{err}");
+    file.set_len(snapshot.memory.size / 2).expect("truncate");
+    let err = refused("truncated", &state, &corrupt);
+    assert!(err.contains("truncated"), "{err}");
+
+    // A snapshot from a host with another CPU vendor: the guest's CPUID
+    // says so, and the digest is right (as a copy from such a host has).
+    let (mut foreign, _) = Snapshot::read(&state).expect("the state reads");
+    for vcpu in &mut foreign.vcpus {
+        for leaf in vcpu.cpuid.iter_mut().filter(|l| l.function == 0) {
+            leaf.ebx ^= 0x0101_0101;
+        }
+    }
+    let (bytes, _) = foreign.encode().expect("encodes");
+    let foreign_path = dir.path("foreign.state");
+    std::fs::write(&foreign_path, bytes).expect("write");
+    let err = refused("foreign", &foreign_path, &memory);
+    assert!(err.contains("this host cannot run the snapshot"), "{err}");
+
+    let other = dir.path("other.state");
+    std::fs::write(&other, b"cubicle-vmm snapshot 0\n{}\nsha256 00\n").expect("write");
+    let err = refused("other", &other, &memory);
+    assert!(err.contains("format is 0"), "{err}");
+}
