@@ -72,6 +72,8 @@ fn initramfs(out: &Path, dir: &Path) {
         .args(["-m64", "-O2", "-static", "-nostdlib", "-fno-pie", "-no-pie"])
         .args([
             "-fno-stack-protector",
+            // No C library: loops must not become calls to strlen/memset.
+            "-fno-tree-loop-distribute-patterns",
             "-mgeneral-regs-only",
             "-Wall",
             "-Werror",

@@ -133,3 +133,77 @@ fn project_kernel_boots_to_init_through_the_pvh_entry() {
     };
     boots_to_init_and_restarts(&kernel);
 }
+
+/// Linux caught by a snapshot while its init ticks on the kernel's timers
+/// (a quarter second each), then restored into a fresh VMM: the copy goes
+/// on ticking from where it was and restarts cleanly, which needs the
+/// restored LAPIC timer, kvmclock, PIT, PICs and IOAPIC, and the vsock
+/// driver's transport reset handled without a kernel warning.
+#[test]
+fn linux_snapshotted_mid_way_goes_on_ticking_after_a_restore() {
+    if let Err(reason) = hardware_virtualization() {
+        return skip_without_kvm(&reason);
+    }
+    let Some(kernel) = project_kernel() else {
+        return skip_without_kernel(
+            "no guest kernel: run desktop-image/kernel/build.sh or set CUBICLE_VMLINUX",
+        );
+    };
+    let dir = Scratch::new("linux-snapshot");
+    let (log, api) = (dir.path("console.log"), dir.path("api.sock"));
+    let path = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let child = vmm()
+        .args(["run", "--kernel", &path(&kernel)])
+        .args(["--initrd", &path(&guest("initramfs.cpio"))])
+        .args(["--memory-mib", "256"])
+        .args([
+            "--cmdline",
+            "console=ttyS0 reboot=k panic=1 pci=off acpi=off cubicle_ticks=24",
+        ])
+        .args(["--vsock", &format!("cid=3,uds={}", path(&dir.path("v.sock")))])
+        .args(["--serial-log", &path(&log), "--api-socket", &path(&api)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn cubicle-vmm");
+    let source = KillOnDrop(Some(child));
+    wait_for_text(&log, "cubicle-init: tick 2\n");
+    assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
+    let (state, memory) = (dir.path("linux.state"), dir.path("linux.mem"));
+    let body = format!(
+        r#"{{"state_path":"{}","memory_path":"{}"}}"#,
+        path(&state),
+        path(&memory)
+    );
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
+    assert_eq!(status, 200, "{reply}");
+    let caught = std::fs::read_to_string(&log).expect("console log");
+    assert_eq!(request(&api, "PUT", "/vm/stop", "").0, 204);
+    let out = source.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let restored_log = dir.path("restored.log");
+    let child = vmm()
+        .args(["run", "--restore", &path(&state), "--restore-memory", &path(&memory)])
+        .args(["--vsock", &format!("cid=4,uds={}", path(&dir.path("v2.sock")))])
+        .args(["--serial-log", &path(&restored_log)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the restore");
+    let out = wait_output(child);
+    let serial = std::fs::read_to_string(&restored_log).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{serial}", stderr(&out));
+    assert!(!serial.contains("Linux version"), "a restore boots nothing: {serial}");
+    assert!(
+        serial.contains("cubicle-init: tick 24\n") && serial.contains("cubicle-init: ticked"),
+        "the copy ticked on to the end; before the snapshot:\n{caught}\nafter:\n{serial}"
+    );
+    assert!(serial.contains("reboot: Restarting system"), "{serial}");
+    for trouble in ["WARNING:", "BUG:", "Oops", "Kernel panic", "soft lockup"] {
+        assert!(
+            !serial.contains(trouble),
+            "the restored kernel said {trouble}:\n{serial}"
+        );
+    }
+}
