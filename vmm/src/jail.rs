@@ -132,6 +132,54 @@ pub fn plan(
     api_socket: Option<&Path>,
     kvm: &Path,
 ) -> Result<(Vec<Bind>, VmConfig, Option<PathBuf>), JailError> {
+    plan_machine(config, api_socket, kvm, true)
+}
+
+/// Where a restored VM's memory file, and the directory snapshots are
+/// written to, are seen inside the jail.
+pub const RESTORE_MEMORY: &str = "/restore/memory";
+/// See [`RESTORE_MEMORY`].
+pub const SNAPSHOT_DIR: &str = "/snapshots";
+
+/// The binds of a VM restored from a snapshot: as [`plan`], without the
+/// kernel and initrd (nothing boots), with the snapshot's memory file
+/// read-only at [`RESTORE_MEMORY`] (mapped copy-on-write: the VM never
+/// writes it).
+pub fn plan_restore(
+    config: &VmConfig,
+    memory: &Path,
+    api_socket: Option<&Path>,
+    kvm: &Path,
+) -> Result<(Vec<Bind>, VmConfig, Option<PathBuf>), JailError> {
+    let (mut binds, inside, api) = plan_machine(config, api_socket, kvm, false)?;
+    binds.push(Bind {
+        what: "snapshot memory file".into(),
+        source: memory.to_owned(),
+        target: RESTORE_MEMORY.into(),
+        kind: Kind::File,
+        writable: false,
+    });
+    Ok((binds, inside, api))
+}
+
+/// A directory the jailed VMM may write snapshots into, seen inside as
+/// [`SNAPSHOT_DIR`] (the API's snapshot paths are then inside paths).
+pub fn snapshot_dir_bind(dir: &Path) -> Bind {
+    Bind {
+        what: "snapshot directory".into(),
+        source: dir.to_owned(),
+        target: SNAPSHOT_DIR.into(),
+        kind: Kind::Dir,
+        writable: true,
+    }
+}
+
+fn plan_machine(
+    config: &VmConfig,
+    api_socket: Option<&Path>,
+    kvm: &Path,
+    boots: bool,
+) -> Result<(Vec<Bind>, VmConfig, Option<PathBuf>), JailError> {
     let mut binds = Vec::new();
     let mut inside = config.clone();
     let mut bind = |what: String, source: &Path, target: PathBuf, kind: Kind, writable: bool| {
@@ -144,14 +192,16 @@ pub fn plan(
         });
         target
     };
-    inside.kernel = bind(
-        "kernel".into(),
-        &config.kernel,
-        "/kernel".into(),
-        Kind::File,
-        false,
-    );
-    if let Some(initrd) = &config.initrd {
+    if boots {
+        inside.kernel = bind(
+            "kernel".into(),
+            &config.kernel,
+            "/kernel".into(),
+            Kind::File,
+            false,
+        );
+    }
+    if let (true, Some(initrd)) = (boots, &config.initrd) {
         inside.initrd = Some(bind(
             "initrd".into(),
             initrd,

@@ -103,6 +103,10 @@ struct RunArgs {
     /// Jail: its only supplementary groups (comma-separated; /dev/kvm's).
     #[arg(long, requires = "jail_root", value_delimiter = ',')]
     jail_groups: Vec<u32>,
+    /// Jail: a directory of the host's the VMM may write snapshots into,
+    /// seen inside as /snapshots (give the API's snapshot paths there).
+    #[arg(long, requires = "jail_root")]
+    snapshot_dir: Option<PathBuf>,
     /// Jail: the KVM device node bound at /dev/kvm inside.
     #[arg(long, requires = "jail_root", default_value = "/dev/kvm")]
     jail_kvm: PathBuf,
@@ -140,14 +144,17 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, String> {
+    cubicle_vmm::snapshot::memory::open_pagemap();
     if args.restore.is_some() {
         return run_restored(&args);
     }
     let config = config_from(&args)?;
     let (config, api_socket) = match args.jail() {
         Some(spec) => {
-            let (binds, inside, api) = jail::plan(&config, args.api_socket.as_deref(), &spec.kvm)
-                .map_err(|e| error_chain(&e))?;
+            let (mut binds, inside, api) =
+                jail::plan(&config, args.api_socket.as_deref(), &spec.kvm)
+                    .map_err(|e| error_chain(&e))?;
+            binds.extend(args.snapshot_dir.as_deref().map(jail::snapshot_dir_bind));
             jail::enter(&spec, &binds).map_err(|e| error_chain(&e))?;
             (inside, api)
         }
@@ -173,9 +180,6 @@ fn run_restored(args: &RunArgs) -> Result<ExitCode, String> {
     let (Some(state), Some(memory)) = (&args.restore, &args.restore_memory) else {
         return Err("--restore needs --restore-memory".into());
     };
-    if args.jail_root.is_some() {
-        return Err("--restore does not take --jail-root yet; run the restored VM unjailed".into());
-    }
     let overrides = Overrides {
         disks: args
             .disk
@@ -190,9 +194,26 @@ fn run_restored(args: &RunArgs) -> Result<ExitCode, String> {
         seccomp: !args.no_seccomp,
         forbidden_syscall_test: args.seccomp_self_test,
     };
-    let (mut vmm, _sha256) =
-        restore::restore(state, memory, &overrides, options).map_err(|e| error_chain(&e))?;
-    if let Some(socket) = &args.api_socket {
+    let mut prepared = restore::prepare(state, &overrides).map_err(|e| error_chain(&e))?;
+    let (memory, api_socket) = match args.jail() {
+        Some(spec) => {
+            let (mut binds, inside, api) = jail::plan_restore(
+                &prepared.config,
+                memory,
+                args.api_socket.as_deref(),
+                &spec.kvm,
+            )
+            .map_err(|e| error_chain(&e))?;
+            binds.extend(args.snapshot_dir.as_deref().map(jail::snapshot_dir_bind));
+            jail::enter(&spec, &binds).map_err(|e| error_chain(&e))?;
+            prepared.config = inside;
+            (PathBuf::from(jail::RESTORE_MEMORY), api)
+        }
+        None => (memory.clone(), args.api_socket.clone()),
+    };
+    let (mut vmm, _sha256) = restore::build(prepared, &memory, args.verify_memory, options)
+        .map_err(|e| error_chain(&e))?;
+    if let Some(socket) = &api_socket {
         return api::serve_running(socket, vmm, options.seccomp).map_err(|e| e.to_string());
     }
     vmm.start().map_err(|e| error_chain(&e))?;

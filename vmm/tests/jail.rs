@@ -276,3 +276,98 @@ fn a_missing_kernel_is_an_error_naming_the_kernel_bind() {
     );
     assert_eq!(host_mounts_under(&ws.dir.0), Vec::<String>::new());
 }
+
+/// A jailed VMM snapshots into the one directory it was given
+/// (`--snapshot-dir`, `/snapshots` inside), and a jailed restore sees the
+/// memory file read-only and no kernel: the copy finishes the guest's work.
+#[test]
+fn a_jailed_vm_snapshots_into_its_directory_and_restores_jailed() {
+    require_kvm!();
+    if !needs_root() {
+        return;
+    }
+    let ws = Workspace::new("jail-snapshot");
+    let snaps = ws.dir.path("snaps");
+    std::fs::create_dir(&snaps).unwrap();
+    chown(&snaps, Some(UID), Some(UID)).unwrap();
+    let mut args = ws.args(&guest("snap"));
+    args.extend([
+        "--snapshot-dir".into(),
+        snaps.display().to_string(),
+        "--cmdline".into(),
+        "console=ttyS0 cubicle.ticks=12".into(),
+    ]);
+    let child = vmm()
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cubicle-vmm");
+    let child = KillOnDrop(Some(child));
+    wait_for_text(&ws.dir.path("vm/serial.log"), "snap guest: tick 2\n");
+    let api = ws.dir.path("vm/vmm.sock");
+    assert_eq!(request(&api, "PUT", "/vm/pause").0, 204);
+    let body = r#"{"state_path":"/snapshots/s.state","memory_path":"/snapshots/s.mem"}"#;
+    let (status, reply) = common::request(&api, "PUT", "/vm/snapshot", body);
+    assert_eq!(status, 200, "{reply}");
+    let outside = r#"{"state_path":"/tmp/s.state","memory_path":"/tmp/s.mem"}"#;
+    let (status, reply) = common::request(&api, "PUT", "/vm/snapshot", outside);
+    assert_eq!(status, 500, "nowhere else is writable: {reply}");
+    assert!(reply.contains("/tmp/s.mem"), "{reply}");
+    assert_eq!(
+        names(&snaps),
+        BTreeSet::from(["s.mem".into(), "s.state".into()])
+    );
+    let overlay = ws.dir.path("restored.img");
+    std::fs::copy(ws.dir.path("overlay.img"), &overlay).unwrap();
+    chown(&overlay, Some(UID), Some(UID)).unwrap();
+    assert_eq!(request(&api, "PUT", "/vm/stop").0, 204);
+    assert!(child.wait().status.success());
+
+    std::fs::remove_file(ws.dir.path("vm/serial.log")).unwrap();
+    let p = |name: &str| ws.dir.path(name).display().to_string();
+    let mut restore: Vec<String> = args[..11].to_vec();
+    assert_eq!(restore[9], "--jail-kvm", "the jail flags come first");
+    restore.extend([
+        "--restore".into(),
+        p("snaps/s.state"),
+        "--restore-memory".into(),
+        p("snaps/s.mem"),
+        "--disk".into(),
+        format!(
+            "id=root,path={},overlay={}",
+            p("base.img"),
+            p("restored.img")
+        ),
+        "--vsock".into(),
+        format!("cid=4,uds={}", p("chan/guest.sock")),
+        "--serial-log".into(),
+        p("vm/serial.log"),
+        "--api-socket".into(),
+        p("vm/vmm.sock"),
+    ]);
+    let child = vmm()
+        .args(&restore)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the restore");
+    let pid = child.id();
+    let child = KillOnDrop(Some(child));
+    wait_for_path(&ws.dir.path("vm/vmm.sock"));
+    let top = names(&PathBuf::from(format!("/proc/{pid}/root")));
+    assert_eq!(
+        top,
+        ["api", "dev", "disks", "restore", "serial", "vsock"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        "no kernel in a restore's root"
+    );
+    let out = child.wait();
+    let serial = std::fs::read_to_string(ws.dir.path("vm/serial.log")).unwrap();
+    assert!(out.status.success(), "{}\n{serial}", stderr(&out));
+    assert!(serial.contains("snap guest: done"), "{serial}");
+    assert!(!serial.contains("ready"), "{serial}");
+    assert_eq!(host_mounts_under(&ws.dir.0), Vec::<String>::new());
+}

@@ -160,7 +160,10 @@ fn linux_snapshotted_mid_way_goes_on_ticking_after_a_restore() {
             "--cmdline",
             "console=ttyS0 reboot=k panic=1 pci=off acpi=off cubicle_ticks=24",
         ])
-        .args(["--vsock", &format!("cid=3,uds={}", path(&dir.path("v.sock")))])
+        .args([
+            "--vsock",
+            &format!("cid=3,uds={}", path(&dir.path("v.sock"))),
+        ])
         .args(["--serial-log", &path(&log), "--api-socket", &path(&api)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -184,8 +187,17 @@ fn linux_snapshotted_mid_way_goes_on_ticking_after_a_restore() {
 
     let restored_log = dir.path("restored.log");
     let child = vmm()
-        .args(["run", "--restore", &path(&state), "--restore-memory", &path(&memory)])
-        .args(["--vsock", &format!("cid=4,uds={}", path(&dir.path("v2.sock")))])
+        .args([
+            "run",
+            "--restore",
+            &path(&state),
+            "--restore-memory",
+            &path(&memory),
+        ])
+        .args([
+            "--vsock",
+            &format!("cid=4,uds={}", path(&dir.path("v2.sock"))),
+        ])
         .args(["--serial-log", &path(&restored_log)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -194,7 +206,10 @@ fn linux_snapshotted_mid_way_goes_on_ticking_after_a_restore() {
     let out = wait_output(child);
     let serial = std::fs::read_to_string(&restored_log).unwrap_or_default();
     assert!(out.status.success(), "{}\n{serial}", stderr(&out));
-    assert!(!serial.contains("Linux version"), "a restore boots nothing: {serial}");
+    assert!(
+        !serial.contains("Linux version"),
+        "a restore boots nothing: {serial}"
+    );
     assert!(
         serial.contains("cubicle-init: tick 24\n") && serial.contains("cubicle-init: ticked"),
         "the copy ticked on to the end; before the snapshot:\n{caught}\nafter:\n{serial}"

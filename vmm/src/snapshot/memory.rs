@@ -33,6 +33,16 @@ const PM_SWAPPED: u64 = 1 << 62;
 /// Bytes read at once when checking the file's digest.
 const VERIFY_CHUNK: usize = 1 << 20;
 
+/// `/proc/self/pagemap`, opened before the jail hides `/proc` (the kernel
+/// checks access at open; the descriptor keeps working after the uid drop).
+static PAGEMAP: std::sync::OnceLock<Option<File>> = std::sync::OnceLock::new();
+
+/// Opens this process's pagemap for later snapshots (call before entering
+/// the jail; later calls change nothing).
+pub fn open_pagemap() {
+    PAGEMAP.get_or_init(|| File::open("/proc/self/pagemap").ok());
+}
+
 /// Where one RAM region sits in the guest and in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegionImage {
@@ -97,7 +107,8 @@ pub fn write(guest: &GuestMemoryMmap, path: &Path) -> Result<MemoryImage, Snapsh
         .create_new(true)
         .open(path)
         .map_err(io("creating the memory file", path))?;
-    let pagemap = File::open("/proc/self/pagemap").ok();
+    open_pagemap();
+    let pagemap = PAGEMAP.get().and_then(Option::as_ref);
     let mut crc = crc32fast::Hasher::new();
     let mut regions = Vec::new();
     let mut extents: Vec<(u64, u64)> = Vec::new();
@@ -111,7 +122,6 @@ pub fn write(guest: &GuestMemoryMmap, path: &Path) -> Result<MemoryImage, Snapsh
         let bytes = unsafe { std::slice::from_raw_parts(host, len) };
         let anonymous = region.file_offset().is_none();
         let touched = pagemap
-            .as_ref()
             .filter(|_| anonymous)
             .and_then(|pm| touched_pages(pm, host as usize, len));
         let mut run: Option<usize> = None;

@@ -58,6 +58,28 @@ fn configure(saved: &VmConfig, o: &Overrides) -> Result<VmConfig, SnapshotError>
     Ok(config)
 }
 
+/// A snapshot read and checked, with the configuration its restore will
+/// have (a jail rewrites `config`'s paths to those seen inside).
+pub struct Prepared {
+    snapshot: Snapshot,
+    sha256: String,
+    /// The restored VM's configuration.
+    pub config: VmConfig,
+}
+
+/// Reads the state file at `state` (format, digest) and applies `o` to the
+/// configuration it holds, checking the result as a boot would.
+pub fn prepare(state: &Path, o: &Overrides) -> Result<Prepared, BuildError> {
+    let (snapshot, sha256) = Snapshot::read(state)?;
+    let config = configure(&snapshot.config, o)?;
+    config.validate_machine()?;
+    Ok(Prepared {
+        snapshot,
+        sha256,
+        config,
+    })
+}
+
 /// Builds a VM from the snapshot at `state` and `memory`, ready to start.
 /// Returns it with the state file's SHA-256.
 pub fn restore(
@@ -66,9 +88,22 @@ pub fn restore(
     o: &Overrides,
     options: BuildOptions,
 ) -> Result<(Vmm, String), BuildError> {
-    let (snapshot, sha256) = Snapshot::read(state)?;
-    let config = configure(&snapshot.config, o)?;
-    config.validate_machine()?;
+    build(prepare(state, o)?, memory_file, o.verify_memory, options)
+}
+
+/// Builds the prepared VM with its memory mapped from `memory_file`
+/// (checked against its CRC first when `verify_memory`).
+pub fn build(
+    prepared: Prepared,
+    memory_file: &Path,
+    verify_memory: bool,
+    options: BuildOptions,
+) -> Result<(Vmm, String), BuildError> {
+    let Prepared {
+        snapshot,
+        sha256,
+        config,
+    } = prepared;
     let kvm = Kvm::new().map_err(BuildError::Kvm)?;
     let vm_fd = vm::create(&kvm)?;
     let vcpus = (0..config.vcpus)
@@ -82,7 +117,7 @@ pub fn restore(
         memory_file,
         &snapshot.memory,
         config.memory_mib,
-        o.verify_memory,
+        verify_memory,
     )?;
     guest_memory::register(&vm_fd, &guest)?;
     let mut created = CreatedFiles::default();
