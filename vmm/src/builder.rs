@@ -25,6 +25,7 @@ use crate::devices::virtio::mmio::MmioTransport;
 use crate::devices::virtio::vsock::Vsock;
 use crate::devices::virtio::{EventedDevice, Interrupt};
 use crate::event_loop::Subscriber;
+use crate::snapshot::memory::MemoryImage;
 use crate::vmm::{DeviceStats, Vmm, VmmParts};
 use crate::vstate::exit::{ExitSignal, ResetTrigger};
 use crate::vstate::vcpu::{Vcpu, VcpuError, VcpuSetup};
@@ -202,7 +203,7 @@ pub fn build(config: &VmConfig, options: BuildOptions) -> Result<Vmm, BuildError
     let vcpus = create_vcpus(&kvm, &vm_fd, &guest, config, kernel.0.entry)?;
     let msr_indices = vcpu_state::msr_list(&kvm).map_err(msr::MsrError::IndexList)?;
     created.0.clear();
-    Ok(devices.into_vmm(config, guest, vm_fd, vcpus, msr_indices, options))
+    Ok(devices.into_vmm(config, guest, vm_fd, vcpus, msr_indices, None, options))
 }
 
 /// A VM's devices, wired to its VM and memory: the buses, the virtio
@@ -277,6 +278,7 @@ impl Devices {
         vm: VmFd,
         vcpus: Vec<Vcpu>,
         msr_indices: Vec<u32>,
+        memory_base: Option<MemoryImage>,
         options: BuildOptions,
     ) -> Vmm {
         let sockets = config.vsock.iter().map(|v| v.uds_path.clone()).collect();
@@ -295,6 +297,7 @@ impl Devices {
             transports: self.transports,
             serial: self.serial,
             msr_indices,
+            memory_base,
         })
     }
 }

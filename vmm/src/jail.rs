@@ -138,6 +138,8 @@ pub fn plan(
 /// Where a restored VM's memory file, and the directory snapshots are
 /// written to, are seen inside the jail.
 pub const RESTORE_MEMORY: &str = "/restore/memory";
+/// The base memory file of a diff snapshot, inside the jail.
+pub const RESTORE_BASE: &str = "/restore/base";
 /// See [`RESTORE_MEMORY`].
 pub const SNAPSHOT_DIR: &str = "/snapshots";
 
@@ -148,17 +150,26 @@ pub const SNAPSHOT_DIR: &str = "/snapshots";
 pub fn plan_restore(
     config: &VmConfig,
     memory: &Path,
+    base: Option<&Path>,
     api_socket: Option<&Path>,
     kvm: &Path,
 ) -> Result<(Vec<Bind>, VmConfig, Option<PathBuf>), JailError> {
     let (mut binds, inside, api) = plan_machine(config, api_socket, kvm, false)?;
-    binds.push(Bind {
-        what: "snapshot memory file".into(),
-        source: memory.to_owned(),
-        target: RESTORE_MEMORY.into(),
-        kind: Kind::File,
-        writable: false,
-    });
+    let files = [
+        ("snapshot memory file", Some(memory), RESTORE_MEMORY),
+        ("snapshot base memory file", base, RESTORE_BASE),
+    ];
+    for (what, source, target) in files {
+        if let Some(source) = source {
+            binds.push(Bind {
+                what: what.into(),
+                source: source.to_owned(),
+                target: target.into(),
+                kind: Kind::File,
+                writable: false,
+            });
+        }
+    }
     Ok((binds, inside, api))
 }
 

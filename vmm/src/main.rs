@@ -11,7 +11,7 @@ use cubicle_vmm::builder::{self, BuildOptions};
 use cubicle_vmm::config::{DEFAULT_CMDLINE, DiskConfig, VmConfig, VsockConfig};
 use cubicle_vmm::hardening::{self, ThreadKind};
 use cubicle_vmm::jail::{self, JailSpec};
-use cubicle_vmm::snapshot::restore::{self, Overrides};
+use cubicle_vmm::snapshot::restore::{self, MemoryFiles, Overrides};
 use cubicle_vmm::{api, bench};
 
 #[derive(Parser)]
@@ -57,6 +57,10 @@ struct RunArgs {
     /// The snapshot's memory file (mapped copy-on-write).
     #[arg(long, requires = "restore")]
     restore_memory: Option<PathBuf>,
+    /// With --restore of a diff snapshot: the memory file of the snapshot
+    /// it was taken against.
+    #[arg(long, requires = "restore")]
+    restore_base: Option<PathBuf>,
     /// With --restore: check the memory file's CRC before mapping it.
     #[arg(long, requires = "restore")]
     verify_memory: bool,
@@ -188,18 +192,18 @@ fn run_restored(args: &RunArgs) -> Result<ExitCode, String> {
             .collect::<Result<_, _>>()?,
         vsock: args.vsock.as_deref().map(parse_vsock).transpose()?,
         serial_log: args.serial_log.clone(),
-        verify_memory: args.verify_memory,
     };
     let options = BuildOptions {
         seccomp: !args.no_seccomp,
         forbidden_syscall_test: args.seccomp_self_test,
     };
     let mut prepared = restore::prepare(state, &overrides).map_err(|e| error_chain(&e))?;
-    let (memory, api_socket) = match args.jail() {
+    let (memory, base, api_socket) = match args.jail() {
         Some(spec) => {
             let (mut binds, inside, api) = jail::plan_restore(
                 &prepared.config,
                 memory,
+                args.restore_base.as_deref(),
                 args.api_socket.as_deref(),
                 &spec.kvm,
             )
@@ -207,12 +211,25 @@ fn run_restored(args: &RunArgs) -> Result<ExitCode, String> {
             binds.extend(args.snapshot_dir.as_deref().map(jail::snapshot_dir_bind));
             jail::enter(&spec, &binds).map_err(|e| error_chain(&e))?;
             prepared.config = inside;
-            (PathBuf::from(jail::RESTORE_MEMORY), api)
+            let base = args
+                .restore_base
+                .as_ref()
+                .map(|_| PathBuf::from(jail::RESTORE_BASE));
+            (PathBuf::from(jail::RESTORE_MEMORY), base, api)
         }
-        None => (memory.clone(), args.api_socket.clone()),
+        None => (
+            memory.clone(),
+            args.restore_base.clone(),
+            args.api_socket.clone(),
+        ),
     };
-    let (mut vmm, _sha256) = restore::build(prepared, &memory, args.verify_memory, options)
-        .map_err(|e| error_chain(&e))?;
+    let files = MemoryFiles {
+        memory: &memory,
+        base: base.as_deref(),
+        verify: args.verify_memory,
+    };
+    let (mut vmm, _sha256) =
+        restore::build(prepared, files, options).map_err(|e| error_chain(&e))?;
     if let Some(socket) = &api_socket {
         return api::serve_running(socket, vmm, options.seccomp).map_err(|e| e.to_string());
     }

@@ -23,6 +23,7 @@ use crate::devices::virtio::vsock::device::VsockStats;
 use crate::event_loop::{EventLoop, EventLoopError, Subscriber};
 use crate::hardening::{self, ThreadKind};
 use crate::metrics::{ExitCounters, MemoryReport, memory_report};
+use crate::snapshot::memory::{MemoryImage, Pages};
 use crate::snapshot::{self, Snapshot, SnapshotError, SnapshotInfo};
 use crate::vstate::exit::{ExitReason, ExitSignal};
 use crate::vstate::memory;
@@ -92,6 +93,8 @@ pub struct VmmParts {
     pub serial: Arc<Mutex<SerialDevice>>,
     /// The MSRs a snapshot reads.
     pub msr_indices: Vec<u32>,
+    /// The full memory image guest memory is mapped from (a restored VM).
+    pub memory_base: Option<MemoryImage>,
 }
 
 /// Life-cycle state.
@@ -163,6 +166,7 @@ pub struct Vmm {
     config: VmConfig,
     transports: Vec<Arc<Mutex<MmioTransport>>>,
     serial: Arc<Mutex<SerialDevice>>,
+    memory_base: Option<MemoryImage>,
     vcpus: Vec<Vcpu>,
     threads: Vec<JoinHandle<()>>,
     ctx: Arc<RunContext>,
@@ -199,6 +203,7 @@ impl Vmm {
             config: p.config,
             transports: p.transports,
             serial: p.serial,
+            memory_base: p.memory_base,
             vcpus: p.vcpus,
             threads: Vec::new(),
             ctx: Arc::new(ctx),
@@ -275,15 +280,20 @@ impl Vmm {
     }
 
     /// Writes a snapshot of the paused VM: its state to `state_path` and
-    /// its memory to `memory_path` (see [`crate::snapshot`]). The VM stays
-    /// paused; on an error neither file is left.
+    /// its memory to `memory_path` (see [`crate::snapshot`]); with `pages`
+    /// [`Pages::Dirty`], only what it wrote since it was restored. The VM
+    /// stays paused; on an error neither file is left.
     pub fn snapshot(
         &mut self,
         state_path: &Path,
         memory_path: &Path,
+        pages: Pages,
     ) -> Result<SnapshotInfo, SnapshotError> {
         if self.state != VmState::Paused {
             return Err(SnapshotError::NotPaused(self.state.name()));
+        }
+        if pages == Pages::Dirty && self.memory_base.is_none() {
+            return Err(SnapshotError::NoDiff);
         }
         for path in [state_path, memory_path] {
             if path.exists() {
@@ -292,7 +302,7 @@ impl Vmm {
         }
         let partial = snapshot::partial_name(memory_path);
         let _ = std::fs::remove_file(&partial);
-        let result = self.write_snapshot(state_path, memory_path, &partial);
+        let result = self.write_snapshot(state_path, memory_path, &partial, pages);
         if result.is_err() {
             let _ = std::fs::remove_file(&partial);
         }
@@ -304,6 +314,7 @@ impl Vmm {
         state_path: &Path,
         memory_path: &Path,
         partial: &Path,
+        pages: Pages,
     ) -> Result<SnapshotInfo, SnapshotError> {
         let vcpus = self.save_vcpus()?;
         // The devices stay locked until guest memory is on disk: the event
@@ -318,7 +329,10 @@ impl Vmm {
             .collect();
         let serial = lock(&self.serial).save();
         let vm = VmKvmState::save(&self.vm)?;
-        let memory = snapshot::memory::write(&self.guest, partial)?;
+        let mut memory = snapshot::memory::write(&self.guest, partial, pages)?;
+        if pages == Pages::Dirty {
+            memory.base = self.memory_base.clone().map(Box::new);
+        }
         drop(guards);
         let disk_sizes = self
             .stats

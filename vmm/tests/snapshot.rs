@@ -83,6 +83,10 @@ fn take_snapshot(dir: &Scratch) -> (PathBuf, PathBuf, PathBuf, Vec<u64>) {
     assert_eq!(status, 409, "a running VM is not snapshotted: {reply}");
     assert!(reply.contains("pause it first"), "{reply}");
     assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
+    let diff = body.replace('}', r#","diff":true}"#);
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &diff);
+    assert_eq!(status, 409, "a booted VM has no base for a diff: {reply}");
+    assert!(reply.contains("take a full snapshot"), "{reply}");
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
     assert_eq!(status, 200, "{reply}");
     assert!(reply.contains(r#""sha256":""#), "{reply}");
@@ -229,4 +233,70 @@ fn damaged_truncated_or_foreign_snapshots_are_refused() {
     std::fs::write(&other, b"cubicle-vmm snapshot 0\n{}\nsha256 00\n").expect("write");
     let err = refused("other", &other, &memory);
     assert!(err.contains("format is 0"), "{err}");
+}
+
+fn memory_bytes(reply: &str) -> u64 {
+    let info: serde_json::Value = serde_json::from_str(reply).expect("JSON");
+    info["memory_bytes"].as_u64().expect("memory_bytes")
+}
+
+/// A restored VM snapshotted again as a diff writes only what it changed;
+/// the diff restores over its base (and not without it).
+#[test]
+fn a_diff_snapshot_holds_only_what_changed_and_restores_over_its_base() {
+    require_kvm!();
+    let dir = Scratch::new("snapshot-diff");
+    let (state, memory, overlay, _) = take_snapshot(&dir);
+    let full = Snapshot::read(&state).expect("reads").0.memory.data_bytes();
+    let mut args = restore_args(&dir, "a", &state, &memory, &overlay, 7);
+    let api = dir.path("a.api");
+    args.extend(["--api-socket".into(), s(&api).into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let fork = KillOnDrop(Some(spawn(&args)));
+    let log = dir.path("a.log");
+    wait_for_path(&api);
+    let first = loop {
+        if let Some(&t) = ticks(&std::fs::read_to_string(&log).unwrap_or_default()).first() {
+            break t;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    wait_for_text(&log, &format!("snap guest: tick {}\n", first + 1));
+    assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
+    let (diff_state, diff_memory) = (dir.path("diff.state"), dir.path("diff.mem"));
+    let body = format!(
+        r#"{{"state_path":"{}","memory_path":"{}","diff":true}}"#,
+        s(&diff_state),
+        s(&diff_memory)
+    );
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
+    assert_eq!(status, 200, "{reply}");
+    let changed = memory_bytes(&reply);
+    println!("full snapshot {full} bytes of memory, the diff {changed}");
+    assert!(changed > 0 && changed < full, "diff {changed}, full {full}");
+    let caught = ticks(&std::fs::read_to_string(&log).expect("log"));
+    let at_diff = dir.path("ov-at-diff");
+    std::fs::copy(dir.path("a.ov"), &at_diff).expect("copy the overlay");
+    assert_eq!(request(&api, "PUT", "/vm/stop", "").0, 204);
+    drop(fork);
+
+    let mut args = restore_args(&dir, "b", &diff_state, &diff_memory, &at_diff, 8);
+    let without_base: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = wait_output(spawn(&without_base));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--restore-base"), "{}", stderr(&out));
+    args.extend(["--restore-base".into(), s(&memory).into()]);
+    let _ = std::fs::remove_file(dir.path("b.log"));
+    let with_base: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = wait_output(spawn(&with_base));
+    let log = std::fs::read_to_string(dir.path("b.log")).expect("log");
+    assert!(out.status.success(), "{}\n{log}", stderr(&out));
+    let last = *caught.last().expect("ticks before the diff");
+    let seen = ticks(&log);
+    assert!(
+        seen.first()
+            .is_some_and(|&t| t == last + 1 || t == last + 2),
+        "went on from {seen:?} after {last}: {log}"
+    );
+    assert!(log.contains("snap guest: done"), "{log}");
 }

@@ -14,6 +14,7 @@ use crate::builder::{self, BuildOptions};
 use crate::config::VmConfig;
 use crate::hardening::{self, ThreadKind};
 use crate::snapshot::SnapshotError;
+use crate::snapshot::memory::Pages;
 use crate::vmm::{VmState, Vmm};
 use crate::vstate::exit::ExitReason;
 
@@ -297,6 +298,8 @@ impl Server {
         struct Paths {
             state_path: PathBuf,
             memory_path: PathBuf,
+            #[serde(default)]
+            diff: bool,
         }
         let paths: Paths = match serde_json::from_slice(body) {
             Ok(p) => p,
@@ -304,17 +307,19 @@ impl Server {
                 return error(
                     400,
                     "bad_request",
-                    format!("the body must be {{\"state_path\", \"memory_path\"}}: {e}"),
+                    format!("the body must be {{\"state_path\", \"memory_path\", \"diff\"?}}: {e}"),
                 );
             }
         };
         let Some(vmm) = self.vmm.as_mut() else {
             return error(409, "not_started", "PUT /vm/start first");
         };
-        match vmm.snapshot(&paths.state_path, &paths.memory_path) {
+        let pages = if paths.diff { Pages::Dirty } else { Pages::All };
+        match vmm.snapshot(&paths.state_path, &paths.memory_path, pages) {
             Ok(info) => (200, serde_json::to_string(&info).unwrap_or_default()),
             Err(e @ SnapshotError::NotPaused(_)) => error(409, "wrong_state", chain(&e)),
             Err(e @ SnapshotError::Exists(_)) => error(409, "exists", chain(&e)),
+            Err(e @ SnapshotError::NoDiff) => error(409, "no_base", chain(&e)),
             Err(e) => error(500, "snapshot_failed", chain(&e)),
         }
     }

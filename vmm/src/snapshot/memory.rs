@@ -10,6 +10,13 @@
 //! zero, so it is skipped unread; a file-backed mapping (a VM that was
 //! itself restored) is read whole. Without `/proc` (the jail mounts none)
 //! every page is read, which is slower, never wrong.
+//!
+//! A diff snapshot of a restored VM writes only the pages the VM has
+//! written since: in its `MAP_PRIVATE` file mapping those are exactly the
+//! pages that became private copies (pagemap: present or swapped, not a
+//! file page), whoever wrote them — the guest through KVM or a device
+//! through vm-memory. Its image names the base image it applies to; a
+//! restore maps the base copy-on-write and reads the diff's pages over it.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -30,6 +37,8 @@ const PAGE: usize = 4096;
 const PAGEMAP_CHUNK: usize = 4096;
 const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAPPED: u64 = 1 << 62;
+/// "File page or shared anonymous": a private copy has this bit clear.
+const PM_FILE: u64 = 1 << 61;
 /// Bytes read at once when checking the file's digest.
 const VERIFY_CHUNK: usize = 1 << 20;
 
@@ -65,6 +74,9 @@ pub struct MemoryImage {
     pub extents: Vec<(u64, u64)>,
     /// CRC-32 of the extents' bytes, in order.
     pub crc32: u32,
+    /// For a diff: the full image its extents apply to.
+    #[serde(default)]
+    pub base: Option<Box<MemoryImage>>,
 }
 
 impl MemoryImage {
@@ -74,10 +86,14 @@ impl MemoryImage {
     }
 }
 
-/// Which pages of `[start, start + len)` (host addresses) may hold data:
-/// false only for anonymous pages never touched. None when pagemap cannot
-/// be read.
-fn touched_pages(pagemap: &File, start: usize, len: usize) -> Option<Vec<bool>> {
+/// Which pages of `[start, start + len)` (host addresses) pass `keep`
+/// (given each one's pagemap entry). None when pagemap cannot be read.
+fn pages_where(
+    pagemap: &File,
+    start: usize,
+    len: usize,
+    keep: fn(u64) -> bool,
+) -> Option<Vec<bool>> {
     let pages = len / PAGE;
     let mut touched = Vec::with_capacity(pages);
     let mut raw = vec![0u8; PAGEMAP_CHUNK * 8];
@@ -86,22 +102,47 @@ fn touched_pages(pagemap: &File, start: usize, len: usize) -> Option<Vec<bool>> 
         let n = (pages - page).min(PAGEMAP_CHUNK);
         let offset = ((start / PAGE + page) * 8) as u64;
         pagemap.read_exact_at(&mut raw[..n * 8], offset).ok()?;
-        touched.extend(raw[..n * 8].chunks_exact(8).map(|e| {
-            let entry = u64::from_le_bytes(e.try_into().expect("chunks of 8 bytes"));
-            entry & (PM_PRESENT | PM_SWAPPED) != 0
-        }));
+        touched.extend(
+            raw[..n * 8]
+                .chunks_exact(8)
+                .map(|e| keep(u64::from_le_bytes(e.try_into().expect("chunks of 8 bytes")))),
+        );
         page += n;
     }
     Some(touched)
+}
+
+/// In an anonymous mapping: the page was ever touched.
+fn touched(entry: u64) -> bool {
+    entry & (PM_PRESENT | PM_SWAPPED) != 0
+}
+
+/// In a private file mapping: the page is the VM's own copy.
+fn private_copy(entry: u64) -> bool {
+    touched(entry) && entry & PM_FILE == 0
+}
+
+/// Which pages a memory file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    /// Every page that is not zero: a full snapshot.
+    All,
+    /// Only the pages written since the VM was restored from its base.
+    Dirty,
 }
 
 fn is_zero(page: &[u8]) -> bool {
     page.iter().fold(0u8, |acc, &b| acc | b) == 0
 }
 
-/// Writes guest memory to `path` (created, sparse). The vCPUs must be
-/// parked and the devices locked: nothing may write guest memory meanwhile.
-pub fn write(guest: &GuestMemoryMmap, path: &Path) -> Result<MemoryImage, SnapshotError> {
+/// Writes guest memory to `path` (created, sparse): `pages` says which.
+/// The vCPUs must be parked and the devices locked: nothing may write guest
+/// memory meanwhile.
+pub fn write(
+    guest: &GuestMemoryMmap,
+    path: &Path,
+    pages: Pages,
+) -> Result<MemoryImage, SnapshotError> {
     let file = File::options()
         .write(true)
         .create_new(true)
@@ -121,9 +162,17 @@ pub fn write(guest: &GuestMemoryMmap, path: &Path) -> Result<MemoryImage, Snapsh
         // contract: vCPUs parked, devices locked).
         let bytes = unsafe { std::slice::from_raw_parts(host, len) };
         let anonymous = region.file_offset().is_none();
-        let touched = pagemap
-            .filter(|_| anonymous)
-            .and_then(|pm| touched_pages(pm, host as usize, len));
+        let wanted = match pages {
+            Pages::All => pagemap
+                .filter(|_| anonymous)
+                .and_then(|pm| pages_where(pm, host as usize, len, touched)),
+            Pages::Dirty => Some(
+                pagemap
+                    .filter(|_| !anonymous)
+                    .and_then(|pm| pages_where(pm, host as usize, len, private_copy))
+                    .ok_or(SnapshotError::NoDiff)?,
+            ),
+        };
         let mut run: Option<usize> = None;
         let mut flush = |from: usize, to: usize| -> Result<(), SnapshotError> {
             let data = &bytes[from..to];
@@ -134,7 +183,10 @@ pub fn write(guest: &GuestMemoryMmap, path: &Path) -> Result<MemoryImage, Snapsh
             Ok(())
         };
         for (i, page) in bytes.chunks(PAGE).enumerate() {
-            let skip = touched.as_ref().is_some_and(|t| !t[i]) || is_zero(page);
+            // A dirty page is kept even when zero: a hole in a diff means
+            // "the base's page".
+            let skip =
+                wanted.as_ref().is_some_and(|w| !w[i]) || (pages == Pages::All && is_zero(page));
             match (skip, run) {
                 (false, None) => run = Some(i * PAGE),
                 (true, Some(from)) => {
@@ -163,6 +215,7 @@ pub fn write(guest: &GuestMemoryMmap, path: &Path) -> Result<MemoryImage, Snapsh
         regions,
         extents,
         crc32: crc.finalize(),
+        base: None,
     })
 }
 
@@ -261,6 +314,58 @@ pub fn map(
     })
 }
 
+/// Reads a diff's pages over guest memory mapped from its base (they
+/// become the VM's private copies), checking the diff's CRC as it goes.
+pub fn apply_diff(
+    guest: &GuestMemoryMmap,
+    path: &Path,
+    image: &MemoryImage,
+) -> Result<(), SnapshotError> {
+    let file = File::open(path).map_err(io("opening the diff memory file", path))?;
+    let found = file
+        .metadata()
+        .map_err(io("reading the diff memory file's size", path))?
+        .len();
+    if found != image.size {
+        return Err(SnapshotError::MemorySize {
+            path: path.to_path_buf(),
+            expected: image.size,
+            found,
+        });
+    }
+    let mut crc = crc32fast::Hasher::new();
+    for &(offset, len) in &image.extents {
+        let (region, at) = image
+            .regions
+            .iter()
+            .zip(guest.iter())
+            .find(|(r, _)| offset >= r.file_offset && offset + len <= r.file_offset + r.len)
+            .map(|(r, g)| (g, offset - r.file_offset))
+            .ok_or_else(|| {
+                SnapshotError::Damaged(format!(
+                    "diff extent at {offset:#x} lies outside guest memory"
+                ))
+            })?;
+        // SAFETY: the extent lies inside this region (checked above), a live
+        // mapping of `guest`'s that no vCPU runs on yet.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(region.as_ptr().add(at as usize), len as usize)
+        };
+        file.read_exact_at(bytes, offset)
+            .map_err(io("reading the diff memory file", path))?;
+        crc.update(bytes);
+    }
+    let found = crc.finalize();
+    if found != image.crc32 {
+        return Err(SnapshotError::MemoryCorrupt {
+            path: path.to_path_buf(),
+            expected: image.crc32,
+            found,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,7 +382,7 @@ mod tests {
         guest
             .write_slice(b"far page", GuestAddress(0x1f_f000))
             .expect("write");
-        let image = write(&guest, &path).expect("written");
+        let image = write(&guest, &path, Pages::All).expect("written");
         assert_eq!(image.size, 2 << 20);
         assert_eq!(image.data_bytes(), 2 * PAGE as u64, "{:?}", image.extents);
         let restored = map(&path, &image, 2, true).expect("mapped");
@@ -304,7 +409,7 @@ mod tests {
         guest
             .write_slice(b"data", GuestAddress(0x2000))
             .expect("write");
-        let image = write(&guest, &path).expect("written");
+        let image = write(&guest, &path, Pages::All).expect("written");
         let file = File::options().write(true).open(&path).expect("open");
         file.write_all_at(b"X", 0x2001).expect("corrupt");
         let err = map(&path, &image, 2, true).expect_err("corrupt");

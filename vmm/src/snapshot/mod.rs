@@ -117,6 +117,14 @@ pub enum SnapshotError {
     /// This host's CPU lacks something the snapshot's guest uses.
     #[error("this host cannot run the snapshot: {0}; restore it on a host with the same CPU")]
     Cpu(String),
+    /// A diff was asked of a VM that was not restored from a snapshot.
+    #[error(
+        "a diff snapshot needs a VM restored from a snapshot (its memory mapped from the base) and /proc/self/pagemap; take a full snapshot"
+    )]
+    NoDiff,
+    /// A diff was restored without its base, or a full snapshot with one.
+    #[error("{0}")]
+    Base(&'static str),
     /// A vCPU did not hand over its state.
     #[error("vCPU {0} did not hand over its state (it has left the guest)")]
     VcpuGone(usize),

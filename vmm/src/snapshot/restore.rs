@@ -8,7 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use kvm_ioctls::Kvm;
+use vm_memory::GuestMemoryMmap;
 
+use super::memory::MemoryImage;
 use super::{Snapshot, SnapshotError, check_cpu, memory};
 use crate::arch::x86_64::{cpuid, msr};
 use crate::builder::{BuildError, BuildOptions, CreatedFiles, Devices};
@@ -28,8 +30,18 @@ pub struct Overrides {
     pub vsock: Option<VsockConfig>,
     /// Where COM1 goes (stdout when absent).
     pub serial_log: Option<PathBuf>,
-    /// Check the memory file's CRC before mapping it (reads all its data).
-    pub verify_memory: bool,
+}
+
+/// The memory files of a restore: the snapshot's, and for a diff snapshot
+/// the full one it applies to.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryFiles<'a> {
+    /// The snapshot's memory file.
+    pub memory: &'a Path,
+    /// The base memory file of a diff snapshot.
+    pub base: Option<&'a Path>,
+    /// Check the (base) memory file's CRC before mapping it.
+    pub verify: bool,
 }
 
 /// The snapshot's configuration with `o` applied.
@@ -84,19 +96,17 @@ pub fn prepare(state: &Path, o: &Overrides) -> Result<Prepared, BuildError> {
 /// Returns it with the state file's SHA-256.
 pub fn restore(
     state: &Path,
-    memory_file: &Path,
+    files: MemoryFiles<'_>,
     o: &Overrides,
     options: BuildOptions,
 ) -> Result<(Vmm, String), BuildError> {
-    build(prepare(state, o)?, memory_file, o.verify_memory, options)
+    build(prepare(state, o)?, files, options)
 }
 
-/// Builds the prepared VM with its memory mapped from `memory_file`
-/// (checked against its CRC first when `verify_memory`).
+/// Builds the prepared VM with its memory mapped from `files`.
 pub fn build(
     prepared: Prepared,
-    memory_file: &Path,
-    verify_memory: bool,
+    files: MemoryFiles<'_>,
     options: BuildOptions,
 ) -> Result<(Vmm, String), BuildError> {
     let Prepared {
@@ -113,12 +123,7 @@ pub fn build(
         &snapshot.vcpus[0].cpuid,
         &host_cpuid(&kvm, &vcpus[0], config.vcpus)?,
     )?;
-    let guest = memory::map(
-        memory_file,
-        &snapshot.memory,
-        config.memory_mib,
-        verify_memory,
-    )?;
+    let (guest, base) = map_memory(&snapshot, files, config.memory_mib)?;
     guest_memory::register(&vm_fd, &guest)?;
     let mut created = CreatedFiles::default();
     let devices = Devices::wire(
@@ -142,8 +147,45 @@ pub fn build(
     }
     let msr_indices = vcpu_state::msr_list(&kvm).map_err(msr::MsrError::IndexList)?;
     created.0.clear();
-    let vmm = devices.into_vmm(&config, guest, vm_fd, vcpus, msr_indices, options);
+    let vmm = devices.into_vmm(
+        &config,
+        guest,
+        vm_fd,
+        vcpus,
+        msr_indices,
+        Some(base),
+        options,
+    );
     Ok((vmm, sha256))
+}
+
+/// Guest memory for `snapshot`: its memory file mapped, or for a diff its
+/// base mapped with the diff read over it. Returns the full image the
+/// mapping comes from (a later diff applies to it).
+fn map_memory(
+    snapshot: &Snapshot,
+    files: MemoryFiles<'_>,
+    memory_mib: u64,
+) -> Result<(GuestMemoryMmap, MemoryImage), SnapshotError> {
+    match (&snapshot.memory.base, files.base) {
+        (None, None) => {
+            let guest = memory::map(files.memory, &snapshot.memory, memory_mib, files.verify)?;
+            let mut image = snapshot.memory.clone();
+            image.base = None;
+            Ok((guest, image))
+        }
+        (Some(base), Some(base_file)) => {
+            let guest = memory::map(base_file, base, memory_mib, files.verify)?;
+            memory::apply_diff(&guest, files.memory, &snapshot.memory)?;
+            Ok((guest, (**base).clone()))
+        }
+        (Some(_), None) => Err(SnapshotError::Base(
+            "this is a diff snapshot: give the memory file of the snapshot it was taken against as --restore-base",
+        )),
+        (None, Some(_)) => Err(SnapshotError::Base(
+            "this is a full snapshot: leave --restore-base out",
+        )),
+    }
 }
 
 /// The CPUID this host gives a vCPU built the way the VMM builds one: what
