@@ -203,7 +203,14 @@ pub fn build(config: &VmConfig, options: BuildOptions) -> Result<Vmm, BuildError
     let vcpus = create_vcpus(&kvm, &vm_fd, &guest, config, kernel.0.entry)?;
     let msr_indices = vcpu_state::msr_list(&kvm).map_err(msr::MsrError::IndexList)?;
     created.0.clear();
-    Ok(devices.into_vmm(config, guest, vm_fd, vcpus, msr_indices, None, options))
+    let kvm = KvmParts {
+        guest,
+        vm: vm_fd,
+        vcpus,
+        msr_indices,
+        memory_base: None,
+    };
+    Ok(devices.into_vmm(config, kvm, options))
 }
 
 /// A VM's devices, wired to its VM and memory: the buses, the virtio
@@ -271,21 +278,12 @@ impl Devices {
     }
 
     /// The VM, ready to start.
-    pub(crate) fn into_vmm(
-        self,
-        config: &VmConfig,
-        guest: GuestMemoryMmap,
-        vm: VmFd,
-        vcpus: Vec<Vcpu>,
-        msr_indices: Vec<u32>,
-        memory_base: Option<MemoryImage>,
-        options: BuildOptions,
-    ) -> Vmm {
+    pub(crate) fn into_vmm(self, config: &VmConfig, kvm: KvmParts, options: BuildOptions) -> Vmm {
         let sockets = config.vsock.iter().map(|v| v.uds_path.clone()).collect();
         Vmm::new(VmmParts {
-            guest,
-            vm,
-            vcpus,
+            guest: kvm.guest,
+            vm: kvm.vm,
+            vcpus: kvm.vcpus,
             pio: self.pio,
             mmio: self.mmio,
             exit: self.exit,
@@ -296,10 +294,21 @@ impl Devices {
             config: config.clone(),
             transports: self.transports,
             serial: self.serial,
-            msr_indices,
-            memory_base,
+            msr_indices: kvm.msr_indices,
+            memory_base: kvm.memory_base,
         })
     }
+}
+
+/// The KVM side of a built VM: memory, the VM, its vCPUs.
+pub(crate) struct KvmParts {
+    pub(crate) guest: GuestMemoryMmap,
+    pub(crate) vm: VmFd,
+    pub(crate) vcpus: Vec<Vcpu>,
+    /// The MSRs a snapshot reads.
+    pub(crate) msr_indices: Vec<u32>,
+    /// The full memory image guest memory is mapped from (a restored VM).
+    pub(crate) memory_base: Option<MemoryImage>,
 }
 
 fn load_kernel(

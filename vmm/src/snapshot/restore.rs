@@ -13,7 +13,7 @@ use vm_memory::GuestMemoryMmap;
 use super::memory::MemoryImage;
 use super::{Snapshot, SnapshotError, check_cpu, memory};
 use crate::arch::x86_64::{cpuid, msr};
-use crate::builder::{BuildError, BuildOptions, CreatedFiles, Devices};
+use crate::builder::{BuildError, BuildOptions, CreatedFiles, Devices, KvmParts};
 use crate::config::{DiskConfig, VmConfig, VsockConfig};
 use crate::vmm::Vmm;
 use crate::vstate::vcpu::Vcpu;
@@ -147,15 +147,14 @@ pub fn build(
     }
     let msr_indices = vcpu_state::msr_list(&kvm).map_err(msr::MsrError::IndexList)?;
     created.0.clear();
-    let vmm = devices.into_vmm(
-        &config,
+    let kvm = KvmParts {
         guest,
-        vm_fd,
+        vm: vm_fd,
         vcpus,
         msr_indices,
-        Some(base),
-        options,
-    );
+        memory_base: Some(base),
+    };
+    let vmm = devices.into_vmm(&config, kvm, options);
     Ok((vmm, sha256))
 }
 
