@@ -4,7 +4,9 @@
  * queue must carry across a restore), polls its vsock event queue (a
  * restore's TRANSPORT_RESET lands there), and prints the tick. After
  * cubicle.ticks=N ticks it resets. A restored copy goes on from the tick
- * the snapshot caught, with nothing of its first ticks printed again. */
+ * the snapshot caught, with nothing of its first ticks printed again.
+ * With cubicle.spin it prints dots without end after "ready" instead: the
+ * snapshot bench times a restore to the first byte the copy prints. */
 #include "rt.h"
 
 #define T_IN 0
@@ -114,6 +116,11 @@ void guest_main(const void *boot_params) {
     for (u64 i = 0; i < PATTERN; i++) pattern[i] = byte_at(i);
     u64 ticks = ticks_wanted(cmdline);
     puts("snap guest: ready\n");
+    if (cmdline_has(cmdline, "cubicle.spin"))
+        for (;;) {
+            putc('.');
+            for (int i = 0; i < 1000; i++) cpu_relax();
+        }
     for (u64 t = 1; t <= ticks; t++) {
         for (u64 i = 0; i < PATTERN; i++)
             if (pattern[i] != byte_at(i)) fail("the memory pattern changed");

@@ -148,7 +148,7 @@ fn linux(args: &BenchArgs, dir: &Path, kernel: &Path) -> Result<(), BenchError> 
     Ok(())
 }
 
-fn self_exe() -> PathBuf {
+pub(crate) fn self_exe() -> PathBuf {
     std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cubicle-vmm"))
 }
 
@@ -241,7 +241,7 @@ fn min_median(mut v: Vec<Duration>) -> (Duration, Duration) {
     (v[0], v[v.len() / 2])
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
@@ -313,8 +313,22 @@ fn memory_overhead(args: &BenchArgs, dir: &Path) -> Result<(), BenchError> {
 }
 
 fn http(socket: &Path, method: &str, path: &str) -> std::io::Result<String> {
+    http_body(socket, method, path, "")
+}
+
+/// One request with a body to a VMM's API; the reply's body.
+pub(crate) fn http_body(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<String> {
     let mut s = UnixStream::connect(socket)?;
-    write!(s, "{method} {path} HTTP/1.1\r\nContent-Length: 0\r\n\r\n")?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
     let mut reply = String::new();
     s.read_to_string(&mut reply)?;
     Ok(reply
@@ -324,7 +338,7 @@ fn http(socket: &Path, method: &str, path: &str) -> std::io::Result<String> {
 }
 
 /// (Rss, Pss) in bytes of a process, read from outside it.
-fn smaps_rollup(pid: u32) -> (u64, u64) {
+pub(crate) fn smaps_rollup(pid: u32) -> (u64, u64) {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
     let field = |name: &str| {
         text.lines()

@@ -14,6 +14,7 @@
 pub mod api;
 pub mod arch;
 pub mod bench;
+pub mod bench_snapshot;
 pub mod builder;
 pub mod config;
 pub mod devices;

@@ -12,7 +12,7 @@ use cubicle_vmm::config::{DEFAULT_CMDLINE, DiskConfig, VmConfig, VsockConfig};
 use cubicle_vmm::hardening::{self, ThreadKind};
 use cubicle_vmm::jail::{self, JailSpec};
 use cubicle_vmm::snapshot::restore::{self, MemoryFiles, Overrides};
-use cubicle_vmm::{api, bench};
+use cubicle_vmm::{api, bench, bench_snapshot};
 
 #[derive(Parser)]
 #[command(
@@ -39,6 +39,9 @@ enum Command {
     },
     /// Compare start-up and exit times with QEMU microvm, and measure memory overhead.
     Bench(bench::BenchArgs),
+    /// Restores from a snapshot against cold boots of the same guest, one
+    /// and many at once, their memory, and snapshot times.
+    BenchSnapshot(bench_snapshot::SnapshotBenchArgs),
 }
 
 #[derive(Args)]
@@ -137,6 +140,9 @@ fn main() -> ExitCode {
         Command::Api { socket, no_seccomp } => {
             api::serve_until_stopped(&socket, !no_seccomp).map_err(|e| e.to_string())
         }
+        Command::BenchSnapshot(args) => bench_snapshot::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
         Command::Bench(args) => bench::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
