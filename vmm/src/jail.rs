@@ -135,42 +135,18 @@ pub fn plan(
     plan_machine(config, api_socket, kvm, true)
 }
 
-/// Where a restored VM's memory file, and the directory snapshots are
-/// written to, are seen inside the jail.
-pub const RESTORE_MEMORY: &str = "/restore/memory";
-/// The base memory file of a diff snapshot, inside the jail.
-pub const RESTORE_BASE: &str = "/restore/base";
-/// See [`RESTORE_MEMORY`].
+/// Where the directory snapshots are written to is seen inside the jail.
 pub const SNAPSHOT_DIR: &str = "/snapshots";
 
 /// The binds of a VM restored from a snapshot: as [`plan`], without the
-/// kernel and initrd (nothing boots), with the snapshot's memory file
-/// read-only at [`RESTORE_MEMORY`] (mapped copy-on-write: the VM never
-/// writes it).
+/// kernel and initrd (nothing boots). Its memory files are opened before
+/// the jail (`MemoryFiles::open`), so they need no bind.
 pub fn plan_restore(
     config: &VmConfig,
-    memory: &Path,
-    base: Option<&Path>,
     api_socket: Option<&Path>,
     kvm: &Path,
 ) -> Result<(Vec<Bind>, VmConfig, Option<PathBuf>), JailError> {
-    let (mut binds, inside, api) = plan_machine(config, api_socket, kvm, false)?;
-    let files = [
-        ("snapshot memory file", Some(memory), RESTORE_MEMORY),
-        ("snapshot base memory file", base, RESTORE_BASE),
-    ];
-    for (what, source, target) in files {
-        if let Some(source) = source {
-            binds.push(Bind {
-                what: what.into(),
-                source: source.to_owned(),
-                target: target.into(),
-                kind: Kind::File,
-                writable: false,
-            });
-        }
-    }
-    Ok((binds, inside, api))
+    plan_machine(config, api_socket, kvm, false)
 }
 
 /// A directory the jailed VMM may write snapshots into, seen inside as

@@ -204,35 +204,20 @@ fn run_restored(args: &RunArgs) -> Result<ExitCode, String> {
         forbidden_syscall_test: args.seccomp_self_test,
     };
     let mut prepared = restore::prepare(state, &overrides).map_err(|e| error_chain(&e))?;
-    let (memory, base, api_socket) = match args.jail() {
+    // Opened here, before any jail: the jailed VMM sees no snapshot files.
+    let files = MemoryFiles::open(memory, args.restore_base.as_deref(), args.verify_memory)
+        .map_err(|e| error_chain(&e))?;
+    let api_socket = match args.jail() {
         Some(spec) => {
-            let (mut binds, inside, api) = jail::plan_restore(
-                &prepared.config,
-                memory,
-                args.restore_base.as_deref(),
-                args.api_socket.as_deref(),
-                &spec.kvm,
-            )
-            .map_err(|e| error_chain(&e))?;
+            let (mut binds, inside, api) =
+                jail::plan_restore(&prepared.config, args.api_socket.as_deref(), &spec.kvm)
+                    .map_err(|e| error_chain(&e))?;
             binds.extend(args.snapshot_dir.as_deref().map(jail::snapshot_dir_bind));
             jail::enter(&spec, &binds).map_err(|e| error_chain(&e))?;
             prepared.config = inside;
-            let base = args
-                .restore_base
-                .as_ref()
-                .map(|_| PathBuf::from(jail::RESTORE_BASE));
-            (PathBuf::from(jail::RESTORE_MEMORY), base, api)
+            api
         }
-        None => (
-            memory.clone(),
-            args.restore_base.clone(),
-            args.api_socket.clone(),
-        ),
-    };
-    let files = MemoryFiles {
-        memory: &memory,
-        base: base.as_deref(),
-        verify: args.verify_memory,
+        None => args.api_socket.clone(),
     };
     let (mut vmm, _sha256) =
         restore::build(prepared, files, options).map_err(|e| error_chain(&e))?;

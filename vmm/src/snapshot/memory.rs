@@ -52,6 +52,33 @@ pub fn open_pagemap() {
     PAGEMAP.get_or_init(|| File::open("/proc/self/pagemap").ok());
 }
 
+/// A memory file opened for a restore, with its path for messages. Opened
+/// before the jail (as root, never through a symlink): the jailed VMM
+/// needs no view of the snapshot directory and no permission on the file.
+#[derive(Debug)]
+pub struct OpenFile {
+    /// The open file.
+    pub file: File,
+    /// Where it was opened.
+    pub path: std::path::PathBuf,
+}
+
+impl OpenFile {
+    /// Opens `path` read-only, refusing a symlink.
+    pub fn open(path: &Path) -> Result<OpenFile, SnapshotError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = File::options()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(io("opening the memory file", path))?;
+        Ok(OpenFile {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
 /// Where one RAM region sits in the guest and in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegionImage {
@@ -246,12 +273,12 @@ fn verify(file: &File, image: &MemoryImage, path: &Path) -> Result<(), SnapshotE
 
 /// Maps `path` as the guest memory of a VM of `memory_mib` MiB, copy-on-write.
 pub fn map(
-    path: &Path,
+    open: &OpenFile,
     image: &MemoryImage,
     memory_mib: u64,
     check_data: bool,
 ) -> Result<GuestMemoryMmap, SnapshotError> {
-    let file = File::open(path).map_err(io("opening the memory file", path))?;
+    let (file, path) = (&open.file, open.path.as_path());
     let found = file
         .metadata()
         .map_err(io("reading the memory file's size", path))?
@@ -285,7 +312,7 @@ pub fn map(
         )));
     }
     if check_data {
-        verify(&file, image, path)?;
+        verify(file, image, path)?;
     }
     let regions = image
         .regions
@@ -318,10 +345,10 @@ pub fn map(
 /// become the VM's private copies), checking the diff's CRC as it goes.
 pub fn apply_diff(
     guest: &GuestMemoryMmap,
-    path: &Path,
+    open: &OpenFile,
     image: &MemoryImage,
 ) -> Result<(), SnapshotError> {
-    let file = File::open(path).map_err(io("opening the diff memory file", path))?;
+    let (file, path) = (&open.file, open.path.as_path());
     let found = file
         .metadata()
         .map_err(io("reading the diff memory file's size", path))?
@@ -385,7 +412,8 @@ mod tests {
         let image = write(&guest, &path, Pages::All).expect("written");
         assert_eq!(image.size, 2 << 20);
         assert_eq!(image.data_bytes(), 2 * PAGE as u64, "{:?}", image.extents);
-        let restored = map(&path, &image, 2, true).expect("mapped");
+        let open = || OpenFile::open(&path).expect("opens");
+        let restored = map(&open(), &image, 2, true).expect("mapped");
         let mut back = [0u8; 10];
         restored
             .read_slice(&mut back, GuestAddress(0x10))
@@ -394,7 +422,7 @@ mod tests {
         restored
             .write_slice(b"changed", GuestAddress(0x10))
             .expect("write");
-        let again = map(&path, &image, 2, true).expect("the file is unchanged");
+        let again = map(&open(), &image, 2, true).expect("the file is unchanged");
         again
             .read_slice(&mut back, GuestAddress(0x10))
             .expect("read");
@@ -412,10 +440,11 @@ mod tests {
         let image = write(&guest, &path, Pages::All).expect("written");
         let file = File::options().write(true).open(&path).expect("open");
         file.write_all_at(b"X", 0x2001).expect("corrupt");
-        let err = map(&path, &image, 2, true).expect_err("corrupt");
+        let open = || OpenFile::open(&path).expect("opens");
+        let err = map(&open(), &image, 2, true).expect_err("corrupt");
         assert!(matches!(err, SnapshotError::MemoryCorrupt { .. }), "{err}");
         file.set_len(1 << 20).expect("truncate");
-        let err = map(&path, &image, 2, true).expect_err("truncated");
+        let err = map(&open(), &image, 2, true).expect_err("truncated");
         assert!(err.to_string().contains("truncated"), "{err}");
     }
 }

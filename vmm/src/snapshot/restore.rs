@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kvm_ioctls::Kvm;
 use vm_memory::GuestMemoryMmap;
 
-use super::memory::MemoryImage;
+use super::memory::{MemoryImage, OpenFile};
 use super::{Snapshot, SnapshotError, check_cpu, memory};
 use crate::arch::x86_64::{cpuid, msr};
 use crate::builder::{BuildError, BuildOptions, CreatedFiles, Devices, KvmParts};
@@ -32,16 +32,27 @@ pub struct Overrides {
     pub serial_log: Option<PathBuf>,
 }
 
-/// The memory files of a restore: the snapshot's, and for a diff snapshot
-/// the full one it applies to.
-#[derive(Debug, Clone, Copy)]
-pub struct MemoryFiles<'a> {
+/// The memory files of a restore, open: the snapshot's, and for a diff
+/// snapshot the full one it applies to.
+#[derive(Debug)]
+pub struct MemoryFiles {
     /// The snapshot's memory file.
-    pub memory: &'a Path,
+    pub memory: OpenFile,
     /// The base memory file of a diff snapshot.
-    pub base: Option<&'a Path>,
+    pub base: Option<OpenFile>,
     /// Check the (base) memory file's CRC before mapping it.
     pub verify: bool,
+}
+
+impl MemoryFiles {
+    /// Opens `memory` (and `base`), refusing symlinks.
+    pub fn open(memory: &Path, base: Option<&Path>, verify: bool) -> Result<Self, SnapshotError> {
+        Ok(MemoryFiles {
+            memory: OpenFile::open(memory)?,
+            base: base.map(OpenFile::open).transpose()?,
+            verify,
+        })
+    }
 }
 
 /// The snapshot's configuration with `o` applied.
@@ -96,7 +107,7 @@ pub fn prepare(state: &Path, o: &Overrides) -> Result<Prepared, BuildError> {
 /// Returns it with the state file's SHA-256.
 pub fn restore(
     state: &Path,
-    files: MemoryFiles<'_>,
+    files: MemoryFiles,
     o: &Overrides,
     options: BuildOptions,
 ) -> Result<(Vmm, String), BuildError> {
@@ -106,7 +117,7 @@ pub fn restore(
 /// Builds the prepared VM with its memory mapped from `files`.
 pub fn build(
     prepared: Prepared,
-    files: MemoryFiles<'_>,
+    files: MemoryFiles,
     options: BuildOptions,
 ) -> Result<(Vmm, String), BuildError> {
     let Prepared {
@@ -123,7 +134,7 @@ pub fn build(
         &snapshot.vcpus[0].cpuid,
         &host_cpuid(&kvm, &vcpus[0], config.vcpus)?,
     )?;
-    let (guest, base) = map_memory(&snapshot, files, config.memory_mib)?;
+    let (guest, base) = map_memory(&snapshot, &files, config.memory_mib)?;
     guest_memory::register(&vm_fd, &guest)?;
     let mut created = CreatedFiles::default();
     let devices = Devices::wire(
@@ -163,19 +174,19 @@ pub fn build(
 /// mapping comes from (a later diff applies to it).
 fn map_memory(
     snapshot: &Snapshot,
-    files: MemoryFiles<'_>,
+    files: &MemoryFiles,
     memory_mib: u64,
 ) -> Result<(GuestMemoryMmap, MemoryImage), SnapshotError> {
-    match (&snapshot.memory.base, files.base) {
+    match (&snapshot.memory.base, &files.base) {
         (None, None) => {
-            let guest = memory::map(files.memory, &snapshot.memory, memory_mib, files.verify)?;
+            let guest = memory::map(&files.memory, &snapshot.memory, memory_mib, files.verify)?;
             let mut image = snapshot.memory.clone();
             image.base = None;
             Ok((guest, image))
         }
         (Some(base), Some(base_file)) => {
             let guest = memory::map(base_file, base, memory_mib, files.verify)?;
-            memory::apply_diff(&guest, files.memory, &snapshot.memory)?;
+            memory::apply_diff(&guest, &files.memory, &snapshot.memory)?;
             Ok((guest, (**base).clone()))
         }
         (Some(_), None) => Err(SnapshotError::Base(
