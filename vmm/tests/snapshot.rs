@@ -300,3 +300,88 @@ fn a_diff_snapshot_holds_only_what_changed_and_restores_over_its_base() {
     );
     assert!(log.contains("snap guest: done"), "{log}");
 }
+
+/// A tmpfs too small for the memory file, unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(path: PathBuf) -> SmallDisk {
+        std::fs::create_dir_all(&path).expect("mount point");
+        let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
+        let (target, fstype, data) = (c(s(&path)), c("tmpfs"), c("size=64k"));
+        // SAFETY: NUL-terminated strings that outlive the call.
+        let r = unsafe {
+            libc::mount(
+                fstype.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            )
+        };
+        assert_eq!(r, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
+        SmallDisk(path)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(s(&self.0)).expect("no NUL");
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// A disk that fills up during the copy: the snapshot fails naming the
+/// cause, leaves no file behind, and the VM snapshots fine elsewhere and
+/// runs on.
+#[test]
+fn a_full_disk_fails_the_snapshot_cleanly_and_the_vm_runs_on() {
+    require_kvm!();
+    if !cubicle_skip::is_root() {
+        return skip("needs root: the test mounts a small tmpfs");
+    }
+    let dir = Scratch::new("snapshot-full");
+    let base = disk(&dir);
+    let (log, api) = (dir.path("log"), dir.path("api"));
+    let child = spawn(&[
+        "--kernel",
+        s(&guest("snap")),
+        "--memory-mib",
+        "64",
+        "--cmdline",
+        "console=ttyS0 cubicle.ticks=12",
+        "--disk",
+        &format!("id=d,path={},overlay={}", s(&base), s(&dir.path("ov"))),
+        "--serial-log",
+        s(&log),
+        "--api-socket",
+        s(&api),
+    ]);
+    let child = KillOnDrop(Some(child));
+    wait_for_text(&log, "snap guest: tick 2\n");
+    assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
+    let full = SmallDisk::mount(dir.path("full"));
+    let into = |d: &Path| {
+        format!(
+            r#"{{"state_path":"{}","memory_path":"{}"}}"#,
+            s(&d.join("s.state")),
+            s(&d.join("s.mem"))
+        )
+    };
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &into(&full.0));
+    assert_eq!(status, 500, "{reply}");
+    assert!(
+        reply.contains("snapshot_failed") && reply.contains("No space left on device"),
+        "{reply}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&full.0).expect("lists").collect();
+    assert!(left.is_empty(), "no half snapshot: {left:?}");
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &into(&dir.0));
+    assert_eq!(status, 200, "the VM snapshots fine elsewhere: {reply}");
+    assert_eq!(request(&api, "PUT", "/vm/resume", "").0, 204);
+    let out = child.wait();
+    let log = std::fs::read_to_string(&log).expect("log");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(log.contains("snap guest: done"), "{log}");
+}
