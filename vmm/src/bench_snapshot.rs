@@ -38,6 +38,35 @@ pub struct SnapshotBenchArgs {
     /// (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "0,64")]
     pub dirty_mib: Vec<u64>,
+    /// Also print the main rows as one JSON line at the end (what
+    /// `cubicle bench` reads).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// p50 and p95 in milliseconds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+}
+
+/// The main rows, for `--json`.
+#[derive(Debug, serde::Serialize)]
+struct Summary {
+    runs: usize,
+    forks: usize,
+    cold_boot_ms: Percentiles,
+    restore_ms: Percentiles,
+    restore_verified_ms: Percentiles,
+    cold_boots_at_once_ms: Percentiles,
+    restores_at_once_ms: Percentiles,
+    cold_pss_bytes: u64,
+    restored_pss_bytes: u64,
+    snapshot_ms: f64,
+    snapshot_memory_bytes: u64,
 }
 
 /// What is booted and what the cold boot is timed to.
@@ -138,10 +167,13 @@ fn kill(mut child: Child) {
     let _ = child.wait();
 }
 
-fn percentiles(mut v: Vec<Duration>) -> (f64, f64) {
+fn percentiles(mut v: Vec<Duration>) -> Percentiles {
     v.sort();
     let at = |q: f64| ms(v[((v.len() - 1) as f64 * q).round() as usize]);
-    (at(0.5), at(0.95))
+    Percentiles {
+        p50: at(0.5),
+        p95: at(0.95),
+    }
 }
 
 /// Starts `n` VMs at once, each timed to its marker; returns the times and
@@ -244,8 +276,12 @@ fn run_in(args: &SnapshotBenchArgs, dir: &Path) -> Result<(), BenchError> {
             at
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let (cold50, cold95) = percentiles(cold);
-    println!("cold boot → its first line:        p50 {cold50:8.2} ms  p95 {cold95:8.2} ms");
+    let cold = percentiles(cold);
+    println!(
+        "cold boot → its first line:        p50 {:8.2} ms  p95 {:8.2} ms",
+        cold.p50, cold.p95
+    );
+    let mut restores = Vec::new();
     for verify in [false, true] {
         let times = (0..args.runs)
             .map(|_| {
@@ -256,16 +292,19 @@ fn run_in(args: &SnapshotBenchArgs, dir: &Path) -> Result<(), BenchError> {
                 at
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let (p50, p95) = percentiles(times);
+        let r = percentiles(times);
         let how = if verify {
             "with CRC check"
         } else {
             "              "
         };
         println!(
-            "restore {how} → guest running: p50 {p50:8.2} ms  p95 {p95:8.2} ms  ({:.1}x faster than cold)",
-            cold50 / p50
+            "restore {how} → guest running: p50 {:8.2} ms  p95 {:8.2} ms  ({:.1}x faster than cold)",
+            r.p50,
+            r.p95,
+            cold.p50 / r.p50
         );
+        restores.push(r);
     }
     let (cold_times, cold_pss) = many(|_| s.boot.clone(), args.forks, Some(s.marker))?;
     let (fork_times, fork_pss) = many(
@@ -274,11 +313,16 @@ fn run_in(args: &SnapshotBenchArgs, dir: &Path) -> Result<(), BenchError> {
         None,
     )?;
     let n = args.forks;
-    let ((c50, c95), (f50, f95)) = (percentiles(cold_times), percentiles(fork_times));
-    println!("{n} cold boots at once:              p50 {c50:8.2} ms  p95 {c95:8.2} ms");
+    let (c, f) = (percentiles(cold_times), percentiles(fork_times));
     println!(
-        "{n} restores at once:                p50 {f50:8.2} ms  p95 {f95:8.2} ms  ({:.1}x faster)",
-        c50 / f50
+        "{n} cold boots at once:              p50 {:8.2} ms  p95 {:8.2} ms",
+        c.p50, c.p95
+    );
+    println!(
+        "{n} restores at once:                p50 {:8.2} ms  p95 {:8.2} ms  ({:.1}x faster)",
+        f.p50,
+        f.p95,
+        c.p50 / f.p50
     );
     let mib = |b: u64| b as f64 / 1048576.0;
     println!(
@@ -291,6 +335,19 @@ fn run_in(args: &SnapshotBenchArgs, dir: &Path) -> Result<(), BenchError> {
         "snapshot (full), {:.1} MiB of memory written: {took:.1} ms",
         mib(bytes)
     );
+    let summary = Summary {
+        runs: args.runs,
+        forks: n,
+        cold_boot_ms: cold,
+        restore_ms: restores[0],
+        restore_verified_ms: restores[1],
+        cold_boots_at_once_ms: c,
+        restores_at_once_ms: f,
+        cold_pss_bytes: cold_pss,
+        restored_pss_bytes: fork_pss,
+        snapshot_ms: took,
+        snapshot_memory_bytes: bytes,
+    };
     if args.linux.is_some() {
         for &dirty in args.dirty_mib.iter().filter(|&&d| d > 0) {
             let s = setup(args, dir, dirty)?;
@@ -304,6 +361,9 @@ fn run_in(args: &SnapshotBenchArgs, dir: &Path) -> Result<(), BenchError> {
         }
     } else {
         diff_row(&s, dir, &state, &memory, 0)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&summary).unwrap_or_default());
     }
     Ok(())
 }

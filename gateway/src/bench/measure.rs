@@ -255,6 +255,8 @@ async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Resul
     if !args.no_vmm {
         say("cubicle-vmm bench");
         rows.extend(vmm());
+        say("cubicle-vmm bench-snapshot");
+        rows.extend(vmm_snapshots());
     }
     Ok(rows)
 }
@@ -609,14 +611,79 @@ async fn concurrent(daemon: &Daemon, count: usize, alone: Option<Stat>) -> anyho
     .note(note))
 }
 
-/// `cubicle-vmm bench`, run beside this binary; its medians.
-fn vmm() -> Vec<Row> {
-    let name = "VMM start to first serial byte";
-    let Some(vmm) = std::env::current_exe()
+/// The `cubicle-vmm` beside this binary.
+fn vmm_beside() -> Option<std::path::PathBuf> {
+    std::env::current_exe()
         .ok()
         .and_then(|exe| Some(exe.parent()?.join("cubicle-vmm")))
         .filter(|p| p.exists())
+}
+
+/// `cubicle-vmm bench-snapshot --json`, run beside this binary: a VM
+/// restored from a snapshot against a cold boot of the same test guest,
+/// one and ten at once, and their memory.
+fn vmm_snapshots() -> Vec<Row> {
+    let name = "VM restore from a snapshot to guest running";
+    let Some(vmm) = vmm_beside() else {
+        return vec![Row::skipped(name, "no cubicle-vmm beside this binary")];
+    };
+    let out = match std::process::Command::new(&vmm)
+        .args(["bench-snapshot", "--runs", "10", "--forks", "10", "--json"])
+        .output()
+    {
+        Ok(out) => out,
+        Err(err) => return vec![Row::skipped(name, err)],
+    };
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return vec![Row::skipped(name, why.lines().last().unwrap_or("failed"))];
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let Some(v) = text
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
     else {
+        return vec![Row::skipped(name, "no JSON summary from bench-snapshot")];
+    };
+    let stat = |key: &str| {
+        Some(Stat {
+            p50: v[key]["p50"].as_f64()?,
+            p95: v[key]["p95"].as_f64()?,
+            n: v["runs"].as_u64()? as usize,
+        })
+    };
+    let mib = |key: &str| v[key].as_f64().and_then(|b| Stat::of(vec![b / 1048576.0]));
+    vec![
+        Row::new(
+            name,
+            "ms",
+            stat("restore_ms"),
+            "cold boot of the same guest",
+            stat("cold_boot_ms"),
+        )
+        .note("the VMM's snap test guest, 256 MiB (cubicle-vmm bench-snapshot)"),
+        Row::new(
+            "10 VM restores at once",
+            "ms",
+            stat("restores_at_once_ms"),
+            "10 cold boots at once",
+            stat("cold_boots_at_once_ms"),
+        ),
+        Row::new(
+            "PSS of 10 restored VMs",
+            "MiB",
+            mib("restored_pss_bytes"),
+            "10 cold-booted VMs",
+            mib("cold_pss_bytes"),
+        ),
+    ]
+}
+
+/// `cubicle-vmm bench`, run beside this binary; its medians.
+fn vmm() -> Vec<Row> {
+    let name = "VMM start to first serial byte";
+    let Some(vmm) = vmm_beside() else {
         return vec![Row::skipped(name, "no cubicle-vmm beside this binary")];
     };
     let out = match std::process::Command::new(&vmm)

@@ -18,6 +18,7 @@
 //! | idle PSS per workspace | the plain bubblewrap desktop's PSS |
 //! | N concurrent creates (failures, p50/p95, wall) | one create alone |
 //! | VMM start (`cubicle-vmm bench`) | `qemu -M microvm` on the same test guest |
+//! | VM restore from a snapshot, one and ten at once, and the ten's PSS (`cubicle-vmm bench-snapshot`) | cold boots of the same guest |
 //!
 //! Ratios are peer / Cubicle: above 1, Cubicle is faster (or smaller).
 //! Nothing is asserted about time; a part that cannot run here is reported
@@ -71,7 +72,7 @@ pub struct BenchArgs {
         default_value = "/var/cache/cubicle"
     )]
     pub image_cache: PathBuf,
-    /// Skip `cubicle-vmm bench` (the VMM vs QEMU row).
+    /// Skip `cubicle-vmm bench` and `bench-snapshot` (the VMM's rows).
     #[arg(long)]
     pub no_vmm: bool,
 }
