@@ -182,7 +182,7 @@ fn linux_snapshotted_mid_way_goes_on_ticking_after_a_restore() {
     );
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
     assert_eq!(status, 200, "{reply}");
-    let caught = std::fs::read_to_string(&log).expect("console log");
+    let caught = read_lossy(&log);
     assert_eq!(request(&api, "PUT", "/vm/stop", "").0, 204);
     let out = source.wait();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -206,7 +206,7 @@ fn linux_snapshotted_mid_way_goes_on_ticking_after_a_restore() {
         .spawn()
         .expect("spawn the restore");
     let out = wait_output(child);
-    let serial = std::fs::read_to_string(&restored_log).unwrap_or_default();
+    let serial = read_lossy(&restored_log);
     assert!(out.status.success(), "{}\n{serial}", stderr(&out));
     assert!(
         !serial.contains("Linux version"),

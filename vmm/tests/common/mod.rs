@@ -156,13 +156,18 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// A console log as text (a kernel's log may hold bytes that are not
+/// UTF-8; they must not hide the rest).
+pub fn read_lossy(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
 /// Polls until `path` holds `text` (hang-guarded).
 pub fn wait_for_text(path: &Path, text: &str) {
     let deadline = Instant::now() + guard(30);
-    while !std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .contains(text)
-    {
+    while !read_lossy(path).contains(text) {
         assert!(
             Instant::now() < deadline,
             "{} never contained {text:?}",
