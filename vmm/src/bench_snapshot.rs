@@ -95,10 +95,16 @@ fn setup(args: &SnapshotBenchArgs, dir: &Path, dirty: u64) -> Result<Setup, Benc
         let boot = ["--kernel", &p(kernel), "--initrd", &p(&initrd)];
         let mut boot: Vec<String> = boot.iter().map(|s| s.to_string()).collect();
         boot.extend(["--memory-mib".into(), mem, "--cmdline".into(), cmdline]);
+        // With memory to dirty, the snapshot waits until init has.
+        let marker = if dirty > 0 {
+            "cubicle-init: dirtied"
+        } else {
+            "cubicle-init: reached init"
+        };
         return Ok(Setup {
             boot,
             restore_extra: vec![],
-            marker: "cubicle-init: reached init",
+            marker,
         });
     }
     let guest = dir.join("snap-guest");
@@ -187,10 +193,21 @@ fn many(
     let mut children = (0..n)
         .map(|i| spawn(&runs(i)))
         .collect::<Result<Vec<_>, _>>()?;
-    let times = children
-        .iter_mut()
-        .map(|c| until(c, marker, start))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Each console read on its own thread: one read after another would
+    // time the later VMs by when the earlier ones were done.
+    let times = std::thread::scope(|scope| {
+        let readers: Vec<_> = children
+            .iter_mut()
+            .map(|c| scope.spawn(move || until(c, marker, start)))
+            .collect();
+        readers
+            .into_iter()
+            .map(|r| {
+                r.join()
+                    .unwrap_or_else(|_| Err(fail("console")("reader panicked".into())))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
     let pss = children.iter().map(|c| smaps_rollup(c.id()).1).sum();
     children.into_iter().for_each(kill);
     Ok((times, pss))
