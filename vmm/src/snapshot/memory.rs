@@ -77,6 +77,24 @@ impl OpenFile {
             path: path.to_path_buf(),
         })
     }
+
+    /// The file's size, refused unless it is `expected` (a truncated file,
+    /// or another snapshot's).
+    fn check_size(&self, expected: u64) -> Result<u64, SnapshotError> {
+        let found = self
+            .file
+            .metadata()
+            .map_err(io("reading the memory file's size", &self.path))?
+            .len();
+        if found != expected {
+            return Err(SnapshotError::MemorySize {
+                path: self.path.clone(),
+                expected,
+                found,
+            });
+        }
+        Ok(found)
+    }
 }
 
 /// Where one RAM region sits in the guest and in the file.
@@ -279,17 +297,7 @@ pub fn map(
     check_data: bool,
 ) -> Result<GuestMemoryMmap, SnapshotError> {
     let (file, path) = (&open.file, open.path.as_path());
-    let found = file
-        .metadata()
-        .map_err(io("reading the memory file's size", path))?
-        .len();
-    if found != image.size {
-        return Err(SnapshotError::MemorySize {
-            path: path.to_path_buf(),
-            expected: image.size,
-            found,
-        });
-    }
+    let found = open.check_size(image.size)?;
     let expected: Vec<(u64, u64)> = layout::ram_ranges(memory_mib << 20);
     let saved: Vec<(u64, u64)> = image
         .regions
@@ -349,17 +357,7 @@ pub fn apply_diff(
     image: &MemoryImage,
 ) -> Result<(), SnapshotError> {
     let (file, path) = (&open.file, open.path.as_path());
-    let found = file
-        .metadata()
-        .map_err(io("reading the diff memory file's size", path))?
-        .len();
-    if found != image.size {
-        return Err(SnapshotError::MemorySize {
-            path: path.to_path_buf(),
-            expected: image.size,
-            found,
-        });
-    }
+    open.check_size(image.size)?;
     let mut crc = crc32fast::Hasher::new();
     for &(offset, len) in &image.extents {
         let (region, at) = image
