@@ -195,10 +195,23 @@ fn many(
         .collect::<Result<Vec<_>, _>>()?;
     // Each console read on its own thread: one read after another would
     // time the later VMs by when the earlier ones were done.
+    // A VM that has got there is stopped (SIGSTOP) until all have: its
+    // guest would otherwise keep printing and take the CPU from the ones
+    // still starting. Its memory stays for the PSS.
     let times = std::thread::scope(|scope| {
         let readers: Vec<_> = children
             .iter_mut()
-            .map(|c| scope.spawn(move || until(c, marker, start)))
+            .map(|c| {
+                scope.spawn(move || {
+                    let at = until(c, marker, start);
+                    if let Ok(pid) = libc::pid_t::try_from(c.id()) {
+                        // SAFETY: signals our own child (a positive pid),
+                        // which is not yet reaped.
+                        unsafe { libc::kill(pid, libc::SIGSTOP) };
+                    }
+                    at
+                })
+            })
             .collect();
         readers
             .into_iter()
