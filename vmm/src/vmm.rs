@@ -317,15 +317,16 @@ impl Vmm {
         pages: Pages,
     ) -> Result<SnapshotInfo, SnapshotError> {
         let vcpus = self.save_vcpus()?;
-        // The devices stay locked until guest memory is on disk: the event
-        // thread must not move a queue or write a buffer in between.
-        let devices: Vec<_> = self.transports.iter().map(|t| lock(t).device()).collect();
+        // The transports, then their devices (the order a vCPU's MMIO exit
+        // takes them in), stay locked until guest memory is on disk: the
+        // event thread must not move a queue or write a buffer in between.
+        let transports: Vec<_> = self.transports.iter().map(|t| lock(t)).collect();
+        let devices: Vec<_> = transports.iter().map(|t| t.device()).collect();
         let guards: Vec<_> = devices.iter().map(|d| lock(d)).collect();
-        let virtio = self
-            .transports
+        let virtio = transports
             .iter()
             .zip(&guards)
-            .map(|(t, device)| lock(t).save(&**device))
+            .map(|(t, device)| t.save(&**device))
             .collect();
         let serial = lock(&self.serial).save();
         let vm = VmKvmState::save(&self.vm)?;
@@ -334,6 +335,7 @@ impl Vmm {
             memory.base = self.memory_base.clone().map(Box::new);
         }
         drop(guards);
+        drop(transports);
         let disk_sizes = self
             .stats
             .blocks
