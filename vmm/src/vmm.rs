@@ -330,7 +330,8 @@ impl Vmm {
             .collect();
         let serial = lock(&self.serial).save();
         let vm = VmKvmState::save(&self.vm)?;
-        let mut memory = snapshot::memory::write(&self.guest, partial, pages)?;
+        let mut memory =
+            snapshot::memory::write(&self.guest, partial, pages, self.memory_base.as_ref())?;
         if pages == Pages::Dirty {
             memory.base = self.memory_base.clone().map(Box::new);
         }

@@ -241,7 +241,8 @@ fn memory_bytes(reply: &str) -> u64 {
 }
 
 /// A restored VM snapshotted again as a diff writes only what it changed;
-/// the diff restores over its base (and not without it).
+/// the diff restores over its base (and not without it), and a full
+/// snapshot of the restored VM restores on its own.
 #[test]
 fn a_diff_snapshot_holds_only_what_changed_and_restores_over_its_base() {
     require_kvm!();
@@ -274,6 +275,17 @@ fn a_diff_snapshot_holds_only_what_changed_and_restores_over_its_base() {
     let changed = memory_bytes(&reply);
     println!("full snapshot {full} bytes of memory, the diff {changed}");
     assert!(changed > 0 && changed < full, "diff {changed}, full {full}");
+    // A full snapshot of the restored copy too: its memory is the base
+    // file's pages plus its own.
+    let (again_state, again_memory) = (dir.path("again.state"), dir.path("again.mem"));
+    let body = format!(
+        r#"{{"state_path":"{}","memory_path":"{}"}}"#,
+        s(&again_state),
+        s(&again_memory)
+    );
+    let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
+    assert_eq!(status, 200, "{reply}");
+    assert!(memory_bytes(&reply) >= changed, "{reply}");
     let caught = ticks(&std::fs::read_to_string(&log).expect("log"));
     let at_diff = dir.path("ov-at-diff");
     std::fs::copy(dir.path("a.ov"), &at_diff).expect("copy the overlay");
@@ -297,6 +309,18 @@ fn a_diff_snapshot_holds_only_what_changed_and_restores_over_its_base() {
         seen.first()
             .is_some_and(|&t| t == last + 1 || t == last + 2),
         "went on from {seen:?} after {last}: {log}"
+    );
+    assert!(log.contains("snap guest: done"), "{log}");
+
+    let args = restore_args(&dir, "c", &again_state, &again_memory, &at_diff, 9);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = wait_output(spawn(&args));
+    let log = std::fs::read_to_string(dir.path("c.log")).expect("log");
+    assert!(out.status.success(), "{}\n{log}", stderr(&out));
+    assert_eq!(
+        ticks(&log).first(),
+        seen.first(),
+        "the full copy goes on from the same tick: {log}"
     );
     assert!(log.contains("snap guest: done"), "{log}");
 }

@@ -157,6 +157,21 @@ fn pages_where(
     Some(touched)
 }
 
+/// Marks in `pages` (one flag per page of the region at `region_offset`
+/// in the file) every page the base image has data in.
+fn mark_extents(pages: &mut [bool], base: &MemoryImage, region_offset: u64) {
+    let region_end = region_offset + (pages.len() * PAGE) as u64;
+    for &(offset, len) in &base.extents {
+        let (from, to) = (offset.max(region_offset), (offset + len).min(region_end));
+        if from >= to {
+            continue;
+        }
+        let first = ((from - region_offset) / PAGE as u64) as usize;
+        let last = (to - region_offset).div_ceil(PAGE as u64) as usize;
+        pages[first..last].iter_mut().for_each(|p| *p = true);
+    }
+}
+
 /// In an anonymous mapping: the page was ever touched.
 fn touched(entry: u64) -> bool {
     entry & (PM_PRESENT | PM_SWAPPED) != 0
@@ -187,6 +202,7 @@ pub fn write(
     guest: &GuestMemoryMmap,
     path: &Path,
     pages: Pages,
+    base: Option<&MemoryImage>,
 ) -> Result<MemoryImage, SnapshotError> {
     let file = File::options()
         .write(true)
@@ -207,11 +223,21 @@ pub fn write(
         // contract: vCPUs parked, devices locked).
         let bytes = unsafe { std::slice::from_raw_parts(host, len) };
         let anonymous = region.file_offset().is_none();
-        let wanted = match pages {
-            Pages::All => pagemap
-                .filter(|_| anonymous)
-                .and_then(|pm| pages_where(pm, host as usize, len, touched)),
-            Pages::Dirty => Some(
+        let wanted = match (pages, anonymous, base) {
+            (Pages::All, true, _) => {
+                pagemap.and_then(|pm| pages_where(pm, host as usize, len, touched))
+            }
+            // A restored VM's page is data if it is its own copy or the
+            // base file has data there; the rest is zero, left unread
+            // (reading it would fill the page cache with the file's holes).
+            (Pages::All, false, Some(base)) => pagemap
+                .and_then(|pm| pages_where(pm, host as usize, len, private_copy))
+                .map(|mut own| {
+                    mark_extents(&mut own, base, file_offset);
+                    own
+                }),
+            (Pages::All, false, None) => None,
+            (Pages::Dirty, ..) => Some(
                 pagemap
                     .filter(|_| !anonymous)
                     .and_then(|pm| pages_where(pm, host as usize, len, private_copy))
@@ -407,7 +433,7 @@ mod tests {
         guest
             .write_slice(b"far page", GuestAddress(0x1f_f000))
             .expect("write");
-        let image = write(&guest, &path, Pages::All).expect("written");
+        let image = write(&guest, &path, Pages::All, None).expect("written");
         assert_eq!(image.size, 2 << 20);
         assert_eq!(image.data_bytes(), 2 * PAGE as u64, "{:?}", image.extents);
         let open = || OpenFile::open(&path).expect("opens");
@@ -428,6 +454,33 @@ mod tests {
     }
 
     #[test]
+    fn a_restored_vms_full_snapshot_holds_the_bases_data_and_its_own_pages_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let guest = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 2 << 20)]).expect("memory");
+        guest
+            .write_slice(b"from the base", GuestAddress(0x3000))
+            .expect("write");
+        let base = write(&guest, &dir.path().join("base"), Pages::All, None).expect("written");
+        let open = OpenFile::open(&dir.path().join("base")).expect("opens");
+        let restored = map(&open, &base, 2, false).expect("mapped");
+        restored
+            .write_slice(b"its own", GuestAddress(0x10_0000))
+            .expect("write");
+        let again = dir.path().join("again");
+        let image = write(&restored, &again, Pages::All, Some(&base)).expect("written");
+        let offsets: Vec<u64> = image.extents.iter().map(|e| e.0).collect();
+        assert_eq!(offsets, vec![0x3000, 0x10_0000], "{:?}", image.extents);
+        let back = map(&OpenFile::open(&again).expect("opens"), &image, 2, true).expect("mapped");
+        let mut text = [0u8; 13];
+        back.read_slice(&mut text, GuestAddress(0x3000))
+            .expect("read");
+        assert_eq!(&text, b"from the base");
+        back.read_slice(&mut text[..7], GuestAddress(0x10_0000))
+            .expect("read");
+        assert_eq!(&text[..7], b"its own");
+    }
+
+    #[test]
     fn a_changed_or_truncated_memory_file_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("mem");
@@ -435,7 +488,7 @@ mod tests {
         guest
             .write_slice(b"data", GuestAddress(0x2000))
             .expect("write");
-        let image = write(&guest, &path, Pages::All).expect("written");
+        let image = write(&guest, &path, Pages::All, None).expect("written");
         let file = File::options().write(true).open(&path).expect("open");
         file.write_all_at(b"X", 0x2001).expect("corrupt");
         let open = || OpenFile::open(&path).expect("opens");
