@@ -229,6 +229,25 @@ fn damaged_truncated_or_foreign_snapshots_are_refused() {
     let err = refused("foreign", &foreign_path, &memory);
     assert!(err.contains("this host cannot run the snapshot"), "{err}");
 
+    // A state file names the snapshot VM's disk and socket paths; a
+    // restore never opens them: it must be given its own.
+    let bare_log = dir.path("bare.log");
+    let bare = [
+        "--restore",
+        s(&state),
+        "--restore-memory",
+        s(&memory),
+        "--serial-log",
+        s(&bare_log),
+    ];
+    let out = wait_output(spawn(&bare));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a restore opens no path its state file names"),
+        "{}",
+        stderr(&out)
+    );
+
     let other = dir.path("other.state");
     std::fs::write(&other, b"cubicle-vmm snapshot 0\n{}\nsha256 00\n").expect("write");
     let err = refused("other", &other, &memory);

@@ -55,8 +55,30 @@ impl MemoryFiles {
     }
 }
 
-/// The snapshot's configuration with `o` applied.
+/// The snapshot's configuration with `o` applied. Every path the restored
+/// VM opens comes from `o`, never from the state file: a state file is
+/// written by a VMM that ran a guest, and a forged one must not name a host
+/// file for this VMM (started as root) to bind or open. So each of the
+/// snapshot's disks and its vsock device must be given again.
 fn configure(saved: &VmConfig, o: &Overrides) -> Result<VmConfig, SnapshotError> {
+    if let Some(missing) = saved
+        .disks
+        .iter()
+        .find(|d| !o.disks.iter().any(|g| g.id == d.id))
+    {
+        return Err(SnapshotError::Mismatch(format!(
+            "give --disk id={},path=...[,overlay=...] for the snapshot's disk {:?}: a restore \
+             opens no path its state file names",
+            missing.id, missing.id
+        )));
+    }
+    if saved.vsock.is_some() && o.vsock.is_none() {
+        return Err(SnapshotError::Mismatch(
+            "give --vsock cid=N,uds=PATH: the snapshot's VM has a vsock device, and a restore \
+             opens no path its state file names"
+                .into(),
+        ));
+    }
     let mut config = saved.clone();
     for disk in &o.disks {
         let Some(slot) = config.disks.iter_mut().find(|d| d.id == disk.id) else {
