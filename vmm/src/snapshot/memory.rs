@@ -290,6 +290,18 @@ pub fn write(
     })
 }
 
+/// Refuses data whose CRC is not the image's.
+fn check_crc(found: u32, image: &MemoryImage, path: &Path) -> Result<(), SnapshotError> {
+    if found != image.crc32 {
+        return Err(SnapshotError::MemoryCorrupt {
+            path: path.to_path_buf(),
+            expected: image.crc32,
+            found,
+        });
+    }
+    Ok(())
+}
+
 /// Checks the file's extents against the image's CRC.
 fn verify(file: &File, image: &MemoryImage, path: &Path) -> Result<(), SnapshotError> {
     let mut crc = crc32fast::Hasher::new();
@@ -304,15 +316,7 @@ fn verify(file: &File, image: &MemoryImage, path: &Path) -> Result<(), SnapshotE
             done += n as u64;
         }
     }
-    let found = crc.finalize();
-    if found != image.crc32 {
-        return Err(SnapshotError::MemoryCorrupt {
-            path: path.to_path_buf(),
-            expected: image.crc32,
-            found,
-        });
-    }
-    Ok(())
+    check_crc(crc.finalize(), image, path)
 }
 
 /// Maps `path` as the guest memory of a VM of `memory_mib` MiB, copy-on-write.
@@ -406,15 +410,7 @@ pub fn apply_diff(
             .map_err(io("reading the diff memory file", path))?;
         crc.update(bytes);
     }
-    let found = crc.finalize();
-    if found != image.crc32 {
-        return Err(SnapshotError::MemoryCorrupt {
-            path: path.to_path_buf(),
-            expected: image.crc32,
-            found,
-        });
-    }
-    Ok(())
+    check_crc(crc.finalize(), image, path)
 }
 
 #[cfg(test)]
