@@ -175,11 +175,7 @@ fn linux_snapshotted_mid_way_goes_on_ticking_after_a_restore() {
     wait_for_text(&log, "cubicle-init: tick 3");
     assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
     let (state, memory) = (dir.path("linux.state"), dir.path("linux.mem"));
-    let body = format!(
-        r#"{{"state_path":"{}","memory_path":"{}"}}"#,
-        path(&state),
-        path(&memory)
-    );
+    let body = snapshot_body(&state, &memory, false);
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
     assert_eq!(status, 200, "{reply}");
     let caught = read_lossy(&log);

@@ -74,16 +74,12 @@ fn take_snapshot(dir: &Scratch) -> (PathBuf, PathBuf, PathBuf, Vec<u64>) {
     let child = KillOnDrop(Some(child));
     wait_for_text(&log, "snap guest: tick 3\n");
     let (state, memory) = (dir.path("snap.state"), dir.path("snap.mem"));
-    let body = format!(
-        r#"{{"state_path":"{}","memory_path":"{}"}}"#,
-        s(&state),
-        s(&memory)
-    );
+    let body = snapshot_body(&state, &memory, false);
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
     assert_eq!(status, 409, "a running VM is not snapshotted: {reply}");
     assert!(reply.contains("pause it first"), "{reply}");
     assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
-    let diff = body.replace('}', r#","diff":true}"#);
+    let diff = snapshot_body(&state, &memory, true);
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &diff);
     assert_eq!(status, 409, "a booted VM has no base for a diff: {reply}");
     assert!(reply.contains("take a full snapshot"), "{reply}");
@@ -284,11 +280,7 @@ fn a_diff_snapshot_holds_only_what_changed_and_restores_over_its_base() {
     wait_for_text(&log, &format!("snap guest: tick {}\n", first + 1));
     assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
     let (diff_state, diff_memory) = (dir.path("diff.state"), dir.path("diff.mem"));
-    let body = format!(
-        r#"{{"state_path":"{}","memory_path":"{}","diff":true}}"#,
-        s(&diff_state),
-        s(&diff_memory)
-    );
+    let body = snapshot_body(&diff_state, &diff_memory, true);
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
     assert_eq!(status, 200, "{reply}");
     let changed = memory_bytes(&reply);
@@ -297,11 +289,7 @@ fn a_diff_snapshot_holds_only_what_changed_and_restores_over_its_base() {
     // A full snapshot of the restored copy too: its memory is the base
     // file's pages plus its own.
     let (again_state, again_memory) = (dir.path("again.state"), dir.path("again.mem"));
-    let body = format!(
-        r#"{{"state_path":"{}","memory_path":"{}"}}"#,
-        s(&again_state),
-        s(&again_memory)
-    );
+    let body = snapshot_body(&again_state, &again_memory, false);
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &body);
     assert_eq!(status, 200, "{reply}");
     assert!(memory_bytes(&reply) >= changed, "{reply}");
@@ -405,13 +393,7 @@ fn a_full_disk_fails_the_snapshot_cleanly_and_the_vm_runs_on() {
     wait_for_text(&log, "snap guest: tick 2\n");
     assert_eq!(request(&api, "PUT", "/vm/pause", "").0, 204);
     let full = SmallDisk::mount(dir.path("full"));
-    let into = |d: &Path| {
-        format!(
-            r#"{{"state_path":"{}","memory_path":"{}"}}"#,
-            s(&d.join("s.state")),
-            s(&d.join("s.mem"))
-        )
-    };
+    let into = |d: &Path| snapshot_body(&d.join("s.state"), &d.join("s.mem"), false);
     let (status, reply) = request(&api, "PUT", "/vm/snapshot", &into(&full.0));
     assert_eq!(status, 500, "{reply}");
     assert!(

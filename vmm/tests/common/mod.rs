@@ -211,3 +211,8 @@ pub fn request(socket: &Path, method: &str, path: &str, body: &str) -> (u16, Str
         .unwrap_or_default();
     (status, body)
 }
+
+/// The body of `PUT /vm/snapshot` (JSON from serde, so any path is quoted right).
+pub fn snapshot_body(state: &Path, memory: &Path, diff: bool) -> String {
+    serde_json::json!({ "state_path": state, "memory_path": memory, "diff": diff }).to_string()
+}
