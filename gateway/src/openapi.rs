@@ -240,6 +240,7 @@ impl Modify for BearerAuth {
         crate::ops::secrets::SecretView, crate::ops::secrets::BindingView,
         crate::ops::profiles::ProfileView,
         crate::ops::snapshots::SnapshotView,
+        crate::ops::snapshots::MachineView,
         crate::wire::snapshot::NewSnapshot, crate::wire::snapshot::Rollback,
         crate::ops::shares::ShareView, crate::ops::shares::ShareOpened,
         crate::wire::share::NewShare, crate::wire::share::ShareMode,

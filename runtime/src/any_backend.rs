@@ -102,6 +102,36 @@ impl Backend for AnyBackend {
         }
     }
 
+    fn memory_snapshots(&self) -> bool {
+        match self {
+            Self::Jail(b) => b.memory_snapshots(),
+            Self::Microvm(b) => b.memory_snapshots(),
+        }
+    }
+
+    async fn snapshot_memory(
+        &self,
+        spec: &WorkspaceSpec,
+        files: &crate::snapshots::Files,
+        id: &str,
+    ) -> Result<crate::snapshots::MemoryParts, BackendError> {
+        match self {
+            Self::Jail(b) => b.snapshot_memory(spec, files, id).await,
+            Self::Microvm(b) => b.snapshot_memory(spec, files, id).await,
+        }
+    }
+
+    fn start_restored(
+        &self,
+        spec: &WorkspaceSpec,
+        image: &crate::snapshots::MemoryImage,
+    ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
+        match self {
+            Self::Jail(b) => b.start_restored(spec, image),
+            Self::Microvm(b) => b.start_restored(spec, image),
+        }
+    }
+
     fn clean(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         match self {
             Self::Jail(b) => b.clean(spec),

@@ -109,6 +109,8 @@ pub enum BackendError {
         id: String,
         reason: String,
     },
+    #[error("cannot snapshot workspace {id} (it runs on): {reason}")]
+    Snapshot { id: String, reason: String },
     #[error("processes of workspace {id} survived the stop: pids {pids:?}")]
     Survivors { id: String, pids: Vec<i32> },
 }
@@ -162,6 +164,49 @@ pub trait Backend: Send + Sync + 'static {
             id: spec.id.clone(),
             reason: format!("the {} backend cannot resume", self.name()),
         }))
+    }
+
+    /// Whether it saves a running workspace's whole machine (`memory`
+    /// snapshots); the others snapshot the user's files only.
+    fn memory_snapshots(&self) -> bool {
+        false
+    }
+
+    /// Saves running workspace `spec`'s whole machine as snapshot `id`
+    /// under `files`: paused for it and resumed after, whatever happens.
+    /// Either every file is in place or none is.
+    fn snapshot_memory(
+        &self,
+        spec: &WorkspaceSpec,
+        files: &crate::snapshots::Files,
+        id: &str,
+    ) -> impl std::future::Future<Output = Result<crate::snapshots::MemoryParts, BackendError>> + Send
+    {
+        let _ = (files, id);
+        std::future::ready(Err(BackendError::Unavailable(
+            self.name(),
+            format!(
+                "workspace {} cannot have its memory saved: only microVMs can",
+                spec.id
+            ),
+        )))
+    }
+
+    /// Starts the workspace from memory snapshot `image` instead of
+    /// booting it: its disk becomes the snapshot's, and its machine goes
+    /// on from where the snapshot caught it (see [`Backend::start`]).
+    fn start_restored(
+        &self,
+        spec: &WorkspaceSpec,
+        image: &crate::snapshots::MemoryImage,
+    ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
+        Err(BackendError::Unavailable(
+            self.name(),
+            format!(
+                "snapshot {} holds a microVM's memory, which workspace {} cannot run from",
+                image.id, spec.id
+            ),
+        ))
     }
 
     /// Removes what a stopped workspace left in its runtime state (sockets,

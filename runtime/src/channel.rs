@@ -210,6 +210,48 @@ impl GuestChannel {
     }
 }
 
+impl GuestChannel {
+    /// Gives a microVM restored from a memory snapshot its own identity
+    /// (see [`cubicle_image::identity`]): its init reseeds the kernel's RNG
+    /// with `identity`'s entropy, takes its machine id and hostname and
+    /// steps its clock. Only a microVM's init serves this port; the VMM is
+    /// the checked peer, as for every other port.
+    pub async fn fresh_identity(
+        &self,
+        identity: &cubicle_image::identity::Identity,
+    ) -> Result<(), ChannelError> {
+        use cubicle_image::identity::{IdentityReply, PORT};
+        let mut stream = self.connect_checked().await?;
+        let exchange = async {
+            handshake::connect(&mut stream, PORT).await?;
+            let (read, mut write) = stream.into_split();
+            let mut line = serde_json::to_string(identity)
+                .map_err(|err| ChannelError::BadReply(err.to_string()))?;
+            line.push('\n');
+            write.write_all(line.as_bytes()).await?;
+            let mut reply = String::new();
+            BufReader::new(read.take(MAX_REPLY))
+                .read_line(&mut reply)
+                .await?;
+            let reply: IdentityReply = serde_json::from_str(&reply).map_err(|err| {
+                ChannelError::BadReply(format!(
+                    "the VM's init did not answer the identity request ({err}): {reply:.200}"
+                ))
+            })?;
+            match reply.ok {
+                true => Ok(()),
+                false => Err(ChannelError::BadReply(format!(
+                    "the VM's init refused its new identity: {}",
+                    reply.error.unwrap_or_default()
+                ))),
+            }
+        };
+        tokio::time::timeout(CONTROL_TIMEOUT, exchange)
+            .await
+            .map_err(|_| ChannelError::Timeout)?
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsRawFd;

@@ -35,6 +35,7 @@ pub mod rootfs_modes;
 pub mod secret_rows;
 pub mod shim;
 pub mod snapshots;
+pub mod sparse_copy;
 pub mod state;
 pub mod time_limits;
 pub mod tokens;

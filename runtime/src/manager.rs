@@ -358,8 +358,18 @@ impl<B: Backend> Manager<B> {
                 reason,
             });
         }
-        let booted = match self.boot(&spec).await {
+        // A memory snapshot is the machine itself: the workspace starts
+        // from it instead of booting. A disk one is put in after the boot.
+        let image = snapshot
+            .as_ref()
+            .filter(|s| s.kind == crate::snapshots::MEMORY)
+            .map(|s| self.snapshot_files().image(s));
+        let booted = match self.boot_from(&spec, image.as_ref()).await {
             Ok(()) => match &snapshot {
+                Some(snapshot) if image.is_some() => {
+                    self.announce_restored(&record.id, snapshot);
+                    Ok(())
+                }
                 Some(snapshot) => {
                     let restored = self.restore(&record.id, snapshot).await;
                     if restored.is_err() {
@@ -586,8 +596,23 @@ impl<B: Backend> Manager<B> {
     /// Starts the workspace's processes and waits until the guest is ready.
     /// On success the store says `running` and an exit watcher is armed.
     async fn boot(self: &Arc<Self>, spec: &WorkspaceSpec) -> Result<(), String> {
+        self.boot_from(spec, None).await
+    }
+
+    /// Like [`Manager::boot`], or from memory snapshot `image` when one is
+    /// given: the machine goes on from the snapshot, and takes a fresh
+    /// identity before it is ready ([`Manager::fresh_identity`]).
+    async fn boot_from(
+        self: &Arc<Self>,
+        spec: &WorkspaceSpec,
+        image: Option<&crate::snapshots::MemoryImage>,
+    ) -> Result<(), String> {
         let profile = self.claim_profile(&spec.id).await?;
-        let (pid, mut exit) = self.backend.start(spec).map_err(|e| e.to_string())?;
+        let started = match image {
+            Some(image) => self.backend.start_restored(spec, image),
+            None => self.backend.start(spec),
+        };
+        let (pid, mut exit) = started.map_err(|e| e.to_string())?;
         self.store
             .set_state(&spec.id, WorkspaceState::Starting, Some(pid), None)
             .await
@@ -599,6 +624,9 @@ impl<B: Backend> Manager<B> {
             ..spec.clone()
         };
         self.wait_ready(&started, &mut exit).await?;
+        if image.is_some() {
+            self.fresh_identity(&started).await?;
+        }
         if let Some(profile) = profile {
             self.load_profile(&started, &profile).await?;
         }
@@ -945,31 +973,127 @@ impl<B: Backend> Manager<B> {
         id: &str,
         snapshot: &str,
     ) -> Result<Result<crate::snapshots::Taken, String>, ManagerError> {
+        use crate::snapshots::Taken;
         let lock = self.lock_for(id);
         let (_held, spec) = self.running_for(id, &lock, "be snapshotted").await?;
-        let channel = self.backend.channel(&spec);
-        Ok(
-            crate::snapshots::take(&channel, &self.snapshot_files(), snapshot)
+        let files = self.snapshot_files();
+        if self.backend.memory_snapshots() {
+            return Ok(self
+                .backend
+                .snapshot_memory(&spec, &files, snapshot)
                 .await
-                .map_err(|err| err.to_string()),
-        )
+                .map(Taken::Memory)
+                .map_err(|err| err.to_string()));
+        }
+        let channel = self.backend.channel(&spec);
+        Ok(crate::snapshots::take(&channel, &files, snapshot)
+            .await
+            .map(Taken::Disk)
+            .map_err(|err| err.to_string()))
+    }
+
+    /// Whether this host's snapshots hold the machine's memory.
+    pub fn memory_snapshots(&self) -> bool {
+        self.backend.memory_snapshots()
     }
 
     /// Puts `snapshot` back into running workspace `id` in place of its
     /// files and browser profile (what was made after it is removed).
     pub async fn roll_back(
-        &self,
+        self: &Arc<Self>,
         id: &str,
         snapshot: &crate::snapshots::Row,
     ) -> Result<Result<(), String>, ManagerError> {
         let lock = self.lock_for(id);
         let (_held, spec) = self.running_for(id, &lock, "be rolled back").await?;
+        if snapshot.kind == crate::snapshots::MEMORY {
+            return self.roll_back_machine(&spec, snapshot).await;
+        }
         let channel = self.backend.channel(&spec);
         Ok(
             crate::snapshots::put(&channel, &self.snapshot_files(), snapshot, true)
                 .await
                 .map_err(|err| err.to_string()),
         )
+    }
+
+    /// Rolls running workspace `spec` (its lock held) back to memory
+    /// snapshot `snapshot`: its VM is stopped and a new one restored from
+    /// the snapshot over the snapshot's disk. When the restore fails the
+    /// workspace is left stopped, saying why (its disk is the snapshot's
+    /// only if the copy of it completed).
+    async fn roll_back_machine(
+        self: &Arc<Self>,
+        spec: &WorkspaceSpec,
+        snapshot: &crate::snapshots::Row,
+    ) -> Result<Result<(), String>, ManagerError> {
+        let image = self.snapshot_files().image(snapshot);
+        if !self.backend.memory_snapshots() {
+            return Ok(Err(format!(
+                "snapshot {} holds a microVM's memory; this host runs the {} backend",
+                snapshot.id,
+                self.backend.name()
+            )));
+        }
+        self.stop_processes(spec, WorkspaceState::Running).await?;
+        let spec = WorkspaceSpec {
+            top_pid: None,
+            ..spec.clone()
+        };
+        if let Err(reason) = self.boot_from(&spec, Some(&image)).await {
+            crate::profiles::release(&self.store, &spec.id).await?;
+            self.backend.stop(&spec).await?;
+            self.backend.clean(&spec)?;
+            let reason = format!("the restore failed, so it is stopped: {reason}");
+            self.store
+                .set_state(&spec.id, WorkspaceState::Stopped, None, Some(&reason))
+                .await?;
+            self.lifecycle.publish(
+                &spec.id,
+                Change::Crashed {
+                    reason: reason.clone(),
+                },
+            );
+            return Ok(Err(reason));
+        }
+        self.announce_restored(&spec.id, snapshot);
+        Ok(Ok(()))
+    }
+
+    /// Gives a VM restored from a memory snapshot its own identity before
+    /// it is ready: the kernel's RNG reseeded from the host's randomness,
+    /// a new machine id, its own id as hostname, the host's clock.
+    async fn fresh_identity(&self, spec: &WorkspaceSpec) -> Result<(), String> {
+        use cubicle_image::identity::{ENTROPY_BYTES, Identity, encode_hex};
+        let mut entropy = [0u8; ENTROPY_BYTES];
+        let mut machine_id = [0u8; 16];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut entropy);
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut machine_id);
+        let identity = Identity {
+            hostname: spec.id.clone(),
+            machine_id: encode_hex(&machine_id),
+            entropy: encode_hex(&entropy),
+            time_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        };
+        self.backend
+            .channel(spec)
+            .fresh_identity(&identity)
+            .await
+            .map_err(|err| format!("cannot give the restored VM its own identity: {err}"))
+    }
+
+    /// Tells the gateway that `snapshot` is what workspace `id` now holds.
+    fn announce_restored(&self, id: &str, snapshot: &crate::snapshots::Row) {
+        self.lifecycle.publish(
+            id,
+            Change::SnapshotRestored {
+                snapshot: snapshot.id.clone(),
+                sha256: snapshot.sha256.clone(),
+            },
+        );
     }
 
     /// Puts `snapshot` into new workspace `id` after its first boot (its
@@ -980,13 +1104,7 @@ impl<B: Backend> Manager<B> {
         crate::snapshots::put(&channel, &self.snapshot_files(), snapshot, false)
             .await
             .map_err(|err| format!("cannot put snapshot {} in place: {err}", snapshot.id))?;
-        self.lifecycle.publish(
-            id,
-            Change::SnapshotRestored {
-                snapshot: snapshot.id.clone(),
-                sha256: snapshot.sha256.clone(),
-            },
-        );
+        self.announce_restored(id, snapshot);
         Ok(())
     }
 

@@ -33,6 +33,11 @@ pub const MAX_HOME_ARCHIVE: u64 = 512 * 1024 * 1024;
 /// How long the workspace's `tar` may run, either way.
 const TAR_TIMEOUT_MS: u64 = 600_000;
 
+/// The kind of a snapshot holding a microVM's whole machine.
+pub const MEMORY: &str = "memory";
+/// The kind of a snapshot holding the user's files and browser profile.
+pub const DISK: &str = "disk";
+
 /// One snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
 pub struct Row {
@@ -49,17 +54,56 @@ pub struct Row {
     pub home_sha256: String,
     pub profile_size: i64,
     pub profile_sha256: String,
-    /// SHA-256 over both archives' digests: the snapshot's one name for
-    /// what it holds, written into the audit chain of every fork.
+    /// SHA-256 over its parts' digests (both archives, or the four files
+    /// of a `memory` snapshot): the snapshot's one name for what it holds,
+    /// written into the audit chain of every fork.
     pub sha256: String,
     pub created_at: i64,
+    /// A `memory` snapshot's files (empty for `disk`).
+    #[sqlx(flatten)]
+    pub memory: MemoryParts,
+}
+
+/// The parts of a `memory` snapshot: a microVM's whole machine, in four
+/// files (see [`Files`]) each named by its SHA-256
+/// ([`crate::sparse_copy::Copied::sha256`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct MemoryParts {
+    /// The VMM's state file (vCPUs, devices, interrupt controllers).
+    pub state_sha256: String,
+    /// The guest's RAM, bytes; a fork runs with exactly this much.
+    pub memory_size: i64,
+    /// Bytes of RAM the guest had written (what the memory file holds).
+    pub memory_bytes: i64,
+    pub memory_sha256: String,
+    /// The root disk's overlay: bytes written, digest.
+    pub disk_bytes: i64,
+    pub disk_sha256: String,
+    /// The read-only host disk the guest had mounted.
+    pub host_disk_sha256: String,
+    /// The desktop image (ext4) the overlay was made over.
+    pub base_image: String,
+}
+
+impl MemoryParts {
+    /// The digest naming a `memory` snapshot with these parts.
+    pub fn digest(&self) -> String {
+        crate::guest_ops::sha256_hex(
+            format!(
+                "state {}\nmemory {}\ndisk {}\nhost {}\n",
+                self.state_sha256, self.memory_sha256, self.disk_sha256, self.host_disk_sha256
+            )
+            .as_bytes(),
+        )
+    }
 }
 
 /// The columns of [`Row`] (a macro: sqlx takes only static query text).
 macro_rules! columns {
     () => {
         "id, owner_token, name, workspace_id, backend, kind, home_size, home_sha256, \
-         profile_size, profile_sha256, sha256, created_at"
+         profile_size, profile_sha256, sha256, created_at, state_sha256, memory_size, \
+         memory_bytes, memory_sha256, disk_bytes, disk_sha256, host_disk_sha256, base_image"
     };
 }
 
@@ -74,7 +118,7 @@ pub async fn insert(store: &Store, row: &Row) -> Result<(), StateError> {
     sqlx::query(concat!(
         "INSERT INTO snapshots (",
         columns!(),
-        ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ))
     .bind(&row.id)
     .bind(&row.owner_token)
@@ -88,6 +132,14 @@ pub async fn insert(store: &Store, row: &Row) -> Result<(), StateError> {
     .bind(&row.profile_sha256)
     .bind(&row.sha256)
     .bind(row.created_at)
+    .bind(&row.memory.state_sha256)
+    .bind(row.memory.memory_size)
+    .bind(row.memory.memory_bytes)
+    .bind(&row.memory.memory_sha256)
+    .bind(row.memory.disk_bytes)
+    .bind(&row.memory.disk_sha256)
+    .bind(&row.memory.host_disk_sha256)
+    .bind(&row.memory.base_image)
     .execute(store.pool())
     .await?;
     Ok(())
@@ -194,6 +246,45 @@ impl Files {
         self.dir.join(format!("{id}.profile.tar.gz"))
     }
 
+    /// A `memory` snapshot's VMM state file.
+    pub fn state(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.vmstate"))
+    }
+
+    /// A `memory` snapshot's guest memory (sparse).
+    pub fn memory(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.memory"))
+    }
+
+    /// A `memory` snapshot's root disk overlay (sparse; holes are reads of
+    /// the base image).
+    pub fn disk(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.overlay"))
+    }
+
+    /// A `memory` snapshot's host disk, as the guest had it mounted.
+    pub fn host_disk(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.host.ext4"))
+    }
+
+    /// What a restore of `memory` snapshot `row` reads.
+    pub fn image(&self, row: &Row) -> MemoryImage {
+        MemoryImage {
+            id: row.id.clone(),
+            state: self.state(&row.id),
+            memory: self.memory(&row.id),
+            disk: self.disk(&row.id),
+            host_disk: self.host_disk(&row.id),
+            parts: row.memory.clone(),
+        }
+    }
+
+    /// A file of snapshot `id` being written, renamed to `target` by
+    /// [`Partial::keep_file`] and removed if dropped before.
+    pub(crate) fn partial_file(&self, name: &str, target: PathBuf) -> std::io::Result<Partial> {
+        self.partial(name, target)
+    }
+
     fn make_dir(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
@@ -224,9 +315,17 @@ impl Files {
         })
     }
 
-    /// Removes both archives of snapshot `id` (either may be missing).
+    /// Removes the files of snapshot `id` (any may be missing).
     pub fn remove(&self, id: &str) -> std::io::Result<()> {
-        for path in [self.home(id), self.profile(id)] {
+        let paths = [
+            self.home(id),
+            self.profile(id),
+            self.state(id),
+            self.memory(id),
+            self.disk(id),
+            self.host_disk(id),
+        ];
+        for path in paths {
             match std::fs::remove_file(path) {
                 Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
                 _ => {}
@@ -238,7 +337,7 @@ impl Files {
 
 /// An archive on its way to the host: hashed as written, synced and
 /// renamed whole, so a crash or a full disk never leaves a part listed.
-struct Partial {
+pub(crate) struct Partial {
     file: std::fs::File,
     path: PathBuf,
     target: PathBuf,
@@ -267,6 +366,20 @@ impl Partial {
     }
 }
 
+impl Partial {
+    /// The file being written (for writes at offsets, which the hash of
+    /// [`Partial::write`] does not see).
+    pub(crate) fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// Synced and renamed into place, for a file written through
+    /// [`Partial::file`].
+    pub(crate) fn keep_file(self) -> std::io::Result<()> {
+        self.keep().map(|_| ())
+    }
+}
+
 impl Drop for Partial {
     fn drop(&mut self) {
         if !self.kept {
@@ -275,9 +388,30 @@ impl Drop for Partial {
     }
 }
 
-/// What a taken snapshot's archives are.
+/// The files a restore of a `memory` snapshot reads, and what they are.
+#[derive(Debug, Clone)]
+pub struct MemoryImage {
+    /// The snapshot's id.
+    pub id: String,
+    pub state: PathBuf,
+    pub memory: PathBuf,
+    pub disk: PathBuf,
+    pub host_disk: PathBuf,
+    pub parts: MemoryParts,
+}
+
+/// What a snapshot taken of a running workspace is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Taken {
+pub enum Taken {
+    /// Its files and browser profile (every backend).
+    Disk(Archives),
+    /// Its whole machine (a microVM).
+    Memory(MemoryParts),
+}
+
+/// What a taken `disk` snapshot's archives are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archives {
     pub home_size: u64,
     pub home_sha256: String,
     pub profile_size: u64,
@@ -287,7 +421,11 @@ pub struct Taken {
 /// Takes snapshot `id` of the running workspace behind `channel`: its
 /// browser profile (the browser is closed for it and opened again) and its
 /// user's files. Nothing is left in place if any part fails.
-pub async fn take(channel: &GuestChannel, files: &Files, id: &str) -> Result<Taken, SnapshotError> {
+pub async fn take(
+    channel: &GuestChannel,
+    files: &Files,
+    id: &str,
+) -> Result<Archives, SnapshotError> {
     let profile = channel
         .save_profile(false)
         .await
@@ -303,7 +441,7 @@ pub async fn take(channel: &GuestChannel, files: &Files, id: &str) -> Result<Tak
             return Err(err);
         }
     };
-    Ok(Taken {
+    Ok(Archives {
         home_size,
         home_sha256,
         profile_size,
@@ -497,6 +635,7 @@ mod tests {
             profile_sha256: "b".into(),
             sha256: digest_of("a", "b"),
             created_at: 1,
+            memory: MemoryParts::default(),
         }
     }
 
@@ -517,6 +656,22 @@ mod tests {
         assert!(delete(&store, "snap-1").await.unwrap());
         assert!(!delete(&store, "snap-1").await.unwrap());
         assert!(get(&store, "snap-1").await.unwrap().is_none());
+        // A memory snapshot's parts come back as they went in.
+        let mut machine = row("snap-4", "booted");
+        machine.kind = "memory".into();
+        machine.memory = MemoryParts {
+            state_sha256: "s".into(),
+            memory_size: 2 << 30,
+            memory_bytes: 700 << 20,
+            memory_sha256: "m".into(),
+            disk_bytes: 9,
+            disk_sha256: "d".into(),
+            host_disk_sha256: "h".into(),
+            base_image: "/cache/desktop.ext4".into(),
+        };
+        machine.sha256 = machine.memory.digest();
+        insert(&store, &machine).await.unwrap();
+        assert_eq!(get(&store, "snap-4").await.unwrap().unwrap(), machine);
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod endpoints;
 mod exec;
 mod exec_stream;
 mod files;
+mod identity_service;
 mod machine_id;
 mod probes;
 mod profile;

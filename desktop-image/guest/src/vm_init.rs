@@ -7,7 +7,8 @@
 //! ext4). [`boot`] mounts the API file systems, brings up `lo`, sets the
 //! hostname, then forks while the process is still single-threaded:
 //!
-//! - PID 1 stays behind, only reaps orphans, and when the supervisor child
+//! - PID 1 stays behind, only reaps orphans and takes a fresh identity
+//!   from the host after a restore ([`crate::identity_service`]), and when the supervisor child
 //!   exits syncs and reboots (`reboot=k` on the command line makes that an
 //!   i8042 reset, which the VMM treats as a clean exit).
 //! - The child becomes the services' id (1001), as bubblewrap starts the
@@ -152,7 +153,12 @@ pub fn boot(hostname: &str) -> Result<(), VmInitError> {
     match unsafe { libc::fork() } {
         -1 => Err(VmInitError::Fork(std::io::Error::last_os_error())),
         0 => become_services(),
-        child => reap_until(child),
+        child => {
+            // Threads are fine from here: PID 1 runs no more than this one
+            // and its reaping.
+            crate::identity_service::spawn();
+            reap_until(child)
+        }
     }
 }
 

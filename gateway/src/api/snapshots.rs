@@ -18,7 +18,7 @@ use crate::wire::snapshot::{NewSnapshot, Rollback};
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/snapshot", tag = "snapshots", params(("id" = String, Path)),
     request_body = crate::wire::snapshot::NewSnapshot,
-    responses((status = 201, body = crate::ops::snapshots::SnapshotView, description = "Taken: the user's files in /home/user and /tmp and the browser profile (kind `disk`: no memory); the browser closed for it and runs again"),
+    responses((status = 201, body = crate::ops::snapshots::SnapshotView, description = "Taken. On a microVM host (kind `memory`): the whole machine, paused for the copy and resumed. In a jail (kind `disk`): the user's files in /home/user and /tmp and the browser profile, no memory; the browser closed for it and runs again"),
         (status = 400, body = crate::wire::doc::ErrorBody, description = "A bad name"),
         (status = 404, body = crate::wire::doc::ErrorBody, description = "No such workspace in the caller's scope"),
         (status = 409, body = crate::wire::doc::ErrorBody, description = "Not running (`conflict`), or the caller has a snapshot of that name (`snapshot_exists`)"),
@@ -38,7 +38,7 @@ pub async fn take(
 
 #[utoipa::path(post, path = "/v1/workspaces/{id}/rollback", tag = "snapshots", params(("id" = String, Path)),
     request_body = crate::wire::snapshot::Rollback,
-    responses((status = 200, body = crate::ops::snapshots::SnapshotView, description = "Rolled back: its files in /home/user and /tmp are the snapshot's (what was made since is removed) and the browser runs on the snapshot's profile"),
+    responses((status = 200, body = crate::ops::snapshots::SnapshotView, description = "Rolled back. Kind `memory`: its VM was replaced by one restored from the snapshot (with a fresh identity). Kind `disk`: its files in /home/user and /tmp are the snapshot's (what was made since is removed) and the browser runs on the snapshot's profile"),
         (status = 400, body = crate::wire::doc::ErrorBody, description = "A bad snapshot id"),
         (status = 404, body = crate::wire::doc::ErrorBody, description = "No such workspace in the caller's scope, or no such snapshot of the caller's"),
         (status = 409, body = crate::wire::doc::ErrorBody, description = "Not running"),

@@ -5,14 +5,17 @@
 //! new workspaces from it, `POST /v1/workspaces/{id}/rollback {"snapshot"}`
 //! puts one back in place of a running workspace's files and profile.
 //!
-//! The kind made here is `disk` on every backend: memory is not saved (see
-//! [`cubicle_runtime::snapshots`] for why, and what a fork does and does
-//! not carry). A snapshot is its maker's: that token lists, uses and
+//! The kind is the host's: `memory` where workspaces are microVMs (the
+//! whole machine — RAM, vCPUs, devices, its disk — and every fork goes on
+//! from that instant with a fresh identity: see `cubicle_runtime`'s
+//! `microvm::snapshot`), `disk` in a jail, whose memory cannot be saved
+//! (see [`cubicle_runtime::snapshots`] for why, and what a fork does and
+//! does not carry). A snapshot is its maker's: that token lists, uses and
 //! removes it, admins list and remove any. Taking, rolling back and removing
 //! are the caller's events; putting one into a new workspace is the
 //! daemon's, in the new workspace's chain, with the snapshot's digest.
 
-use cubicle_runtime::snapshots::{self, Row};
+use cubicle_runtime::snapshots::{self, MemoryParts, Row, Taken};
 use serde::Serialize;
 use serde_json::json;
 
@@ -31,8 +34,9 @@ pub const MAX_FORKS: u32 = 10;
 pub struct SnapshotView {
     pub id: String,
     pub name: String,
-    /// `disk`: the user's files and the browser profile, no memory (a fork
-    /// starts its programs afresh).
+    /// `memory`: a microVM's whole machine (a fork goes on from the
+    /// instant it was taken); `disk`: the user's files and the browser
+    /// profile, no memory (a fork starts its programs afresh).
     pub kind: String,
     /// The workspace it was taken of (it may be gone since).
     pub workspace_id: String,
@@ -45,9 +49,43 @@ pub struct SnapshotView {
     /// The browser profile's archive: bytes, SHA-256.
     pub profile_size: u64,
     pub profile_sha256: String,
-    /// SHA-256 naming both archives; every fork's audit chain records it.
+    /// SHA-256 naming its parts; every fork's audit chain records it.
     pub sha256: String,
     pub created_at_ms: i64,
+    /// A `memory` snapshot's parts (absent for `disk`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineView>,
+}
+
+/// The parts of a `memory` snapshot, each named by its SHA-256.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MachineView {
+    /// The guest's RAM, bytes: a fork runs with exactly this much.
+    pub memory_size: u64,
+    /// Bytes of it the guest had written (what the memory file holds).
+    pub memory_bytes: u64,
+    pub memory_sha256: String,
+    /// The VMM's state file (vCPUs, devices, interrupt controllers).
+    pub state_sha256: String,
+    /// Bytes the guest had written to its root disk.
+    pub disk_bytes: u64,
+    pub disk_sha256: String,
+    pub host_disk_sha256: String,
+}
+
+impl From<&MemoryParts> for MachineView {
+    fn from(parts: &MemoryParts) -> Self {
+        let bytes = |n: i64| u64::try_from(n).unwrap_or_default();
+        Self {
+            memory_size: bytes(parts.memory_size),
+            memory_bytes: bytes(parts.memory_bytes),
+            memory_sha256: parts.memory_sha256.clone(),
+            state_sha256: parts.state_sha256.clone(),
+            disk_bytes: bytes(parts.disk_bytes),
+            disk_sha256: parts.disk_sha256.clone(),
+            host_disk_sha256: parts.host_disk_sha256.clone(),
+        }
+    }
 }
 
 impl From<&Row> for SnapshotView {
@@ -65,6 +103,7 @@ impl From<&Row> for SnapshotView {
             profile_sha256: row.profile_sha256.clone(),
             sha256: row.sha256.clone(),
             created_at_ms: row.created_at,
+            machine: (row.kind == snapshots::MEMORY).then(|| MachineView::from(&row.memory)),
         }
     }
 }
@@ -159,20 +198,35 @@ pub async fn take(
                     format!("the snapshot of {id} was not taken (the workspace runs on): {reason}"),
                 )
             })?;
-        let row = Row {
+        let mut row = Row {
             id: snapshot.clone(),
             owner_token: ctx.token.id.clone(),
             name: name.to_owned(),
             workspace_id: id.to_owned(),
             backend: workspace.backend.clone(),
-            kind: "disk".into(),
-            home_size: i64::try_from(taken.home_size).unwrap_or(i64::MAX),
-            home_sha256: taken.home_sha256.clone(),
-            profile_size: i64::try_from(taken.profile_size).unwrap_or(i64::MAX),
-            profile_sha256: taken.profile_sha256.clone(),
-            sha256: snapshots::digest_of(&taken.home_sha256, &taken.profile_sha256),
+            kind: snapshots::DISK.into(),
+            home_size: 0,
+            home_sha256: String::new(),
+            profile_size: 0,
+            profile_sha256: String::new(),
+            sha256: String::new(),
             created_at: cubicle_runtime::state::now_ms(),
+            memory: MemoryParts::default(),
         };
+        match taken {
+            Taken::Disk(archives) => {
+                row.home_size = i64::try_from(archives.home_size).unwrap_or(i64::MAX);
+                row.profile_size = i64::try_from(archives.profile_size).unwrap_or(i64::MAX);
+                row.sha256 = snapshots::digest_of(&archives.home_sha256, &archives.profile_sha256);
+                row.home_sha256 = archives.home_sha256;
+                row.profile_sha256 = archives.profile_sha256;
+            }
+            Taken::Memory(parts) => {
+                row.kind = snapshots::MEMORY.into();
+                row.sha256 = parts.digest();
+                row.memory = parts;
+            }
+        }
         if let Err(err) = snapshots::insert(store, &row).await {
             let _ = core.manager.snapshot_files().remove(&snapshot);
             // Another take of the same name finished first.
@@ -198,6 +252,8 @@ pub async fn take(
                     "sha256": view.sha256,
                     "home_size": view.home_size,
                     "profile_size": view.profile_size,
+                    "memory_bytes": view.machine.as_ref().map(|m| m.memory_bytes),
+                    "disk_bytes": view.machine.as_ref().map(|m| m.disk_bytes),
                 })
             },
         )

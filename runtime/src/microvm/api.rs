@@ -11,7 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::channel::{ChannelError, GuestPeer, connect_no_follow};
 
-/// How long the VMM may take to answer (a pause waits for every vCPU).
+/// How long the VMM may take to answer a pause or a resume (a pause
+/// waits for every vCPU).
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest reply read.
 const MAX_REPLY: usize = 64 * 1024;
@@ -23,8 +24,8 @@ pub enum VmmApiError {
     Channel(#[from] ChannelError),
     #[error("VMM API I/O: {0}")]
     Io(#[from] std::io::Error),
-    #[error("the VMM did not answer {request} within {TIMEOUT:?}")]
-    Timeout { request: String },
+    #[error("the VMM did not answer {request} within {after:?}")]
+    Timeout { request: String, after: Duration },
     #[error("the VMM refused {request}: {status} {body}")]
     Refused {
         request: String,
@@ -37,19 +38,31 @@ pub enum VmmApiError {
 
 /// Sends `PUT <path>` with no body; Ok on any 2xx.
 pub async fn put(socket: &Path, peer: GuestPeer, path: &str) -> Result<(), VmmApiError> {
+    put_json(socket, peer, path, "", TIMEOUT).await.map(drop)
+}
+
+/// Sends `PUT <path>` with `body` (JSON, or empty) and returns the reply's
+/// body on any 2xx; the VMM must answer within `timeout`.
+pub async fn put_json(
+    socket: &Path,
+    peer: GuestPeer,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> Result<String, VmmApiError> {
     let request = format!("PUT {path}");
     let exchange = async {
         let mut stream = connect_no_follow(socket).await?;
         let cred = stream.peer_cred()?;
         peer.check(cred.uid(), cred.pid())?;
         let head = format!(
-            "PUT {path} HTTP/1.1\r\nHost: vmm\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "PUT {path} HTTP/1.1\r\nHost: vmm\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
         );
         stream.write_all(head.as_bytes()).await?;
         let mut reply = Vec::new();
         let mut chunk = [0u8; 4096];
-        // The status line and headers are enough; stop at the body's end
-        // or when the VMM closes.
+        // Stop at the body's end or when the VMM closes.
         loop {
             let n = stream.read(&mut chunk).await?;
             if n == 0 {
@@ -62,23 +75,24 @@ pub async fn put(socket: &Path, peer: GuestPeer, path: &str) -> Result<(), VmmAp
         }
         Ok::<_, VmmApiError>(reply)
     };
-    let reply = tokio::time::timeout(TIMEOUT, exchange)
+    let reply = tokio::time::timeout(timeout, exchange)
         .await
         .map_err(|_| VmmApiError::Timeout {
             request: request.clone(),
+            after: timeout,
         })??;
     let text = String::from_utf8_lossy(&reply).into_owned();
     let status = status_of(&text).ok_or_else(|| VmmApiError::BadReply {
         request: request.clone(),
         reply: text.chars().take(200).collect(),
     })?;
-    if (200..300).contains(&status) {
-        return Ok(());
-    }
     let body = text
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.trim().to_owned())
         .unwrap_or_default();
+    if (200..300).contains(&status) {
+        return Ok(body);
+    }
     Err(VmmApiError::Refused {
         request,
         status,

@@ -48,8 +48,49 @@ pub enum CommandError {
     },
 }
 
-/// The full argv, or which input cannot be expressed in it.
+/// The full argv of a boot, or which input cannot be expressed in it.
 pub fn argv(
+    vm: &MicrovmBackend,
+    spec: &WorkspaceSpec,
+    base: &Path,
+) -> Result<Vec<String>, CommandError> {
+    let mut argv = common(vm, spec, base)?;
+    argv.extend([
+        "--kernel".into(),
+        vm.config.kernel.display().to_string(),
+        "--cmdline".into(),
+        kernel_cmdline(spec, &vm.config.xvnc)?,
+        "--memory-mib".into(),
+        guest_memory_mib(spec).to_string(),
+        "--vcpus".into(),
+        vcpus(vm.config.vcpus, spec.limits.cpus()).to_string(),
+    ]);
+    Ok(argv)
+}
+
+/// The argv of a restore from memory snapshot `image`: the snapshot's
+/// machine (its vCPUs, RAM and kernel are in its state file) on this
+/// workspace's disks, vsock socket and console. The state and memory files
+/// are opened by the VMM as root before its jail, so its root holds
+/// neither.
+pub fn restore_argv(
+    vm: &MicrovmBackend,
+    spec: &WorkspaceSpec,
+    image: &crate::snapshots::MemoryImage,
+) -> Result<Vec<String>, CommandError> {
+    let mut argv = common(vm, spec, Path::new(&image.parts.base_image))?;
+    argv.extend([
+        "--restore".into(),
+        image.state.display().to_string(),
+        "--restore-memory".into(),
+        image.memory.display().to_string(),
+    ]);
+    Ok(argv)
+}
+
+/// What a boot and a restore share: the limits, the jail, the disks, the
+/// vsock socket, the console and the API socket.
+fn common(
     vm: &MicrovmBackend,
     spec: &WorkspaceSpec,
     base: &Path,
@@ -80,14 +121,8 @@ pub fn argv(
         vm.kvm_gid.to_string(),
         "--jail-kvm".into(),
         path(&vm.config.kvm_device),
-        "--kernel".into(),
-        path(&vm.config.kernel),
-        "--cmdline".into(),
-        kernel_cmdline(spec, &vm.config.xvnc)?,
-        "--memory-mib".into(),
-        guest_memory_mib(spec).to_string(),
-        "--vcpus".into(),
-        vcpus(vm.config.vcpus, spec.limits.cpus()).to_string(),
+        "--snapshot-dir".into(),
+        path(&layer.snapshot_dir()),
         "--disk".into(),
         disk,
         "--disk".into(),
@@ -211,7 +246,7 @@ mod tests {
         let joined = argv.join(" ");
         assert!(
             joined.starts_with(
-                "prlimit --nproc=64:64 --nofile=4096:4096 --core=0:0 -- /opt/cubicle/cubicle-vmm run --jail-root /data/workspaces/ws-1a2b/vmm-root --jail-uid 1600007 --jail-gid 1600007 --jail-groups 107 --jail-kvm /dev/kvm --kernel "
+                "prlimit --nproc=64:64 --nofile=4096:4096 --core=0:0 -- /opt/cubicle/cubicle-vmm run --jail-root /data/workspaces/ws-1a2b/vmm-root --jail-uid 1600007 --jail-gid 1600007 --jail-groups 107 --jail-kvm /dev/kvm --snapshot-dir /data/workspaces/ws-1a2b/vm-snap --disk "
             ),
             "{joined}"
         );
@@ -301,5 +336,46 @@ mod tests {
         bad.id = "ws 1".into();
         assert!(argv(&vm(), &bad, Path::new("/img/desktop.ext4")).is_err());
         assert!(kernel_cmdline(&spec(), "/usr/bin/X vnc").is_err());
+    }
+
+    #[test]
+    fn a_restore_names_the_snapshot_files_and_none_of_the_boot() {
+        let files = crate::snapshots::Files::under(Path::new("/data"));
+        let row = crate::snapshots::Row {
+            id: "snap-1".into(),
+            owner_token: "tok".into(),
+            name: "booted".into(),
+            workspace_id: "ws-0".into(),
+            backend: "microvm".into(),
+            kind: "memory".into(),
+            home_size: 0,
+            home_sha256: String::new(),
+            profile_size: 0,
+            profile_sha256: String::new(),
+            sha256: String::new(),
+            created_at: 0,
+            memory: crate::snapshots::MemoryParts {
+                base_image: "/img/older.ext4".into(),
+                ..Default::default()
+            },
+        };
+        let argv = restore_argv(&vm(), &spec(), &files.image(&row)).unwrap();
+        assert_eq!(after(&argv, "--restore"), "/data/snapshots/snap-1.vmstate");
+        assert_eq!(
+            after(&argv, "--restore-memory"),
+            "/data/snapshots/snap-1.memory"
+        );
+        // The snapshot's base under this workspace's overlay.
+        assert_eq!(
+            after(&argv, "--disk"),
+            "id=root,path=/img/older.ext4,overlay=/data/workspaces/ws-1a2b/disk/overlay.img"
+        );
+        for boot_only in ["--kernel", "--cmdline", "--memory-mib", "--vcpus"] {
+            assert!(!argv.iter().any(|a| a == boot_only), "{boot_only} in {argv:?}");
+        }
+        assert_eq!(
+            after(&argv, "--snapshot-dir"),
+            "/data/workspaces/ws-1a2b/vm-snap"
+        );
     }
 }

@@ -9,7 +9,8 @@
 //! | `disk/overlay.img` | ws uid | copy-on-write overlay (sparse, base-sized): the workspace's writes |
 //! | `vm/serial.log` | ws uid | the guest console (COM1) |
 //! | `vm/vmm.sock` | ws uid | the VMM's API socket |
-//! | `vm/host.ext4` | ws uid, 0400 | the host disk (`super::host_disk`), made at every start |
+//! | `vm/host.ext4` | ws uid, 0400 | the host disk (`super::host_disk`), made at every start (a restore: the snapshot's) |
+//! | `vm-snap/` | ws uid, 0700 | where the VMM writes a snapshot (its `/snapshots`); the daemon copies each file out and removes it |
 //! | `chan/` | root, group ws, 1770 | the sockets of the guest channel |
 //! | `chan/guest.sock` | ws uid | the VMM's hybrid vsock socket = the guest channel |
 //! | `chan/guest.sock_<P>` | root | the daemon's listener for guest connections to host port P |
@@ -113,6 +114,67 @@ impl Layer {
     fn base_record(&self) -> PathBuf {
         self.dir.join("vm-base")
     }
+    /// Where the VMM writes a snapshot (seen inside its root as
+    /// `/snapshots`).
+    pub fn snapshot_dir(&self) -> PathBuf {
+        self.dir.join("vm-snap")
+    }
+
+    /// The base this workspace's overlay was made over.
+    pub fn base(&self) -> Result<PathBuf, BackendError> {
+        let record = self.base_record();
+        let text = std::fs::read_to_string(&record).map_err(io_err(&record))?;
+        Ok(PathBuf::from(text.trim_end()))
+    }
+
+    /// Makes memory snapshot `image`'s disks this workspace's: its overlay
+    /// (over the base it was made on) and its host disk, each copied beside
+    /// and checked against the digest it was taken with before it replaces
+    /// what was there. The disk must be mounted. Nothing is replaced when a
+    /// copy fails (a full disk, a changed file).
+    pub fn put_snapshot_disks(
+        &self,
+        uid: u32,
+        image: &crate::snapshots::MemoryImage,
+    ) -> Result<(), BackendError> {
+        let base = Path::new(&image.parts.base_image);
+        if !base.is_file() {
+            return Err(BackendError::Spawn(format!(
+                "the desktop image {} snapshot {} was taken over is gone; its disk cannot be read without it: take a new snapshot",
+                base.display(),
+                image.id
+            )));
+        }
+        owned_dir(&self.vm_dir(), uid)?;
+        let overlay = copy_beside(&image.disk, &self.overlay(), uid, 0o600)?;
+        let host = copy_beside(&image.host_disk, &self.host_disk(), uid, 0o400)?;
+        for (copy, expected, what) in [
+            (&overlay, &image.parts.disk_sha256, "disk"),
+            (&host, &image.parts.host_disk_sha256, "host disk"),
+        ] {
+            if copy.digest != *expected {
+                return Err(BackendError::Spawn(format!(
+                    "snapshot {}'s {what} file {} is not the one it was taken as (SHA-256 {}, taken as {expected}): refused; remove the snapshot",
+                    image.id,
+                    copy.from.display(),
+                    copy.digest
+                )));
+            }
+        }
+        overlay.replace()?;
+        host.replace()?;
+        self.write_base_record(base)
+    }
+
+    /// Records `base` as what the overlay was made over (written beside,
+    /// renamed into place).
+    fn write_base_record(&self, base: &Path) -> Result<(), BackendError> {
+        let partial = self.dir.join(".vm-base.partial");
+        std::fs::write(&partial, base.as_os_str().as_encoded_bytes())
+            .map_err(io_err(&partial))?;
+        let record = self.base_record();
+        std::fs::rename(&partial, &record).map_err(io_err(&record))
+    }
 
     /// The workspace directory itself: root-owned, traversable by its uid.
     pub fn create_dir(&self) -> Result<(), BackendError> {
@@ -145,10 +207,7 @@ impl Layer {
         std::fs::set_permissions(&overlay, std::fs::Permissions::from_mode(0o600))
             .map_err(io_err(&overlay))?;
         // Written last: a record means the overlay is complete.
-        let partial = self.dir.join(".vm-base.partial");
-        std::fs::write(&partial, current.as_os_str().as_encoded_bytes())
-            .map_err(io_err(&partial))?;
-        std::fs::rename(&partial, &record).map_err(io_err(&record))?;
+        self.write_base_record(current)?;
         Ok(current.to_owned())
     }
 
@@ -190,6 +249,7 @@ impl Layer {
     /// sockets (the VMM refuses a vsock or API socket path that exists).
     pub fn prepare_run(&self, spec: &WorkspaceSpec) -> Result<(), BackendError> {
         owned_dir(&self.vm_dir(), spec.host_uid)?;
+        owned_dir(&self.snapshot_dir(), spec.host_uid)?;
         let chan = self.vsock_socket();
         let chan_dir = chan.parent().expect("vsock_socket() is a file in chan/");
         root_dir(chan_dir, spec.host_uid, CHAN_MODE)?;
@@ -322,6 +382,72 @@ fn root_dir(dir: &Path, gid: u32, mode: u32) -> Result<(), BackendError> {
     // is root's, so it cannot have been swapped since).
     std::os::unix::fs::lchown(dir, Some(me), Some(gid)).map_err(io_err(dir))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io_err(dir))
+}
+
+/// A snapshot's file copied beside where it goes, not yet in place.
+struct Beside {
+    from: PathBuf,
+    partial: PathBuf,
+    target: PathBuf,
+    digest: String,
+    kept: bool,
+}
+
+impl Beside {
+    /// Renames the copy over its target (a link there is replaced, never
+    /// followed).
+    fn replace(mut self) -> Result<(), BackendError> {
+        std::fs::rename(&self.partial, &self.target).map_err(io_err(&self.target))?;
+        self.kept = true;
+        Ok(())
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.partial);
+        }
+    }
+}
+
+/// Copies `from` (a snapshot's file, the daemon's own) to a new file of
+/// `uid` beside `target`, holes kept ([`crate::sparse_copy`]). The copy is
+/// made with `O_EXCL` after removing whatever was at its name, so a link
+/// the workspace left there is never written through.
+fn copy_beside(from: &Path, target: &Path, uid: u32, mode: u32) -> Result<Beside, BackendError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut name = target.as_os_str().to_owned();
+    name.push(".partial");
+    let partial = PathBuf::from(name);
+    match std::fs::remove_file(&partial) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io_err(&partial)(err));
+        }
+        _ => {}
+    }
+    let source = std::fs::File::open(from).map_err(io_err(from))?;
+    let copy = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(io_err(&partial))?;
+    let mut beside = Beside {
+        from: from.to_owned(),
+        partial: partial.clone(),
+        target: target.to_owned(),
+        digest: String::new(),
+        kept: false,
+    };
+    let copied = crate::sparse_copy::copy_extents(&source, &copy).map_err(io_err(&partial))?;
+    copy.sync_all().map_err(io_err(&partial))?;
+    std::os::unix::fs::fchown(&copy, Some(uid), Some(uid)).map_err(io_err(&partial))?;
+    copy.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io_err(&partial))?;
+    beside.digest = copied.sha256;
+    Ok(beside)
 }
 
 /// The overlay must be a regular file of the workspace uid (never a link).

@@ -34,6 +34,7 @@ pub mod command;
 pub mod host_disk;
 pub mod kernel;
 pub mod layer;
+mod snapshot;
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -256,9 +257,20 @@ impl MicrovmBackend {
         )?;
         let argv =
             command::argv(self, spec, &base).map_err(|e| BackendError::Spawn(e.to_string()))?;
+        self.spawn_vmm(spec, cgroup, argv)
+    }
+
+    /// The VMM with `argv` under a shim of its own (so the workspace
+    /// outlives the daemon), in the workspace's cgroup.
+    fn spawn_vmm(
+        &self,
+        spec: &WorkspaceSpec,
+        cgroup: &WorkspaceCgroup,
+        argv: Vec<String>,
+    ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
+        let layer = Layer::of(spec);
         // Opened now, written by the child between fork and exec.
         let join = cgroup.open_join_files()?;
-        // Under a shim of its own, so the workspace outlives the daemon.
         let (pid, exited) = crate::shim::launch(crate::shim::Launch {
             shim: &self.config.shim_bin,
             spec,
@@ -354,6 +366,38 @@ impl Backend for MicrovmBackend {
             && let Err(err) = self.release_limits(spec)
         {
             tracing::warn!(workspace = %spec.id, %err, "cannot undo the limits of a failed start");
+        }
+        started
+    }
+
+    fn memory_snapshots(&self) -> bool {
+        true
+    }
+
+    async fn snapshot_memory(
+        &self,
+        spec: &WorkspaceSpec,
+        files: &crate::snapshots::Files,
+        id: &str,
+    ) -> Result<crate::snapshots::MemoryParts, BackendError> {
+        self.take_memory(spec, files, id).await
+    }
+
+    /// Like [`Backend::start`], with the snapshot's disks in place of the
+    /// workspace's and the VMM restoring instead of booting.
+    fn start_restored(
+        &self,
+        spec: &WorkspaceSpec,
+        image: &crate::snapshots::MemoryImage,
+    ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
+        Layer::of(spec).create_dir()?;
+        let started = self
+            .apply_limits(spec)
+            .and_then(|cgroup| self.launch_restored(spec, &cgroup, image));
+        if started.is_err()
+            && let Err(err) = self.release_limits(spec)
+        {
+            tracing::warn!(workspace = %spec.id, %err, "cannot undo the limits of a failed restore");
         }
         started
     }
