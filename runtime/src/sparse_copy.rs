@@ -45,7 +45,9 @@ pub fn copy_extents(from: &File, to: &File) -> std::io::Result<Copied> {
         let Some(start) = seek(from, at, libc::SEEK_DATA)? else {
             break;
         };
-        let end = seek(from, start, libc::SEEK_HOLE)?.unwrap_or(size).min(size);
+        let end = seek(from, start, libc::SEEK_HOLE)?
+            .unwrap_or(size)
+            .min(size);
         hash.update(start.to_le_bytes());
         hash.update((end - start).to_le_bytes());
         let mut pos = start;
@@ -128,7 +130,9 @@ mod tests {
         assert_eq!(&word, b"the guest wrote this");
         // The same bytes with a hole where the zeros were name differently.
         let other = File::create_new(dir.path().join("other")).unwrap();
-        other.write_all_at(b"the guest wrote this", 8 << 20).unwrap();
+        other
+            .write_all_at(b"the guest wrote this", 8 << 20)
+            .unwrap();
         other.set_len(32 << 20).unwrap();
         let again = File::create_new(dir.path().join("again")).unwrap();
         assert_ne!(copy_extents(&other, &again).unwrap().sha256, copied.sha256);

@@ -37,6 +37,7 @@ mod limits;
 mod limits_asked;
 mod live_view_log;
 mod mcp;
+mod memory_snapshots;
 mod microvm;
 mod namespaces;
 mod operator;

@@ -9,7 +9,7 @@ use std::process::Command;
 use cubicle_tests::{Daemon, daemon::bin_dir, guest};
 
 /// Why this host cannot boot a stock Linux guest, if it cannot.
-fn no_hardware_virt() -> Option<&'static str> {
+pub(crate) fn no_hardware_virt() -> Option<&'static str> {
     if !std::path::Path::new("/dev/kvm").exists() {
         return Some("no /dev/kvm on this host");
     }

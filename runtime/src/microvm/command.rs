@@ -371,7 +371,10 @@ mod tests {
             "id=root,path=/img/older.ext4,overlay=/data/workspaces/ws-1a2b/disk/overlay.img"
         );
         for boot_only in ["--kernel", "--cmdline", "--memory-mib", "--vcpus"] {
-            assert!(!argv.iter().any(|a| a == boot_only), "{boot_only} in {argv:?}");
+            assert!(
+                !argv.iter().any(|a| a == boot_only),
+                "{boot_only} in {argv:?}"
+            );
         }
         assert_eq!(
             after(&argv, "--snapshot-dir"),

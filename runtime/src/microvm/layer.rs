@@ -170,8 +170,7 @@ impl Layer {
     /// renamed into place).
     fn write_base_record(&self, base: &Path) -> Result<(), BackendError> {
         let partial = self.dir.join(".vm-base.partial");
-        std::fs::write(&partial, base.as_os_str().as_encoded_bytes())
-            .map_err(io_err(&partial))?;
+        std::fs::write(&partial, base.as_os_str().as_encoded_bytes()).map_err(io_err(&partial))?;
         let record = self.base_record();
         std::fs::rename(&partial, &record).map_err(io_err(&record))
     }

@@ -117,7 +117,14 @@ impl MicrovmBackend {
         let (spec, files, id) = (spec.clone(), files.clone(), id.to_owned());
         tokio::task::spawn_blocking(move || {
             let layer = Layer::of(&spec);
-            let disk = copy_in(&spec, &files, &layer.overlay(), &id, "overlay", files.disk(&id))?;
+            let disk = copy_in(
+                &spec,
+                &files,
+                &layer.overlay(),
+                &id,
+                "overlay",
+                files.disk(&id),
+            )?;
             let host = copy_in(
                 &spec,
                 &files,
