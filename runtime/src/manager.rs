@@ -1035,6 +1035,10 @@ impl<B: Backend> Manager<B> {
                 self.backend.name()
             )));
         }
+        // Refused while it still runs, for what can be known before.
+        if let Err(reason) = image.check_fits(spec.limits.memory_bytes()) {
+            return Ok(Err(reason));
+        }
         self.stop_processes(spec, WorkspaceState::Running).await?;
         let spec = WorkspaceSpec {
             top_pid: None,

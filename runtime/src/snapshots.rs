@@ -400,6 +400,49 @@ pub struct MemoryImage {
     pub parts: MemoryParts,
 }
 
+impl MemoryImage {
+    /// Why a workspace with `memory_bytes` of RAM cannot start from this
+    /// image, if it cannot: the machine runs with the RAM it was taken
+    /// with, over the desktop image it was made on, from files that are
+    /// there.
+    pub fn check_fits(&self, memory_bytes: u64) -> Result<(), String> {
+        let mib = |bytes: u64| bytes >> 20;
+        let ram = u64::try_from(self.parts.memory_size).unwrap_or_default();
+        if mib(ram) != mib(memory_bytes) {
+            return Err(format!(
+                "snapshot {} is of a machine with {} MiB of RAM, and the workspace has {} MiB: give it the snapshot's (limits.memory_mb {})",
+                self.id,
+                mib(ram),
+                mib(memory_bytes),
+                mib(ram)
+            ));
+        }
+        let base = Path::new(&self.parts.base_image);
+        if !base.is_file() {
+            return Err(format!(
+                "the desktop image {} snapshot {} was taken over is gone; its disk cannot be read without it: take a new snapshot",
+                base.display(),
+                self.id
+            ));
+        }
+        for (what, path) in [
+            ("state", &self.state),
+            ("memory", &self.memory),
+            ("disk", &self.disk),
+            ("host disk", &self.host_disk),
+        ] {
+            if !path.is_file() {
+                return Err(format!(
+                    "snapshot {}'s {what} file {} is missing: remove the snapshot",
+                    self.id,
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a snapshot taken of a running workspace is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken {
@@ -672,6 +715,43 @@ mod tests {
         machine.sha256 = machine.memory.digest();
         insert(&store, &machine).await.unwrap();
         assert_eq!(get(&store, "snap-4").await.unwrap().unwrap(), machine);
+    }
+
+    #[test]
+    fn a_memory_image_fits_only_its_ram_base_and_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = Files::under(dir.path());
+        let base = dir.path().join("desktop.ext4");
+        let mut machine = row("snap-5", "booted");
+        machine.kind = MEMORY.into();
+        machine.memory.memory_size = 2 << 30;
+        machine.memory.base_image = base.display().to_string();
+        let image = files.image(&machine);
+        let err = image.check_fits(1 << 30).unwrap_err();
+        assert!(
+            err.contains("2048 MiB") && err.contains("limits.memory_mb 2048"),
+            "{err}"
+        );
+        let err = image.check_fits(2 << 30).unwrap_err();
+        assert!(
+            err.contains("desktop image") && err.contains("gone"),
+            "{err}"
+        );
+        std::fs::write(&base, b"ext4").unwrap();
+        let err = image.check_fits(2 << 30).unwrap_err();
+        assert!(
+            err.contains("state file") && err.contains("missing"),
+            "{err}"
+        );
+        files.make_dir().unwrap();
+        for path in [&image.state, &image.memory, &image.disk, &image.host_disk] {
+            std::fs::write(path, b"x").unwrap();
+        }
+        image.check_fits(2 << 30).unwrap();
+        // Removing the snapshot removes all four.
+        files.remove("snap-5").unwrap();
+        assert!(!image.state.exists() && !image.memory.exists());
+        assert!(!image.disk.exists() && !image.host_disk.exists());
     }
 
     #[test]

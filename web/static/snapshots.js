@@ -4,7 +4,8 @@
 //   makes that many new workspaces from it in one call, and Remove;
 // - the Snapshots pane of the live view: Take a snapshot of the workspace
 //   viewed (by name), and its snapshots, each with Roll back (after a
-//   confirm: the workspace's files and browser profile are put back as they
+//   confirm: the workspace's files and browser profile — or, for a
+//   microVM's `memory` snapshot, its whole machine — are put back as they
 //   were, and what was made since is gone).
 // The gateway's refusals are shown where the button was.
 
@@ -20,9 +21,20 @@ let applied = 0;
 // count typed or a refusal shown stays through the timer's refreshes.
 const drawn = new Map();
 
+// What a snapshot holds: a microVM's whole machine (`memory`), or the
+// user's files and browser profile (`disk`).
 function holds(s) {
-  return `${s.kind}: files ${size(s.home_size)}, browser profile ${size(s.profile_size)}; `
-    + `of ${s.workspace_id}, ${new Date(s.created_at_ms).toLocaleString()}`;
+  const parts = s.kind === 'memory' && s.machine
+    ? `memory: the whole machine, ${size(s.machine.memory_bytes)} of ${size(s.machine.memory_size)} RAM written, disk ${size(s.machine.disk_bytes)}`
+    : `${s.kind}: files ${size(s.home_size)}, browser profile ${size(s.profile_size)}`;
+  return `${parts}; of ${s.workspace_id}, ${new Date(s.created_at_ms).toLocaleString()}`;
+}
+
+// What a rollback to `s` does to the workspace viewed.
+function rollbackEffect(s) {
+  return s.kind === 'memory'
+    ? 'Its machine is replaced by the snapshot\'s (memory, programs, disk); what was done since is gone.'
+    : 'Its files and browser profile become the snapshot\'s; what was made since is gone.';
 }
 
 function panelRow(s) {
@@ -74,7 +86,7 @@ function panelRow(s) {
 function viewRow(s) {
   const rollback = el('button', { type: 'button', class: 'rollback' }, 'Roll back');
   rollback.onclick = async () => {
-    if (!confirm(`Roll ${viewing} back to ${s.name}? Its files and browser profile become the snapshot's; what was made since is gone.`)) return;
+    if (!confirm(`Roll ${viewing} back to ${s.name}? ${rollbackEffect(s)}`)) return;
     const id = viewing;
     rollback.disabled = true;
     $('#view-snapshots-error').textContent = '';

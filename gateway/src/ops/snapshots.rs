@@ -15,6 +15,7 @@
 //! are the caller's events; putting one into a new workspace is the
 //! daemon's, in the new workspace's chain, with the snapshot's digest.
 
+use cubicle_runtime::limits::Limits;
 use cubicle_runtime::snapshots::{self, MemoryParts, Row, Taken};
 use serde::Serialize;
 use serde_json::json;
@@ -147,6 +148,37 @@ async fn usable(core: &Core, ctx: &OpContext, id: &str) -> Result<Row, OpError> 
 pub async fn for_create(core: &Core, ctx: &OpContext, id: &str) -> Result<Row, OpError> {
     ctx.require(Permission::WorkspacesCreate)?;
     usable(core, ctx, id).await
+}
+
+/// Whether a workspace with `limits` can start from `snapshot` on this
+/// host: a `memory` snapshot needs microVMs, and runs with exactly the RAM
+/// it was taken with (its memory is the machine's).
+pub fn fits(core: &Core, snapshot: &Row, limits: &Limits) -> Result<(), OpError> {
+    if snapshot.kind != snapshots::MEMORY {
+        return Ok(());
+    }
+    if !core.manager.memory_snapshots() {
+        return Err(OpError::new(
+            ErrorKind::Conflict,
+            "snapshot_kind",
+            format!(
+                "snapshot {} holds a microVM's memory, and this host runs workspaces in jails, which cannot start from it: use it on a host with the microvm backend",
+                snapshot.id
+            ),
+        ));
+    }
+    let mib = |bytes: u64| bytes >> 20;
+    let ram = u64::try_from(snapshot.memory.memory_size).unwrap_or_default();
+    if mib(limits.memory_bytes()) != mib(ram) {
+        return Err(OpError::bad_request(format!(
+            "limits.memory_mb: snapshot {} is of a machine with {} MiB of RAM, and this workspace would get {} MiB; a fork runs with the snapshot's memory: ask for limits.memory_mb {}",
+            snapshot.id,
+            mib(ram),
+            mib(limits.memory_bytes()),
+            mib(ram)
+        )));
+    }
+    Ok(())
 }
 
 /// Takes snapshot `name` of running workspace `id` for the caller.

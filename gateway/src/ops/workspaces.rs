@@ -71,6 +71,14 @@ pub async fn create(
             return refused;
         }
     };
+    if let Some(snapshot) = &request.snapshot
+        && let Err(err) = super::snapshots::fits(state, snapshot, &chosen.limits)
+    {
+        let detail = json!({ "reason": err.message });
+        let refused = Err(err);
+        started.finish_on(None, &refused, detail).await;
+        return refused;
+    }
     request.limits = Some(chosen.limits);
     // The pool's workspaces run with the server's defaults: only a create
     // that gets exactly those may take one.

@@ -138,13 +138,6 @@ impl Layer {
         image: &crate::snapshots::MemoryImage,
     ) -> Result<(), BackendError> {
         let base = Path::new(&image.parts.base_image);
-        if !base.is_file() {
-            return Err(BackendError::Spawn(format!(
-                "the desktop image {} snapshot {} was taken over is gone; its disk cannot be read without it: take a new snapshot",
-                base.display(),
-                image.id
-            )));
-        }
         owned_dir(&self.vm_dir(), uid)?;
         let overlay = copy_beside(&image.disk, &self.overlay(), uid, 0o600)?;
         let host = copy_beside(&image.host_disk, &self.host_disk(), uid, 0o400)?;

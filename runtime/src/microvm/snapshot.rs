@@ -146,18 +146,9 @@ impl MicrovmBackend {
         cgroup: &crate::limits::cgroup::WorkspaceCgroup,
         image: &crate::snapshots::MemoryImage,
     ) -> Result<(i32, tokio::sync::oneshot::Receiver<crate::backend::Exit>), BackendError> {
-        let ram = super::command::guest_memory_mib(spec) * 1024 * 1024;
-        let size = u64::try_from(image.parts.memory_size).unwrap_or(0);
-        if ram != size {
-            return Err(BackendError::Spawn(format!(
-                "snapshot {} is of a VM with {} MiB of RAM, and workspace {} would have {} MiB: give it the snapshot's memory (memory_mb {})",
-                image.id,
-                size >> 20,
-                spec.id,
-                ram >> 20,
-                size >> 20
-            )));
-        }
+        image
+            .check_fits(super::command::guest_memory_mib(spec) << 20)
+            .map_err(BackendError::Spawn)?;
         let layer = Layer::of(spec);
         layer.put_snapshot_disks(spec.host_uid, image)?;
         layer.prepare_run(spec)?;
