@@ -586,6 +586,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    // A memory snapshot's pool runs with its RAM, on a host that can.
+    if let Some(snapshot) = &warm_snapshot {
+        let defaults = manager.limits_policy().default;
+        cubicle_gateway::ops::snapshots::fits(&state.core, snapshot, &defaults).map_err(|err| {
+            anyhow::anyhow!(
+                "--warm-snapshot {}: the pool's workspaces run with the default limits, and {}",
+                snapshot.id,
+                err.message
+            )
+        })?;
+    }
     let pool = (args.warm > 0).then(|| {
         match &warm_snapshot {
             Some(snapshot) => say(&format!(

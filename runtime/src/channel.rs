@@ -192,15 +192,7 @@ impl GuestChannel {
     pub async fn health(&self) -> Result<Health, ChannelError> {
         let stream = self.connect(ports::CONTROL).await?;
         let exchange = async {
-            let (read, mut write) = stream.into_split();
-            let mut line = serde_json::to_string(&Request::Health)
-                .map_err(|err| ChannelError::BadReply(err.to_string()))?;
-            line.push('\n');
-            write.write_all(line.as_bytes()).await?;
-            let mut reply = String::new();
-            BufReader::new(read.take(MAX_REPLY))
-                .read_line(&mut reply)
-                .await?;
+            let reply = one_exchange(stream, &Request::Health).await?;
             serde_json::from_str::<Health>(&reply)
                 .map_err(|err| ChannelError::BadReply(format!("{err}: {reply:.200}")))
         };
@@ -208,6 +200,23 @@ impl GuestChannel {
             .await
             .map_err(|_| ChannelError::Timeout)?
     }
+}
+
+/// Sends `request` as one JSON line on `stream` and reads one reply line.
+async fn one_exchange<T: serde::Serialize>(
+    stream: UnixStream,
+    request: &T,
+) -> Result<String, ChannelError> {
+    let (read, mut write) = stream.into_split();
+    let mut line =
+        serde_json::to_string(request).map_err(|err| ChannelError::BadReply(err.to_string()))?;
+    line.push('\n');
+    write.write_all(line.as_bytes()).await?;
+    let mut reply = String::new();
+    BufReader::new(read.take(MAX_REPLY))
+        .read_line(&mut reply)
+        .await?;
+    Ok(reply)
 }
 
 impl GuestChannel {
@@ -224,15 +233,7 @@ impl GuestChannel {
         let mut stream = self.connect_checked().await?;
         let exchange = async {
             handshake::connect(&mut stream, PORT).await?;
-            let (read, mut write) = stream.into_split();
-            let mut line = serde_json::to_string(identity)
-                .map_err(|err| ChannelError::BadReply(err.to_string()))?;
-            line.push('\n');
-            write.write_all(line.as_bytes()).await?;
-            let mut reply = String::new();
-            BufReader::new(read.take(MAX_REPLY))
-                .read_line(&mut reply)
-                .await?;
+            let reply = one_exchange(stream, identity).await?;
             let reply: IdentityReply = serde_json::from_str(&reply).map_err(|err| {
                 ChannelError::BadReply(format!(
                     "the VM's init did not answer the identity request ({err}): {reply:.200}"

@@ -290,8 +290,19 @@ async fn a_guest_that_fills_its_disk_gets_io_errors_the_host_stays_bounded_and_t
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let top = names(&root);
     println!("VMM root: {top:?}");
-    let want = ["api", "dev", "disks", "kernel", "serial", "vsock"];
+    // `snapshots` is the workspace's `vm-snap/`, the one place it may
+    // write a snapshot (empty: nothing of the host is in it).
+    let want = [
+        "api",
+        "dev",
+        "disks",
+        "kernel",
+        "serial",
+        "snapshots",
+        "vsock",
+    ];
     assert_eq!(top, want.iter().map(|s| s.to_string()).collect());
+    assert!(names(&root.join("snapshots")).is_empty());
     let uid = spec.host_uid;
     assert_eq!(status_field(pid, "Uid"), format!("{uid} {uid} {uid} {uid}"));
     assert_eq!(status_field(pid, "CapBnd"), "0000000000000000");

@@ -240,6 +240,26 @@ impl MicrovmBackend {
         Ok(())
     }
 
+    /// Limits first (cgroup, disk), then `launch`; a start that fails
+    /// takes its limits back down, so nothing stays mounted or made.
+    fn start_with(
+        &self,
+        spec: &WorkspaceSpec,
+        launch: impl FnOnce(
+            &WorkspaceCgroup,
+        )
+            -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError>,
+    ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
+        Layer::of(spec).create_dir()?;
+        let started = self.apply_limits(spec).and_then(|cgroup| launch(&cgroup));
+        if started.is_err()
+            && let Err(err) = self.release_limits(spec)
+        {
+            tracing::warn!(workspace = %spec.id, %err, "cannot undo the limits of a failed start");
+        }
+        started
+    }
+
     /// Everything of a start after the limits: the overlay, the VMM's
     /// directories, and the VMM under its shim, in the cgroup.
     fn launch(
@@ -358,16 +378,7 @@ impl Backend for MicrovmBackend {
         &self,
         spec: &WorkspaceSpec,
     ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
-        Layer::of(spec).create_dir()?;
-        let started = self
-            .apply_limits(spec)
-            .and_then(|cgroup| self.launch(spec, &cgroup));
-        if started.is_err()
-            && let Err(err) = self.release_limits(spec)
-        {
-            tracing::warn!(workspace = %spec.id, %err, "cannot undo the limits of a failed start");
-        }
-        started
+        self.start_with(spec, |cgroup| self.launch(spec, cgroup))
     }
 
     fn memory_snapshots(&self) -> bool {
@@ -390,16 +401,7 @@ impl Backend for MicrovmBackend {
         spec: &WorkspaceSpec,
         image: &crate::snapshots::MemoryImage,
     ) -> Result<(i32, tokio::sync::oneshot::Receiver<Exit>), BackendError> {
-        Layer::of(spec).create_dir()?;
-        let started = self
-            .apply_limits(spec)
-            .and_then(|cgroup| self.launch_restored(spec, &cgroup, image));
-        if started.is_err()
-            && let Err(err) = self.release_limits(spec)
-        {
-            tracing::warn!(workspace = %spec.id, %err, "cannot undo the limits of a failed restore");
-        }
-        started
+        self.start_with(spec, |cgroup| self.launch_restored(spec, cgroup, image))
     }
 
     fn is_running(&self, spec: &WorkspaceSpec, pid: i32) -> bool {

@@ -210,22 +210,18 @@ fn keep_all(
     base: &Path,
 ) -> Result<MemoryParts, BackendError> {
     let dir = Layer::of(spec).snapshot_dir();
-    let state = copy_in(
-        spec,
-        files,
-        &dir.join(format!("{id}.vmstate")),
-        id,
-        "vmstate",
-        files.state(id),
-    )?;
-    let memory = copy_in(
-        spec,
-        files,
-        &dir.join(format!("{id}.memory")),
-        id,
-        "memory",
-        files.memory(id),
-    )?;
+    let written = |what: &str, target: PathBuf| {
+        copy_in(
+            spec,
+            files,
+            &dir.join(format!("{id}.{what}")),
+            id,
+            what,
+            target,
+        )
+    };
+    let state = written("vmstate", files.state(id))?;
+    let memory = written("memory", files.memory(id))?;
     let [disk, host] = disks;
     let parts = MemoryParts {
         state_sha256: state.copied.sha256.clone(),
