@@ -57,6 +57,13 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     if let Some(reason) = crate::microvm::no_hardware_virt() {
         return cubicle_tests::skip::skip_without_kvm(reason);
     }
+    // Each step's time since the start, past the harness's capture: under
+    // emulation this runs for many minutes, and a slow run says where.
+    let started_at = Instant::now();
+    let step = |name: &str| {
+        let line = format!("memory snapshots: {name} at {:.0?}\n", started_at.elapsed());
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    };
     let origin_port = origin::serve(None).await;
     let data = tempfile::tempdir().unwrap();
     let hosts = data.path().join("hosts");
@@ -81,6 +88,7 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     let cold_ms = clock.elapsed().as_millis();
     assert_eq!(source_ws["backend"], "microvm", "{source_ws}");
     let source = id_of(&source_ws);
+    step("the source runs");
 
     // What the snapshot must carry: a file, a page with a value only its
     // heap holds, and a shell variable only the shell's memory holds.
@@ -116,6 +124,7 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     .await;
     assert!(reached.contains("hello from origin"), "{reached}");
     let source_machine = desk::exec(&daemon, &source, "cat /etc/machine-id").await;
+    step("a page, a shell and a file in place");
 
     // The snapshot: the whole machine, the workspace runs on.
     let clock = Instant::now();
@@ -129,6 +138,7 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     let take_ms = clock.elapsed().as_millis();
     assert_eq!(status, 201, "{snap}");
     assert_eq!(snap["kind"], "memory", "{snap}");
+    step("snapshot taken");
     let snap_id = snap["id"].as_str().unwrap().to_owned();
     let sha256 = snap["sha256"].as_str().unwrap().to_owned();
     let machine = &snap["machine"];
@@ -171,6 +181,7 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
         .map(id_of)
         .collect();
     assert_eq!(made.len(), 3, "{forks}");
+    step("three forks run");
     let mut machines = BTreeSet::from([source_machine.trim().to_owned()]);
     let mut streams = BTreeSet::new();
     for id in &made {
@@ -219,6 +230,7 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     }
     assert_eq!(machines.len(), 4, "a machine id of each: {machines:?}");
     assert_eq!(streams.len(), 3, "an RNG stream of each: {streams:?}");
+    step("each fork checked");
 
     // Rollback: the changed file and the machine go back to the snapshot.
     let first = &made[0];
@@ -240,6 +252,7 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     assert_eq!(holder_says(&daemon, first).await, marker);
     assert_eq!(desk::exec(&daemon, first, "hostname").await.trim(), first);
 
+    step("rolled back");
     // A state file changed on the host is refused, naming the cause.
     let files = state.join("snapshots");
     let state_file = files.join(format!("{snap_id}.vmstate"));
