@@ -1609,6 +1609,29 @@ export interface components {
          * @enum {string}
          */
         ImageFormat: "png" | "jpeg" | "jpg";
+        /** @description The parts of a `memory` snapshot, each named by its SHA-256. */
+        MachineView: {
+            /**
+             * Format: int64
+             * @description Bytes the guest had written to its root disk.
+             */
+            disk_bytes: number;
+            disk_sha256: string;
+            host_disk_sha256: string;
+            /**
+             * Format: int64
+             * @description Bytes of it the guest had written (what the memory file holds).
+             */
+            memory_bytes: number;
+            memory_sha256: string;
+            /**
+             * Format: int64
+             * @description The guest's RAM, bytes: a fork runs with exactly this much.
+             */
+            memory_size: number;
+            /** @description The VMM's state file (vCPUs, devices, interrupt controllers). */
+            state_sha256: string;
+        };
         /** @description A secret to store. Its value is never shown again. */
         NewSecret: {
             /**
@@ -1856,10 +1879,12 @@ export interface components {
             home_size: number;
             id: string;
             /**
-             * @description `disk`: the user's files and the browser profile, no memory (a fork
-             *     starts its programs afresh).
+             * @description `memory`: a microVM's whole machine (a fork goes on from the
+             *     instant it was taken); `disk`: the user's files and the browser
+             *     profile, no memory (a fork starts its programs afresh).
              */
             kind: string;
+            machine?: null | components["schemas"]["MachineView"];
             name: string;
             /** @description The token that made it. */
             owner_token: string;
@@ -1869,7 +1894,7 @@ export interface components {
              * @description The browser profile's archive: bytes, SHA-256.
              */
             profile_size: number;
-            /** @description SHA-256 naming both archives; every fork's audit chain records it. */
+            /** @description SHA-256 naming its parts; every fork's audit chain records it. */
             sha256: string;
             /** @description The workspace it was taken of (it may be gone since). */
             workspace_id: string;
@@ -6857,7 +6882,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Rolled back: its files in /home/user and /tmp are the snapshot's (what was made since is removed) and the browser runs on the snapshot's profile */
+            /** @description Rolled back. Kind `memory`: its VM was replaced by one restored from the snapshot (with a fresh identity). Kind `disk`: its files in /home/user and /tmp are the snapshot's (what was made since is removed) and the browser runs on the snapshot's profile */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7352,7 +7377,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Taken: the user's files in /home/user and /tmp and the browser profile (kind `disk`: no memory); the browser closed for it and runs again */
+            /** @description Taken. On a microVM host (kind `memory`): the whole machine, paused for the copy and resumed. In a jail (kind `disk`): the user's files in /home/user and /tmp and the browser profile, no memory; the browser closed for it and runs again */
             201: {
                 headers: {
                     [name: string]: unknown;

@@ -34,6 +34,7 @@ from .filled import Filled
 from .handoff import Handoff
 from .hit_view import HitView
 from .image_format import ImageFormat
+from .machine_view import MachineView
 from .new_secret import NewSecret
 from .new_share import NewShare
 from .new_snapshot import NewSnapshot
@@ -104,6 +105,7 @@ __all__ = (
     "Handoff",
     "HitView",
     "ImageFormat",
+    "MachineView",
     "NewSecret",
     "NewShare",
     "NewSnapshot",
