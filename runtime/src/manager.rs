@@ -609,7 +609,15 @@ impl<B: Backend> Manager<B> {
     ) -> Result<(), String> {
         let profile = self.claim_profile(&spec.id).await?;
         let started = match image {
-            Some(image) => self.backend.start_restored(spec, image),
+            // Copying the snapshot's disks takes seconds: off the runtime's
+            // threads, so other workspaces' requests (and their timeouts)
+            // go on meanwhile.
+            Some(image) => {
+                let (this, spec, image) = (self.clone(), spec.clone(), image.clone());
+                tokio::task::spawn_blocking(move || this.backend.start_restored(&spec, &image))
+                    .await
+                    .map_err(|e| format!("the restore's thread ended: {e}"))?
+            }
             None => self.backend.start(spec),
         };
         let (pid, mut exit) = started.map_err(|e| e.to_string())?;
