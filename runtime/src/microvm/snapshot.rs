@@ -255,3 +255,44 @@ fn remove_written(dir: &Path, id: &str) {
         let _ = std::fs::remove_file(dir.join(name));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> u32 {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        unsafe { libc::getuid() }
+    }
+
+    /// What the VMM leaves in `vm-snap/` is the workspace's: a link, a
+    /// second name for another file, a FIFO (which would block a plain
+    /// open) or another uid's file is refused before a byte is read.
+    #[test]
+    fn only_a_plain_file_of_the_workspace_with_one_name_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("a.memory");
+        std::fs::write(&good, b"guest memory").unwrap();
+        assert!(open_written(&good, me()).is_ok());
+        assert!(open_written(&good, me() + 1).is_err(), "another uid's file");
+
+        let link = dir.path().join("link.memory");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(
+            open_written(&link, me()).is_err(),
+            "a symlink is never followed"
+        );
+
+        let second = dir.path().join("second.memory");
+        std::fs::hard_link(&good, &second).unwrap();
+        let err = open_written(&second, me()).unwrap_err();
+        assert!(err.contains("one name"), "{err}");
+
+        let fifo = dir.path().join("fifo.memory");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let err = open_written(&fifo, me()).unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+}
