@@ -86,6 +86,23 @@ pub struct MemoryParts {
 }
 
 impl MemoryParts {
+    /// Why a workspace with `memory_bytes` of RAM cannot start from
+    /// snapshot `id` with these parts, if it cannot: the machine runs with
+    /// the RAM it was taken with.
+    pub fn check_ram(&self, id: &str, memory_bytes: u64) -> Result<(), String> {
+        let mib = |bytes: u64| bytes >> 20;
+        let ram = u64::try_from(self.memory_size).unwrap_or_default();
+        if mib(ram) == mib(memory_bytes) {
+            return Ok(());
+        }
+        Err(format!(
+            "snapshot {id} is of a machine with {} MiB of RAM, and the workspace has {} MiB: give it the snapshot's (limits.memory_mb {})",
+            mib(ram),
+            mib(memory_bytes),
+            mib(ram)
+        ))
+    }
+
     /// The digest naming a `memory` snapshot with these parts.
     pub fn digest(&self) -> String {
         crate::guest_ops::sha256_hex(
@@ -406,17 +423,7 @@ impl MemoryImage {
     /// with, over the desktop image it was made on, from files that are
     /// there.
     pub fn check_fits(&self, memory_bytes: u64) -> Result<(), String> {
-        let mib = |bytes: u64| bytes >> 20;
-        let ram = u64::try_from(self.parts.memory_size).unwrap_or_default();
-        if mib(ram) != mib(memory_bytes) {
-            return Err(format!(
-                "snapshot {} is of a machine with {} MiB of RAM, and the workspace has {} MiB: give it the snapshot's (limits.memory_mb {})",
-                self.id,
-                mib(ram),
-                mib(memory_bytes),
-                mib(ram)
-            ));
-        }
+        self.parts.check_ram(&self.id, memory_bytes)?;
         let base = Path::new(&self.parts.base_image);
         if !base.is_file() {
             return Err(format!(

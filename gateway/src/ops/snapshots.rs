@@ -167,17 +167,10 @@ pub fn fits(core: &Core, snapshot: &Row, limits: &Limits) -> Result<(), OpError>
             ),
         ));
     }
-    let mib = |bytes: u64| bytes >> 20;
-    let ram = u64::try_from(snapshot.memory.memory_size).unwrap_or_default();
-    if mib(limits.memory_bytes()) != mib(ram) {
-        return Err(OpError::bad_request(format!(
-            "limits.memory_mb: snapshot {} is of a machine with {} MiB of RAM, and this workspace would get {} MiB; a fork runs with the snapshot's memory: ask for limits.memory_mb {}",
-            snapshot.id,
-            mib(ram),
-            mib(limits.memory_bytes()),
-            mib(ram)
-        )));
-    }
+    snapshot
+        .memory
+        .check_ram(&snapshot.id, limits.memory_bytes())
+        .map_err(|reason| OpError::bad_request(format!("limits.memory_mb: {reason}")))?;
     Ok(())
 }
 
