@@ -52,6 +52,42 @@ async fn holder_says(daemon: &Daemon, id: &str) -> String {
     .to_owned()
 }
 
+/// Copies every microVM's console into `into` every two seconds: a fork
+/// that fails to start is removed with its directory, and its console says
+/// how far it got.
+fn keep_consoles(state: &std::path::Path, into: std::path::PathBuf) -> tokio::task::JoinHandle<()> {
+    let workspaces = state.join("workspaces");
+    tokio::spawn(async move {
+        let _ = std::fs::create_dir_all(&into);
+        loop {
+            for dir in std::fs::read_dir(&workspaces)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let log = dir.path().join("vm/serial.log");
+                let _ = std::fs::copy(&log, into.join(dir.file_name()));
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+}
+
+/// The tails of the consoles [`keep_consoles`] kept, for a failure message.
+fn kept_consoles(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let bytes = std::fs::read(file.path()).unwrap_or_default();
+        let tail = &bytes[bytes.len().saturating_sub(4000)..];
+        out.push_str(&format!(
+            "\n--- the console of {} (tail) ---\n{}",
+            file.file_name().to_string_lossy(),
+            String::from_utf8_lossy(tail)
+        ));
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() {
     if let Some(reason) = crate::microvm::no_hardware_virt() {
@@ -163,6 +199,7 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     assert_eq!(status, 204, "{reply}");
 
     // Three forks at once, with a policy of their own (no egress allowed).
+    let consoles = keep_consoles(&state, data.path().join("consoles"));
     let clock = Instant::now();
     let (status, forks) = call(
         &daemon,
@@ -172,8 +209,10 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
     )
     .await;
     let forks_ms = clock.elapsed().as_millis();
-    assert_eq!(status, 201, "{forks}");
-    assert_eq!(forks["failed"], json!([]), "{forks}");
+    consoles.abort();
+    let kept = kept_consoles(&data.path().join("consoles"));
+    assert_eq!(status, 201, "{forks}{kept}");
+    assert_eq!(forks["failed"], json!([]), "{forks}{kept}");
     let made: Vec<String> = forks["workspaces"]
         .as_array()
         .unwrap()

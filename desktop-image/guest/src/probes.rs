@@ -1,12 +1,12 @@
-//! Readiness probes: is a service inside the workspace answering its protocol?
-
-use std::time::Duration;
+//! Readiness probes: is a service inside the workspace answering its
+//! protocol? None has a time limit of its own: the caller gives each whole
+//! probe one (`session::probe`), and a child a probe started is killed when
+//! the probe is dropped.
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::endpoints::{Endpoints, Service};
 
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// RFB security type "None".
 const SECURITY_NONE: u8 = 1;
 
@@ -19,10 +19,7 @@ pub async fn rfb(endpoints: &Endpoints) -> bool {
             Service::Unix(stream) => rfb_handshake(stream).await,
         }
     };
-    matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, attempt).await,
-        Ok(Some(true))
-    )
+    attempt.await == Some(true)
 }
 
 async fn rfb_handshake<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) -> Option<bool> {
@@ -50,10 +47,7 @@ async fn rfb_handshake<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) -> Opti
 /// Chromium is ready when `Browser.getVersion` is answered over its
 /// DevTools pipe.
 pub async fn cdp(endpoints: &Endpoints) -> bool {
-    matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, endpoints.devtools.answers()).await,
-        Ok(true)
-    )
+    endpoints.devtools.answers().await
 }
 
 /// The window manager is ready when the root window names it
@@ -96,18 +90,17 @@ pub async fn browser_window(display: &str) -> bool {
 
 /// Runs an X client on `display`; its stdout, or None if it failed.
 async fn run(display: &str, program: &str, args: &[&str]) -> Option<String> {
-    let run = tokio::process::Command::new(program)
+    let out = tokio::process::Command::new(program)
         .args(args)
         .env_clear()
         .env("DISPLAY", display)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(PROBE_TIMEOUT, run).await {
-        Ok(Ok(out)) if out.status.success() => {
-            Some(String::from_utf8_lossy(&out.stdout).into_owned())
-        }
-        _ => None,
-    }
+        .output()
+        .await
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -222,11 +222,16 @@ fn chromium_flags(profile: &std::path::Path, width: u32, height: u32) -> Vec<Str
     ]
 }
 
-/// Readiness probes per kind, used by the supervisor.
-pub async fn probe(kind: Probe, endpoints: &Endpoints) -> bool {
-    match kind {
-        Probe::WindowManager => probes::window_manager(DISPLAY).await,
-        Probe::Rfb => probes::rfb(endpoints).await,
-        Probe::Cdp => probes::cdp(endpoints).await && probes::browser_window(DISPLAY).await,
-    }
+/// Readiness probes per kind, used by the supervisor: `None` when the
+/// probe did not finish within `limit` (it is dropped, and a child it
+/// started with it), else whether the service answered.
+pub async fn probe(kind: Probe, endpoints: &Endpoints, limit: Duration) -> Option<bool> {
+    let probe = async {
+        match kind {
+            Probe::WindowManager => probes::window_manager(DISPLAY).await,
+            Probe::Rfb => probes::rfb(endpoints).await,
+            Probe::Cdp => probes::cdp(endpoints).await && probes::browser_window(DISPLAY).await,
+        }
+    };
+    tokio::time::timeout(limit, probe).await.ok()
 }

@@ -19,6 +19,13 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A run this long counts as healthy: the next crash starts backoff afresh.
 const STABLE_RUN: Duration = Duration::from_secs(30);
 const LOG_TAIL_BYTES: u64 = 2048;
+/// The time a readiness probe gets at first, and at most: a probe that
+/// runs out of time is not an answer, so the next one gets twice as long
+/// (a loaded host, or a machine just restored from a snapshot paging its
+/// memory in, makes spawning `xprop` take seconds); the first answer sets
+/// it back.
+const PROBE_LIMIT: Duration = Duration::from_secs(2);
+const PROBE_LIMIT_MAX: Duration = Duration::from_secs(64);
 /// How long a held service has to exit on SIGTERM before SIGKILL (a
 /// browser writes its profile out meanwhile).
 const HOLD_GRACE: Duration = Duration::from_secs(10);
@@ -351,9 +358,26 @@ impl Supervisor {
     }
 
     /// Probes until the child exits (the caller's select ends this future).
+    /// A probe that runs out of time counts as not ready (a wedged service
+    /// is not ready) and gives the next one twice the time.
     async fn watch_readiness(&self, spec: &ServiceSpec, was_ready: &mut bool) {
+        let mut limit = PROBE_LIMIT;
         loop {
-            let ready = crate::session::probe(spec.probe, &self.endpoints).await;
+            let answer = crate::session::probe(spec.probe, &self.endpoints, limit).await;
+            limit = match answer {
+                Some(_) => PROBE_LIMIT,
+                None => {
+                    let next = next_probe_limit(limit);
+                    tracing::warn!(
+                        service = spec.name,
+                        ?limit,
+                        ?next,
+                        "readiness probe ran out of time"
+                    );
+                    next
+                }
+            };
+            let ready = answer == Some(true);
             *was_ready |= ready;
             self.update(spec.name, |s| s.ready = ready);
             let pause = if ready { 2000 } else { 100 };
@@ -377,6 +401,11 @@ impl Supervisor {
         tokio::time::sleep(Duration::from_secs(2)).await;
         signal_groups(&pids, libc::SIGKILL);
     }
+}
+
+/// The time the probe after one that ran out of `limit` gets.
+fn next_probe_limit(limit: Duration) -> Duration {
+    (limit * 2).min(PROBE_LIMIT_MAX)
 }
 
 fn unreachable_watch() -> std::io::Result<std::process::ExitStatus> {
@@ -410,4 +439,22 @@ fn log_tail(path: &std::path::Path) -> String {
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(4)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_that_runs_out_of_time_gets_twice_as_long_up_to_the_cap() {
+        let mut limit = PROBE_LIMIT;
+        let mut seen = vec![limit];
+        while limit < PROBE_LIMIT_MAX {
+            limit = next_probe_limit(limit);
+            seen.push(limit);
+        }
+        let secs: Vec<u64> = seen.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [2, 4, 8, 16, 32, 64]);
+        assert_eq!(next_probe_limit(limit), PROBE_LIMIT_MAX);
+    }
 }
