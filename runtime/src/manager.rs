@@ -27,6 +27,8 @@ use crate::time_limits::TimeLimits;
 pub const UID_BASE: u32 = 1_600_000;
 const UID_COUNT: u32 = 65_536;
 const READY_POLL: Duration = Duration::from_millis(200);
+/// How soon a restored VM whose init did not answer yet is asked again.
+const IDENTITY_RETRY: Duration = Duration::from_millis(20);
 /// Why a workspace of an older version whose uids now overlap another's
 /// does not start.
 const SHARED_UID: &str = "its host uids overlap another workspace's (it was made by an older Cubicle that gave each workspace one uid; this one needs two): delete it and create it again";
@@ -631,10 +633,12 @@ impl<B: Backend> Manager<B> {
             top_pid: Some(pid),
             ..spec.clone()
         };
-        self.wait_ready(&started, &mut exit).await?;
         if image.is_some() {
-            self.fresh_identity(&started).await?;
+            // First: until then the fork's kernel hands out the same
+            // random stream as every other fork of the snapshot.
+            self.identity_first(&started, &mut exit).await?;
         }
+        self.wait_ready(&started, &mut exit).await?;
         if let Some(profile) = profile {
             self.load_profile(&started, &profile).await?;
         }
@@ -1072,10 +1076,53 @@ impl<B: Backend> Manager<B> {
         Ok(Ok(()))
     }
 
+    /// [`Manager::fresh_identity`] as soon as the restored VM's init
+    /// answers: a channel not there yet is asked again; an answer that
+    /// refuses, a peer that is not the VMM, the VMM ending or the ready
+    /// timeout end it.
+    async fn identity_first(
+        &self,
+        spec: &WorkspaceSpec,
+        exit: &mut tokio::sync::oneshot::Receiver<Exit>,
+    ) -> Result<(), String> {
+        use crate::channel::ChannelError;
+        let deadline = tokio::time::Instant::now() + self.config.ready_timeout;
+        let attempts = async {
+            loop {
+                let err = match self.fresh_identity(spec).await {
+                    Ok(()) => return Ok(()),
+                    Err(
+                        err @ (ChannelError::BadReply(_)
+                        | ChannelError::WrongPeer { .. }
+                        | ChannelError::NotASocket { .. }),
+                    ) => return Err(err.to_string()),
+                    Err(err) => err,
+                };
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(format!(
+                        "not answered within {:?}: {err}",
+                        self.config.ready_timeout
+                    ));
+                }
+                tokio::time::sleep(IDENTITY_RETRY).await;
+            }
+        };
+        tokio::select! {
+            ended = &mut *exit => {
+                let how = ended.map(|e| e.before_ready()).unwrap_or_default();
+                Err(format!("the workspace's processes ended before it took its own identity ({how})"))
+            }
+            done = attempts => done.map_err(|err| format!("cannot give the restored VM its own identity: {err}")),
+        }
+    }
+
     /// Gives a VM restored from a memory snapshot its own identity before
     /// it is ready: the kernel's RNG reseeded from the host's randomness,
     /// a new machine id, its own id as hostname, the host's clock.
-    async fn fresh_identity(&self, spec: &WorkspaceSpec) -> Result<(), String> {
+    async fn fresh_identity(
+        &self,
+        spec: &WorkspaceSpec,
+    ) -> Result<(), crate::channel::ChannelError> {
         use cubicle_image::identity::{ENTROPY_BYTES, Identity, encode_hex};
         let mut entropy = [0u8; ENTROPY_BYTES];
         let mut machine_id = [0u8; 16];
@@ -1090,11 +1137,7 @@ impl<B: Backend> Manager<B> {
                 .map(|d| d.as_nanos())
                 .unwrap_or_default(),
         };
-        self.backend
-            .channel(spec)
-            .fresh_identity(&identity)
-            .await
-            .map_err(|err| format!("cannot give the restored VM its own identity: {err}"))
+        self.backend.channel(spec).fresh_identity(&identity).await
     }
 
     /// Tells the gateway that `snapshot` is what workspace `id` now holds.
