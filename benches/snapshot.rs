@@ -2,8 +2,12 @@
 //! daemon: a source desktop with a file and a browser cookie; taking a
 //! snapshot of it; one workspace started from it against one cold create
 //! (both timed from the request to the 201: the desktop answers); `N` at
-//! once from it in one create against `N` cold creates at once; a rollback.
-//! Prints p50 and p95 of each and the ratios; asserts nothing about time.
+//! once from it in one create against `N` cold creates at once, and the
+//! memory the `N` hold together (PSS: forks of a memory snapshot share the
+//! pages of its memory file none of them wrote); a rollback. On a microVM
+//! host the snapshots are of kind `memory` (the whole machine), on a jail
+//! host of kind `disk`. Prints p50 and p95 of each and the ratios; asserts
+//! nothing about time.
 //!
 //!     cargo run -p cubicle-tests --bin bench-snapshot [-- RUNS [N]]
 
@@ -55,13 +59,32 @@ async fn delete(daemon: &Daemon, ids: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The workspaces a create answered: one, or `{workspaces}`.
+fn workspaces(answer: &Value) -> Vec<Value> {
+    match answer["workspaces"].as_array() {
+        Some(all) => all.clone(),
+        None => vec![answer.clone()],
+    }
+}
+
+/// What `made` hold together, in MiB: the PSS of every process of theirs
+/// (a microVM's VMM, a jail's desktop).
+fn pss_mib(made: &[Value]) -> f64 {
+    let pids: Vec<i32> = made
+        .iter()
+        .filter_map(|ws| u32::try_from(ws["host_uid"].as_u64()?).ok())
+        .flat_map(cubicle_tests::procs::of_workspace)
+        .collect();
+    cubicle_tests::procs::pss_kib(&pids) as f64 / 1024.0
+}
+
 /// `n` cold creates at once: the time until the last answered.
-async fn cold_many(daemon: &Daemon, n: usize) -> anyhow::Result<(Duration, Vec<String>)> {
+async fn cold_many(daemon: &Daemon, n: usize) -> anyhow::Result<(Duration, Vec<Value>)> {
     let started = Instant::now();
     let creates = (0..n).map(|_| call(daemon, Method::POST, "/v1/workspaces", json!({})));
     let mut made = Vec::new();
     for answer in futures_util::future::join_all(creates).await {
-        made.extend(ids(&answer?));
+        made.extend(workspaces(&answer?));
     }
     Ok((started.elapsed(), made))
 }
@@ -102,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
 
     let (mut take, mut fork, mut cold, mut rollback) = (vec![], vec![], vec![], vec![]);
     let mut snapshot = String::new();
+    let mut kind = String::new();
     let mut sizes = (0, 0);
     for run in 0..runs {
         let (took, snap) = timed(
@@ -112,10 +136,17 @@ async fn main() -> anyhow::Result<()> {
         .await?;
         take.push(took);
         snapshot = snap["id"].as_str().unwrap_or_default().to_owned();
-        sizes = (
-            snap["home_size"].as_u64().unwrap_or(0),
-            snap["profile_size"].as_u64().unwrap_or(0),
-        );
+        kind = snap["kind"].as_str().unwrap_or_default().to_owned();
+        sizes = match kind.as_str() {
+            "memory" => (
+                snap["machine"]["memory_bytes"].as_u64().unwrap_or(0),
+                snap["machine"]["disk_bytes"].as_u64().unwrap_or(0),
+            ),
+            _ => (
+                snap["home_size"].as_u64().unwrap_or(0),
+                snap["profile_size"].as_u64().unwrap_or(0),
+            ),
+        };
         let (took, made) = timed(
             &daemon,
             "/v1/workspaces",
@@ -141,20 +172,30 @@ async fn main() -> anyhow::Result<()> {
         json!({"from_snapshot": snapshot, "count": many}),
     )
     .await?;
-    let made = ids(&made);
+    let forks = workspaces(&made);
     anyhow::ensure!(
-        made.len() == many,
-        "{many} forks asked, {} made",
-        made.len()
+        forks.len() == many,
+        "{many} forks asked, {} made: {made}",
+        forks.len()
     );
-    delete(&daemon, &made).await?;
-    let (colds_took, made) = cold_many(&daemon, many).await?;
-    delete(&daemon, &made).await?;
+    let forks_pss = pss_mib(&forks);
+    delete(&daemon, &ids(&made)).await?;
+    let (colds_took, colds) = cold_many(&daemon, many).await?;
+    let colds_pss = pss_mib(&colds);
+    let cold_ids: Vec<String> = colds.iter().flat_map(ids).collect();
+    delete(&daemon, &cold_ids).await?;
 
-    println!(
-        "runs: {runs}; the snapshot holds {} bytes of files and {} of browser profile (gzip'd)",
-        sizes.0, sizes.1
-    );
+    match kind.as_str() {
+        "memory" => println!(
+            "runs: {runs}; kind memory: the snapshot wrote {} MiB of guest memory and {} MiB of disk",
+            sizes.0 >> 20,
+            sizes.1 >> 20
+        ),
+        _ => println!(
+            "runs: {runs}; kind {kind}: the snapshot holds {} bytes of files and {} of browser profile (gzip'd)",
+            sizes.0, sizes.1
+        ),
+    }
     let (cold50, _) = spread(&cold);
     for (name, samples) in [
         ("snapshot (paused browser, files, profile)", &take),
@@ -175,6 +216,15 @@ async fn main() -> anyhow::Result<()> {
         ms(colds_took),
         ms(forks_took) / ms(colds_took)
     );
-    println!("(kind `disk`: a fork boots the image and unpacks the files; no memory is restored)");
+    println!(
+        "{:>44}: {forks_pss:8.1} MiB PSS for {many} from the snapshot, {colds_pss:8.1} MiB for {many} cold ({:.2}x)",
+        format!("{many} at once, memory"),
+        colds_pss / forks_pss.max(0.1)
+    );
+    if kind == "disk" {
+        println!(
+            "(kind `disk`: a fork boots the image and unpacks the files; no memory is restored)"
+        );
+    }
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! terminal, CDP with Playwright unchanged, egress through the proxy, the
 //! operator's take-over, pause and resume, a daemon killed and restarted
 //! while the workspace runs on, stop and start keeping the home, the
-//! recording, delete.
+//! recording, a snapshot and a workspace started from it, delete.
 
 use std::time::Duration;
 
@@ -318,6 +318,52 @@ async fn one_workspace_through_every_door() {
     }
 
     door("recording");
+    // A snapshot, and a workspace started from it: the whole machine on a
+    // microVM (its memory: the fork goes on as its own machine), the home
+    // and browser profile on a jail.
+    let snap = ok(
+        &daemon,
+        Method::POST,
+        &path("/snapshot"),
+        Some(json!({"name": "door"})),
+    )
+    .await;
+    let kind = if backend == "microvm" {
+        "memory"
+    } else {
+        "disk"
+    };
+    assert_eq!(snap["kind"], kind, "{snap}");
+    let fork = ok(
+        &daemon,
+        Method::POST,
+        "/v1/workspaces",
+        Some(json!({"from_snapshot": snap["id"], "policy": "open"})),
+    )
+    .await;
+    let fork_id = fork["id"].as_str().unwrap().to_owned();
+    assert_eq!(fork["state"], "running", "{fork}");
+    assert!(
+        desk::exists(&daemon, &fork_id, "door.bin").await,
+        "the snapshot's home is not in the workspace started from it"
+    );
+    assert_eq!(
+        desk::exec(&daemon, &fork_id, "hostname").await.trim(),
+        fork_id
+    );
+    let machine_id = "cat /etc/machine-id";
+    assert_ne!(
+        desk::exec(&daemon, &fork_id, machine_id).await,
+        desk::exec(&daemon, &id, machine_id).await,
+        "the workspace started from the snapshot has its source's machine id"
+    );
+    let (status, _) = daemon
+        .call(Method::DELETE, &format!("/v1/workspaces/{fork_id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 204);
+
+    door("snapshot");
     let (status, _) = daemon.call(Method::DELETE, &path(""), None).await.unwrap();
     assert_eq!(status, 204);
     door("deleted");
