@@ -153,6 +153,9 @@ pub struct WorkspaceProxy {
     cancel: CancellationToken,
     tasks: TaskTracker,
     connections: Arc<Semaphore>,
+    /// Its upstream TLS side, with its own session cache (see
+    /// [`Interception::client_for_workspace`]); `None` without interception.
+    upstream_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 fn full(status: StatusCode, content_type: &str, body: String) -> Response<ProxyBody> {
@@ -352,6 +355,10 @@ struct Upstream {
 impl WorkspaceProxy {
     pub fn new(egress: Arc<Egress>, workspace: &str, policy: PolicyCell) -> Arc<Self> {
         let max = egress.limits.max_connections;
+        let upstream_tls = egress
+            .interception
+            .as_ref()
+            .map(|interception| interception.client_for_workspace());
         Arc::new(Self {
             egress,
             workspace: workspace.to_owned(),
@@ -360,6 +367,7 @@ impl WorkspaceProxy {
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
             connections: Arc::new(Semaphore::new(max)),
+            upstream_tls,
         })
     }
 
@@ -723,7 +731,9 @@ impl WorkspaceProxy {
     ) where
         C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let Some(interception) = self.egress.interception.clone() else {
+        let (Some(interception), Some(upstream_config)) =
+            (self.egress.interception.clone(), self.upstream_tls.clone())
+        else {
             return;
         };
         let limit = self.egress.limits.tls_timeout;
@@ -766,7 +776,7 @@ impl WorkspaceProxy {
                 return;
             }
         };
-        let connector = tokio_rustls::TlsConnector::from(interception.client.clone());
+        let connector = tokio_rustls::TlsConnector::from(upstream_config.clone());
         let upstream_tls =
             match tokio::time::timeout(limit, connector.connect(server_name.clone(), upstream))
                 .await
@@ -802,7 +812,7 @@ impl WorkspaceProxy {
                 let mut upstream = Upstream {
                     address,
                     tally,
-                    tls: Some((interception.client.clone(), server_name)),
+                    tls: Some((upstream_config, server_name)),
                     sender: None,
                     relays: relays.clone(),
                 };

@@ -369,6 +369,9 @@ pub(super) async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
 
 pub(super) struct Harness {
     pub(super) proxy: Arc<WorkspaceProxy>,
+    /// What every workspace's proxy shares (another workspace's proxy is
+    /// made over it).
+    egress: Arc<Egress>,
     pub(super) events: Arc<MemoryEvents>,
     pub(super) dns: Arc<ScriptedResolver>,
     quarantine: Quarantine,
@@ -440,9 +443,10 @@ pub(super) async fn harness_with(
         ..Default::default()
     })
     .unwrap();
-    let proxy = WorkspaceProxy::new(egress, "ws-test", PolicyCell::new(policy));
+    let proxy = WorkspaceProxy::new(egress.clone(), "ws-test", PolicyCell::new(policy));
     Harness {
         proxy,
+        egress,
         events,
         dns,
         quarantine,
@@ -468,6 +472,51 @@ impl Harness {
         let (ours, theirs) = UnixStream::pair().unwrap();
         self.proxy.serve(theirs);
         ours
+    }
+
+    /// This harness with the proxy of another workspace, `id`, over the
+    /// same shared egress and the same policy.
+    fn other_workspace(&self, id: &str) -> Harness {
+        let policy = self.proxy.policy().clone();
+        Harness {
+            proxy: WorkspaceProxy::new(self.egress.clone(), id, policy),
+            egress: self.egress.clone(),
+            events: self.events.clone(),
+            dns: self.dns.clone(),
+            quarantine: self.quarantine.clone(),
+            workspace_tls: self.workspace_tls.clone(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// One TLS connection through a CONNECT tunnel to `authority` (named
+    /// `name`), trusting `tls`, carrying one `GET /`: how the handshake
+    /// with the proxy went.
+    async fn tls_handshake_kind(
+        &self,
+        authority: &str,
+        name: &str,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> rustls::HandshakeKind {
+        let (head, stream) = self.connect(authority).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let server_name = ServerName::try_from(name.to_owned()).unwrap();
+        let tls = tokio_rustls::TlsConnector::from(tls)
+            .connect(server_name, stream)
+            .await
+            .unwrap();
+        let kind = tls.get_ref().1.handshake_kind().unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::get("/")
+            .header("host", authority)
+            .body(text(b""))
+            .unwrap();
+        let response = sender.send_request(req).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        kind
     }
 
     /// `GET url` as an absolute-URI request.
@@ -706,6 +755,83 @@ where
     // switch.
     tokio::time::sleep(Duration::from_millis(300)).await;
     said
+}
+
+/// An HTTPS origin on 127.0.0.1 that keeps how each TLS handshake went
+/// (a session resumed, or made afresh).
+async fn resuming_origin(
+    tls: Arc<rustls::ServerConfig>,
+) -> (u16, Arc<std::sync::Mutex<Vec<rustls::HandshakeKind>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let kinds = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = kinds.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (tls, seen) = (tls.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = tokio_rustls::TlsAcceptor::from(tls).accept(stream).await else {
+                    return;
+                };
+                if let Some(kind) = stream.get_ref().1.handshake_kind() {
+                    seen.lock().unwrap().push(kind);
+                }
+                let service = hyper::service::service_fn(origin_answer);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (port, kinds)
+}
+
+/// Two workspaces never share a TLS session the proxy holds: not with the
+/// client (a fork of a memory snapshot holds its parent's browser, and so
+/// the parent's session ids and tickets: the proxy keeps none to resume),
+/// and not upstream (each workspace's proxy resumes only sessions it made,
+/// so an origin cannot tie two workspaces together by a session).
+#[tokio::test]
+async fn no_tls_session_is_shared_between_workspaces_or_resumed_from_a_parent() {
+    use rustls::HandshakeKind::{Full, Resumed};
+    let origin_pki = pki(&["origin.test"]);
+    let (port, upstream) = resuming_origin(origin_pki.server.clone()).await;
+    let h = harness(
+        &[
+            &format!("origin.test:{port}"),
+            &format!("127.0.0.1/32:{port}"),
+        ],
+        &[],
+        &origin_pki.ca_pem,
+        1 << 20,
+    )
+    .await;
+    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+    let authority = format!("origin.test:{port}");
+    // One client session cache for both workspaces: the browser a fork
+    // took over from its parent.
+    let browser = h.workspace_tls.clone();
+    let first = h
+        .tls_handshake_kind(&authority, "origin.test", browser.clone())
+        .await;
+    let again = h
+        .tls_handshake_kind(&authority, "origin.test", browser.clone())
+        .await;
+    let fork = h.other_workspace("ws-fork");
+    let forked = fork
+        .tls_handshake_kind(&authority, "origin.test", browser)
+        .await;
+    assert_eq!(
+        [first, again, forked],
+        [Full, Full, Full],
+        "a client resumed a TLS session the proxy kept"
+    );
+    let upstream = upstream.lock().unwrap().clone();
+    assert_eq!(
+        upstream,
+        [Full, Resumed, Full],
+        "upstream, a workspace resumes its own session only (the second), never another's (the third)"
+    );
 }
 
 #[tokio::test]

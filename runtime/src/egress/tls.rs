@@ -187,6 +187,13 @@ impl CertificateAuthority {
             .with_no_client_auth()
             .with_single_cert(vec![leaf.der().clone(), self.cert_der.clone()], key)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // A leaf's configuration is every workspace's: a TLS session the
+        // proxy kept could be resumed by any client holding its id, and a
+        // fork of a memory snapshot holds its parent's browser's. The
+        // proxy keeps none (no session ids, no TLS 1.3 tickets): every
+        // workspace's connection makes its own keys.
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
         let config = Arc::new(config);
         if cache.len() >= LEAF_CACHE {
             cache.clear();
@@ -235,6 +242,21 @@ pub fn client_config(extra_ca: &[PathBuf]) -> Result<Arc<ClientConfig>, TlsError
 pub struct Interception {
     pub ca: CertificateAuthority,
     pub client: Arc<ClientConfig>,
+}
+
+/// Upstream TLS sessions one workspace's proxy keeps for resuming.
+const SESSIONS_PER_WORKSPACE: usize = 64;
+
+impl Interception {
+    /// The upstream side for one workspace: `client` with a session cache
+    /// of its own, so a session one workspace made is resumed by it alone
+    /// (a shared cache would let an origin tie two workspaces, or two
+    /// forks of one snapshot, together).
+    pub fn client_for_workspace(&self) -> Arc<ClientConfig> {
+        let mut config = (*self.client).clone();
+        config.resumption = rustls::client::Resumption::in_memory_sessions(SESSIONS_PER_WORKSPACE);
+        Arc::new(config)
+    }
 }
 
 #[cfg(test)]
