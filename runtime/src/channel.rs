@@ -234,6 +234,12 @@ impl GuestChannel {
         let exchange = async {
             handshake::connect(&mut stream, PORT).await?;
             let reply = one_exchange(stream, identity).await?;
+            if reply.is_empty() {
+                // Closed without a word: a VM just restored resets the
+                // vsock streams it had (the restore's TRANSPORT_RESET), and
+                // one made that early can go with them. Worth asking again.
+                return Err(ChannelError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
             let reply: IdentityReply = serde_json::from_str(&reply).map_err(|err| {
                 ChannelError::BadReply(format!(
                     "the VM's init did not answer the identity request ({err}): {reply:.200}"
@@ -291,6 +297,66 @@ mod tests {
             sent
         });
         (path, task)
+    }
+
+    /// A restored VM's init at `<dir>/guest.sock`: accepts the handshake,
+    /// reads the identity request and answers each connection with the
+    /// next of `replies` (an empty one: closes without a word).
+    fn init(dir: &Path, replies: Vec<&'static str>) -> PathBuf {
+        let path = dir.join("guest.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        tokio::spawn(async move {
+            for reply in replies {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (read, mut write) = stream.into_split();
+                let mut lines = BufReader::new(read).lines();
+                let _ = write.write_all(b"OK 1\n").await;
+                let _ = lines.next_line().await; // CONNECT 1025
+                let _ = lines.next_line().await; // the identity
+                let _ = write.write_all(reply.as_bytes()).await;
+            }
+        });
+        path
+    }
+
+    #[tokio::test]
+    async fn an_identity_request_closed_unanswered_may_be_asked_again_a_garbled_one_not() {
+        let identity = cubicle_image::identity::Identity {
+            hostname: "ws-1".into(),
+            machine_id: "0".repeat(32),
+            entropy: "0".repeat(128),
+            time_unix_ns: 1,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (uid, pid) = me();
+        let peer = GuestPeer {
+            uid,
+            top_pid: Some(crate::proc_scan::parent_pid(pid).unwrap()),
+        };
+        let path = init(
+            dir.path(),
+            vec![
+                "",
+                "{\"ok\":true}\n",
+                "garbled\n",
+                "{\"ok\":false,\"error\":\"no\"}\n",
+            ],
+        );
+        let channel = GuestChannel::new(path, peer);
+        // Closed without a word (the restore's vsock reset): an I/O error,
+        // which the manager asks again after.
+        let first = channel.fresh_identity(&identity).await.unwrap_err();
+        assert!(matches!(first, ChannelError::Io(_)), "{first}");
+        channel.fresh_identity(&identity).await.unwrap();
+        let garbled = channel.fresh_identity(&identity).await.unwrap_err();
+        assert!(matches!(garbled, ChannelError::BadReply(_)), "{garbled}");
+        let refused = channel.fresh_identity(&identity).await.unwrap_err();
+        assert!(
+            matches!(&refused, ChannelError::BadReply(m) if m.contains("refused its new identity: no")),
+            "{refused}"
+        );
     }
 
     #[tokio::test]
