@@ -319,9 +319,38 @@ async fn forks_of_a_memory_snapshot_go_on_as_their_own_machines_and_roll_back() 
         text.contains("does not match its content"),
         "the cause is named: {refused}"
     );
+    // No half workspace: the refused fork's row says why (as any start
+    // that failed), and nothing of it runs or is kept on disk.
     let (_, listed) = call(&daemon, Method::GET, "/v1/workspaces", None).await;
-    let count = listed["workspaces"].as_array().map(Vec::len);
-    assert_eq!(count, Some(3), "no half workspace is left: {listed}");
+    let others: Vec<&Value> = listed["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|ws| !made.contains(&id_of(ws)))
+        .collect();
+    assert_eq!(
+        others.len(),
+        1,
+        "one refused fork besides the three: {listed}"
+    );
+    let refused_ws = others[0];
+    assert_eq!(refused_ws["state"], "failed", "{refused_ws}");
+    assert!(
+        refused_ws["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("does not match its content")),
+        "{refused_ws}"
+    );
+    let uid = u32::try_from(refused_ws["host_uid"].as_u64().unwrap()).unwrap();
+    assert_eq!(
+        cubicle_tests::procs::of_workspace(uid),
+        Vec::<i32>::new(),
+        "the refused fork left processes"
+    );
+    assert!(
+        !daemon.workspace_dir(&id_of(refused_ws)).exists(),
+        "the refused fork left its directory"
+    );
 
     println!(
         "cubicle-bench: memory snapshots: cold create {cold_ms} ms; snapshot {take_ms} ms \
