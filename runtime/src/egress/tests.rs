@@ -455,6 +455,23 @@ pub(super) async fn harness_with(
     }
 }
 
+/// A proxy that allows `origin.test:port` (on 127.0.0.1, the resolver
+/// says) and trusts the origin's test CA `ca_pem` upstream.
+async fn origin_test_harness(port: u16, ca_pem: &str) -> Harness {
+    let h = harness(
+        &[
+            &format!("origin.test:{port}"),
+            &format!("127.0.0.1/32:{port}"),
+        ],
+        &[],
+        ca_pem,
+        1 << 20,
+    )
+    .await;
+    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+    h
+}
+
 trait PemCompat {
     fn from_pem_slice_compat(pem: &str) -> CertificateDer<'static>;
 }
@@ -676,17 +693,7 @@ async fn plain_http_allowed_origin_works_and_another_port_is_refused_with_the_re
 async fn https_is_intercepted_verified_upstream_and_seen() {
     let origin_pki = pki(&["origin.test", "127.0.0.1"]);
     let port = origin(Some(origin_pki.server.clone())).await;
-    let h = harness(
-        &[
-            &format!("origin.test:{port}"),
-            &format!("127.0.0.1/32:{port}"),
-        ],
-        &[],
-        &origin_pki.ca_pem,
-        1 << 20,
-    )
-    .await;
-    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+    let h = origin_test_harness(port, &origin_pki.ca_pem).await;
     let authority = format!("origin.test:{port}");
     let (status, _, body) = h
         .https_get(
@@ -796,17 +803,7 @@ async fn no_tls_session_is_shared_between_workspaces_or_resumed_from_a_parent() 
     use rustls::HandshakeKind::{Full, Resumed};
     let origin_pki = pki(&["origin.test"]);
     let (port, upstream) = resuming_origin(origin_pki.server.clone()).await;
-    let h = harness(
-        &[
-            &format!("origin.test:{port}"),
-            &format!("127.0.0.1/32:{port}"),
-        ],
-        &[],
-        &origin_pki.ca_pem,
-        1 << 20,
-    )
-    .await;
-    h.dns.script("origin.test", vec![vec![ip("127.0.0.1")]]);
+    let h = origin_test_harness(port, &origin_pki.ca_pem).await;
     let authority = format!("origin.test:{port}");
     // One client session cache for both workspaces: the browser a fork
     // took over from its parent.
