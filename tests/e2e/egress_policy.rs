@@ -168,10 +168,11 @@ impl World {
 async fn curl(daemon: &Daemon, id: &str, url: &str) -> (u16, String, String) {
     // `--noproxy ''`: through the proxy even for loopback addresses (the
     // session's `no_proxy` would send those to the workspace's own loopback).
+    // No response at all: the body is curl's own error, for the message.
     let line = format!(
-        "rm -f /tmp/h /tmp/b; curl -sS -m 18 --noproxy '' -e http://page.test/asking -D /tmp/h -o /tmp/b '{url}'; \
+        "rm -f /tmp/h /tmp/b /tmp/e; curl -sS -m 18 --noproxy '' -e http://page.test/asking -D /tmp/h -o /tmp/b '{url}' 2>/tmp/e; \
          head -1 /tmp/h | cut -d' ' -f2; grep -i '^x-cubicle-egress-reason' /tmp/h | cut -d: -f2-; \
-         echo ---; cat /tmp/b"
+         echo ---; cat /tmp/b; [ -s /tmp/h ] || cat /tmp/e"
     );
     let out = desk::exec(daemon, id, &line).await;
     let (head, body) = out.split_once("---\n").unwrap_or((&out, ""));
