@@ -29,6 +29,12 @@ pub const DEFAULT_SOCKET: &str = "/run/cubicle-egress/proxy.sock";
 pub const DEFAULT_TRUST_DIR: &str = "/run/cubicle-trust";
 /// Connections relayed at once, at most.
 const MAX_CONNECTIONS: usize = 512;
+/// How long a connection waits for the host's proxy to be there: the host
+/// opens a workspace's proxy just after the workspace is ready, and again
+/// when its daemon restarts, so a request made in that moment waits rather
+/// than fails.
+const UPSTREAM_WAIT: Duration = Duration::from_secs(10);
+const UPSTREAM_RETRY: Duration = Duration::from_millis(50);
 
 /// The proxy settings every process of the session gets.
 pub fn proxy_env() -> [(&'static str, &'static str); 6] {
@@ -62,7 +68,7 @@ impl Upstream {
     /// Relays `client` to the host until both sides close.
     async fn relay(&self, client: &mut TcpStream) {
         let outcome = match self {
-            Upstream::Unix(socket) => match UnixStream::connect(socket).await {
+            Upstream::Unix(socket) => match connect_waiting(socket, UPSTREAM_WAIT).await {
                 Ok(mut host) => {
                     let _ = splice(client, &mut host).await;
                     Ok(())
@@ -83,6 +89,25 @@ impl Upstream {
         };
         if let Err(err) = outcome {
             tracing::warn!(%err, upstream = ?self, "egress relay ended with an error (is the host's proxy up?)");
+        }
+    }
+}
+
+/// Connects to the host's socket, asking again until `wait` has passed
+/// while it is not there yet (or not yet listening).
+async fn connect_waiting(socket: &Path, wait: Duration) -> std::io::Result<UnixStream> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match UnixStream::connect(socket).await {
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(UPSTREAM_RETRY).await;
+            }
+            done => return done,
         }
     }
 }
@@ -167,6 +192,25 @@ pub fn trust_for(env: &[(String, String)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_connection_waits_for_the_hosts_proxy_to_be_there_then_gives_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("proxy.sock");
+        let later = socket.clone();
+        let bound = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let listener = tokio::net::UnixListener::bind(&later).unwrap();
+            listener.accept().await.map(|_| ())
+        });
+        connect_waiting(&socket, UPSTREAM_WAIT).await.unwrap();
+        bound.await.unwrap().unwrap();
+        let gone = dir.path().join("never.sock");
+        let err = connect_waiting(&gone, Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn trust_is_copied_private_and_a_planted_symlink_is_replaced() {
