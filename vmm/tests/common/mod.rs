@@ -102,7 +102,7 @@ pub fn wait_output(mut child: Child) -> Output {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            break child.wait().expect("wait on the killed VMM");
+            break reap_killed(&mut child);
         }
         std::thread::sleep(Duration::from_millis(10));
     };
@@ -111,6 +111,37 @@ pub fn wait_output(mut child: Child) -> Output {
         stdout: stdout.join().expect("stdout reader"),
         stderr: stderr.join().expect("stderr reader"),
     }
+}
+
+/// Waits for a VMM that was just sent SIGKILL. One that does not go within
+/// the guard has a thread the kernel holds (in KVM_RUN, say): waiting on
+/// would hang the test run, so the test fails here with what the kernel
+/// says each of its threads waits in.
+fn reap_killed(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + guard(10);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("wait on the killed VMM") {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = child.id();
+    let mut threads = String::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let read = |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
+        threads.push_str(&format!(
+            "  thread {}: {} wchan={} stack:\n{}\n",
+            task.file_name().to_string_lossy(),
+            read("stat").trim(),
+            read("wchan"),
+            read("stack")
+        ));
+    }
+    panic!("the VMM (pid {pid}) hung past its guard and did not end on SIGKILL:\n{threads}");
 }
 
 /// Runs the VMM with `args`, capturing stdout (the serial console) and stderr.
