@@ -1,8 +1,10 @@
 //! A noisy neighbour: workspace B's action round trip while workspace A
 //! burns every core it can, against B alone, in the same run. A is made
 //! with a CPU quota of one CPU (`"limits": {"cpus": 1.0}`), so its cgroup
-//! caps it whatever it runs; B has the defaults. Prints p50/p95 and the
-//! ratio; asserts nothing about time.
+//! caps it whatever it runs; B has the defaults. A's CPU use over B's
+//! measurement is read from its cgroup: a run where A used less than 0.8 of
+//! its CPU measured no neighbour and ends with an error. Prints p50/p95 and
+//! the ratio; asserts nothing about time.
 //!
 //!     cargo run -p cubicle-tests --bin bench-neighbour [-- RUNS]
 
@@ -57,10 +59,25 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     anyhow::ensure!(status == 200, "hog: {status} {answer}");
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let cpu_of_a = async || -> anyhow::Result<f64> {
+        let (_, view) = daemon
+            .call(Method::GET, &format!("/v1/workspaces/{a}"), None)
+            .await?;
+        view["usage"]["cpu_usage_usec"]
+            .as_f64()
+            .ok_or_else(|| anyhow::anyhow!("no cpu_usage_usec in A's usage: {view}"))
+    };
+    let (cpu_before, started) = (cpu_of_a().await?, Instant::now());
     let mut noisy = round_trips(&daemon, b, runs).await?;
-    let (_, usage) = daemon
-        .call(Method::GET, &format!("/v1/workspaces/{a}"), None)
-        .await?;
+    let window = started.elapsed();
+    let burnt = (cpu_of_a().await? - cpu_before) / 1e6 / window.as_secs_f64();
+    // The measurement counts only if A was noisy all through it: its cgroup
+    // must have used most of the one CPU it may.
+    anyhow::ensure!(
+        burnt >= 0.8,
+        "A used {burnt:.2} CPUs while B was measured, not the ~1 it may: \
+         the neighbour was not noisy, so this run measures nothing"
+    );
     let kill = json!({"command": "pkill -f 'while :' || true"}).to_string();
     daemon
         .call(
@@ -83,8 +100,8 @@ async fn main() -> anyhow::Result<()> {
         noisy95 / alone95
     );
     println!(
-        "A's CPU time so far: {} µs (cgroup cpuacct)",
-        usage["usage"]["cpu_usage_usec"]
+        "A's CPU use while B was measured: {burnt:.2} CPUs of its 1 ({:.1} s window, its cgroup's cpu.stat)",
+        window.as_secs_f64()
     );
     Ok(())
 }

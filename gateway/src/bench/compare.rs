@@ -15,19 +15,19 @@ use super::Stat;
 
 /// A saved run, as `cubicle bench` writes it (only what is compared).
 #[derive(Debug, Deserialize)]
-struct Saved {
-    commit: Option<String>,
-    host: String,
-    rows: Vec<SavedRow>,
+pub(super) struct Saved {
+    pub commit: Option<String>,
+    pub host: String,
+    pub rows: Vec<SavedRow>,
 }
 
-#[derive(Debug, Deserialize)]
-struct SavedRow {
-    name: String,
-    unit: String,
-    cubicle: Option<Stat>,
-    peer: String,
-    ratio: Option<f64>,
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct SavedRow {
+    pub name: String,
+    pub unit: String,
+    pub cubicle: Option<Stat>,
+    pub peer: String,
+    pub ratio: Option<f64>,
 }
 
 /// One line of the comparison.
@@ -45,7 +45,7 @@ pub struct Change {
     pub new_ratio: Option<f64>,
 }
 
-fn load(path: &Path) -> anyhow::Result<Saved> {
+pub(super) fn load(path: &Path) -> anyhow::Result<Saved> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the bench results {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| {

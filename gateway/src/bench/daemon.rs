@@ -150,9 +150,19 @@ impl Daemon {
         Ok((status, json))
     }
 
+    /// The daemon's own process.
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap_or(0)
+    }
+
+    /// The folder of workspace `id`.
+    pub fn workspace_dir(&self, id: &str) -> PathBuf {
+        self.data_dir.join("workspaces").join(id)
+    }
+
     /// The guest channel socket of workspace `id` (microVM or jail).
     pub fn channel_socket(&self, id: &str) -> PathBuf {
-        let dir = self.data_dir.join("workspaces").join(id);
+        let dir = self.workspace_dir(id);
         let vm = dir.join("chan/guest.sock");
         if vm.exists() {
             vm

@@ -36,6 +36,12 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     };
     say(&format!("starting cubicle serve on {}", scratch.display()));
     let mut daemon = Daemon::start(&scratch, args.uid_base, &[])?;
+    if args.cheap {
+        let result = cheap_rows(args, &daemon).await;
+        drop(daemon);
+        let _ = std::fs::remove_dir_all(&scratch);
+        return result;
+    }
     let mut result = rows(args, &daemon, &image.rootfs).await;
     if let Ok(rows) = &mut result {
         say("daemon restarts with workspaces running and with none");
@@ -49,7 +55,7 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let _ = std::fs::remove_dir_all(&scratch);
     let mut rows = result?;
     if args.pool_creates > 0 {
-        say("creates from the warm pool (a second daemon, --warm 1)");
+        say("creates from the warm pool (a second daemon, --warm 2)");
         let at = rows
             .iter()
             .position(|r| r.name.starts_with("create, cold"))
@@ -59,7 +65,7 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         let row = match Daemon::start(
             &scratch,
             args.uid_base + 10_000,
-            &["--warm".into(), "1".into()],
+            &["--warm".into(), "2".into()],
         ) {
             Ok(daemon) => pool_creates(&daemon, args.pool_creates, cold).await,
             Err(err) => Err(err),
@@ -166,37 +172,72 @@ async fn pooled_concurrent(daemon: &Daemon, n: usize, cold: Option<Stat>) -> any
     .note(format!("{}; pool hits {}", served.note, stats["hits"])))
 }
 
-/// Waits until the daemon's warm pool has a ready workspace.
-async fn pool_ready(daemon: &Daemon) -> anyhow::Result<()> {
+/// Waits until the daemon's warm pool has `count` ready workspaces; its
+/// stats then.
+async fn pool_ready(daemon: &Daemon, count: u64) -> anyhow::Result<Value> {
     let deadline = Instant::now() + READY;
     while Instant::now() < deadline {
         let (_, stats) = daemon.call(Method::GET, "/v1/pool", None).await?;
-        if stats["ready"].as_u64().unwrap_or(0) > 0 {
-            return Ok(());
+        if stats["ready"].as_u64().unwrap_or(0) >= count {
+            return Ok(stats);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    bail!("the warm pool had nothing ready within {READY:?}")
+    bail!("the warm pool had not {count} ready within {READY:?}")
 }
 
-/// `count` creates each served from a refilled pool of one.
+/// `count` creates from a pool of two, each while the pool refills what the
+/// one before took: the pool is full once, then every create starts as soon
+/// as one workspace is ready, with a refill (a desktop starting) running
+/// beside it. Creates that found a refill running are counted.
 async fn pool_creates(daemon: &Daemon, count: usize, cold: Option<Stat>) -> anyhow::Result<Row> {
     let mut times = Vec::new();
+    let mut overlapped = 0;
+    pool_ready(daemon, 2).await?;
     for _ in 0..count {
-        pool_ready(daemon).await?;
+        let stats = pool_ready(daemon, 1).await?;
+        if stats["filling"].as_u64().unwrap_or(0) > 0 {
+            overlapped += 1;
+        }
         let (took, ws) = create(daemon).await?;
         times.push(took);
         delete(daemon, &ws).await;
     }
     let (_, stats) = daemon.call(Method::GET, "/v1/pool", None).await?;
     Ok(Row::new(
-        "create from the warm pool",
+        "create from the warm pool, refills overlapping",
         "ms",
         Stat::of_durations(&times),
         "create, cold (until ready)",
         cold,
     )
-    .note(format!("pool hits {} of {count}", stats["hits"])))
+    .note(format!(
+        "pool of 2; hits {} of {count}; {overlapped} began with a refill running",
+        stats["hits"]
+    )))
+}
+
+/// The rows of one workspace: screenshots, actions, the core, CDP, exec.
+async fn cheap_rows(args: &BenchArgs, daemon: &Daemon) -> anyhow::Result<Vec<Row>> {
+    say("one create");
+    let (_, ws) = create(daemon).await?;
+    let id = ws["id"].as_str().context("the workspace's id")?.to_owned();
+    let mut rows = Vec::new();
+    say("screenshots");
+    rows.extend(
+        screenshots(daemon, &id, args.runs)
+            .await?
+            .into_iter()
+            .filter(|r| r.name.contains("changed") && r.peer.starts_with("encoding")),
+    );
+    say("actions and the core");
+    rows.extend(actions(daemon, &id, args.runs).await?);
+    say("CDP");
+    rows.push(cdp(daemon, &id, args.runs).await?);
+    say("exec");
+    rows.push(exec(daemon, &id, args.runs).await?);
+    delete(daemon, &ws).await;
+    Ok(rows)
 }
 
 async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Result<Vec<Row>> {
@@ -236,18 +277,7 @@ async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Resul
     say("exec");
     rows.push(exec(daemon, &id, args.runs).await?);
     say("idle memory");
-    tokio::time::sleep(IDLE).await;
-    let ours = peers::pss_mib(&peers::of_uids(&[host_uid, host_uid + 1]));
-    rows.push(
-        Row::new(
-            "idle PSS per workspace",
-            "MiB",
-            Stat::of(vec![ours]),
-            "plain bwrap desktop, idle",
-            plain_pss.and_then(|p| Stat::of(vec![p])),
-        )
-        .note("all processes of the workspace's two uids"),
-    );
+    rows.push(idle_memory(daemon, &id, host_uid, plain_pss).await?);
     if args.concurrent > 0 {
         say(&format!("{} concurrent creates", args.concurrent));
         rows.push(concurrent(daemon, args.concurrent, Stat::of_durations(&create)).await?);
@@ -259,6 +289,46 @@ async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Resul
         rows.extend(vmm_snapshots());
     }
     Ok(rows)
+}
+
+/// Idle memory per workspace, all of it: the workspace's processes (its two
+/// uids), its shim, and what the daemon grows by per idle workspace (its
+/// RFB session and framebuffer, screenshot cache, recorder and encoder,
+/// proxies), read as the daemon's PSS with one workspace and with three.
+async fn idle_memory(
+    daemon: &Daemon,
+    id: &str,
+    host_uid: u32,
+    plain: Option<f64>,
+) -> anyhow::Result<Row> {
+    const MORE: usize = 2;
+    tokio::time::sleep(IDLE).await;
+    let desktop = peers::pss_mib(&peers::of_uids(&[host_uid, host_uid + 1]));
+    let shim_dir = daemon.workspace_dir(id).join("shim");
+    let shim = peers::pss_mib(&peers::with_argument(&shim_dir.to_string_lossy()));
+    let daemon_one = peers::pss_mib(&[daemon.pid()]);
+    let mut more = Vec::new();
+    for _ in 0..MORE {
+        more.push(create(daemon).await?.1);
+    }
+    tokio::time::sleep(IDLE).await;
+    let daemon_three = peers::pss_mib(&[daemon.pid()]);
+    for ws in &more {
+        delete(daemon, ws).await;
+    }
+    let per_workspace = ((daemon_three - daemon_one) / MORE as f64).max(0.0);
+    let total = desktop + shim + per_workspace;
+    Ok(Row::new(
+        "idle memory per workspace (PSS, all counted)",
+        "MiB",
+        Stat::of(vec![total]),
+        "plain bwrap desktop, idle",
+        plain.and_then(|p| Stat::of(vec![p])),
+    )
+    .note(format!(
+        "desktop {desktop:.0} + shim {shim:.1} + the daemon's share {per_workspace:.1} \
+         (its PSS {daemon_one:.0} MiB with one workspace, {daemon_three:.0} with three)"
+    )))
 }
 
 async fn create(daemon: &Daemon) -> anyhow::Result<(Duration, Value)> {
@@ -422,14 +492,37 @@ fn encode_floor(png: &[u8], runs: usize) -> anyhow::Result<[Option<Stat>; 2]> {
 
 async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>> {
     let path = format!("/v1/workspaces/{id}/actions");
-    let (mut moves, mut cursor, mut me, mut xdotool) =
+    let mut rfb = peers::RawRfb::connect(&daemon.channel_socket(id))
+        .await
+        .context("a raw RFB session with the workspace's Xvnc")?;
+    let (mut moves, mut clicks, mut cursor, mut me) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let exec_path = format!("/v1/workspaces/{id}/exec");
+    let (mut raw_moves, mut raw_clicks) = (Vec::new(), Vec::new());
     for run in 0..runs {
-        let body = json!({"action": "mouse_move", "coordinate": [300 + run % 50, 300]}).to_string();
+        // A blank spot of the page Chromium shows: a click there changes nothing.
+        let (x, y) = (300 + (run % 50) as u16, 300);
+        let body = json!({"action": "mouse_move", "coordinate": [x, y]}).to_string();
         let started = Instant::now();
         daemon.call(Method::POST, &path, Some(&body)).await?;
         moves.push(started.elapsed());
+        let started = Instant::now();
+        rfb.send_with_receipt(&peers::RawRfb::pointer(x, y + 10, 0))
+            .await?;
+        raw_moves.push(started.elapsed());
+        let body = json!({"action": "left_click", "coordinate": [x, y]}).to_string();
+        let started = Instant::now();
+        daemon.call(Method::POST, &path, Some(&body)).await?;
+        clicks.push(started.elapsed());
+        // The action's three events: move there, press, release.
+        let click = [
+            peers::RawRfb::pointer(x, y + 10, 0),
+            peers::RawRfb::pointer(x, y + 10, 1),
+            peers::RawRfb::pointer(x, y + 10, 0),
+        ]
+        .concat();
+        let started = Instant::now();
+        rfb.send_with_receipt(&click).await?;
+        raw_clicks.push(started.elapsed());
         let body = json!({"action": "cursor_position"}).to_string();
         let started = Instant::now();
         daemon.call(Method::POST, &path, Some(&body)).await?;
@@ -437,36 +530,32 @@ async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<R
         let started = Instant::now();
         daemon.call(Method::GET, "/v1/me", None).await?;
         me.push(started.elapsed());
-        let body =
-            json!({"command": format!("xdotool mousemove {} 310", 300 + run % 50)}).to_string();
-        let (status, out) = daemon.call(Method::POST, &exec_path, Some(&body)).await?;
-        if status == 200 {
-            let ms = out["duration_ms"].as_f64().unwrap_or(0.0);
-            xdotool.push(Duration::from_secs_f64(ms / 1000.0));
-        }
     }
-    let me = Stat::of_durations(&me);
+    let receipt = "ours answers once the events are handed to its RFB session; \
+                   the floor waits for Xvnc's receipt (a one-pixel update asked after them)";
     Ok(vec![
         Row::new(
             "action round trip (mouse_move)",
             "ms",
             Stat::of_durations(&moves),
-            "GET /v1/me (HTTP + token only)",
-            me,
-        ),
+            "the same PointerEvent straight to Xvnc",
+            Stat::of_durations(&raw_moves),
+        )
+        .note(receipt),
         Row::new(
-            "action round trip (mouse_move)",
+            "action round trip (left_click)",
             "ms",
-            Stat::of_durations(&moves),
-            "xdotool mousemove, inside the guest",
-            Stat::of_durations(&xdotool),
-        ),
+            Stat::of_durations(&clicks),
+            "the same three PointerEvents straight to Xvnc",
+            Stat::of_durations(&raw_clicks),
+        )
+        .note(receipt),
         Row::new(
             "core cost (cursor_position action)",
             "ms",
             Stat::of_durations(&cursor),
             "GET /v1/me (HTTP + token only)",
-            me,
+            Stat::of_durations(&me),
         )
         .note("permission, scope, lock, two event rows"),
     ])

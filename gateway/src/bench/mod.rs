@@ -8,14 +8,14 @@
 //! | what | peer |
 //! | --- | --- |
 //! | create (cold, until ready) | the same desktop started plainly with bubblewrap |
-//! | create from the warm pool (`--warm 1`) | the cold create |
+//! | create from a warm pool of two, a refill running beside each create | the cold create |
 //! | screenshot PNG/JPEG, screen just changed | the same frame encoded in process with the same encoder and settings (the floor); `xwd -root \| convert png:-` inside the workspace |
 //! | screenshot PNG/JPEG, screen unchanged (a cache hit) | `xwd -root \| convert png:-` inside the workspace |
-//! | action round trip (`mouse_move`) | `GET /v1/me` (same HTTP and token check, no operation) |
+//! | action round trip (`mouse_move`, `left_click`) | the same PointerEvents sent straight to the workspace's Xvnc over a raw RFB session, with Xvnc's receipt (a one-pixel update asked after them) |
 //! | the core's cost (`cursor_position`) | `GET /v1/me` |
 //! | CDP round trip through the proxy | the same call straight through the guest channel |
 //! | exec round trip | the same command straight through the guest channel |
-//! | idle PSS per workspace | the plain bubblewrap desktop's PSS |
+//! | idle memory per workspace: its processes, its shim, and the daemon's growth per workspace | the plain bubblewrap desktop's PSS |
 //! | N concurrent creates (failures, p50/p95, wall) | one create alone |
 //! | VMM start (`cubicle-vmm bench`) | `qemu -M microvm` on the same test guest |
 //! | VM restore from a snapshot, one and ten at once, and the ten's PSS (`cubicle-vmm bench-snapshot`) | cold boots of the same guest |
@@ -25,6 +25,7 @@
 //! as skipped with the reason. `--compare OLD.json NEW.json` prints two
 //! saved runs side by side instead of measuring.
 
+mod check;
 mod compare;
 mod daemon;
 mod measure;
@@ -42,6 +43,19 @@ pub struct BenchArgs {
     /// measuring: `--compare old.json new.json`.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"])]
     pub compare: Option<Vec<PathBuf>>,
+    /// Only the rows one workspace measures in about a minute (screenshots
+    /// after a change, actions, the core, CDP, exec): what CI runs.
+    #[arg(long)]
+    pub cheap: bool,
+    /// After measuring, fail if a row's ratio to its peer fell below the
+    /// baseline's by more than twice the noise the baseline measured.
+    #[arg(long, value_name = "BASELINE")]
+    pub check: Option<PathBuf>,
+    /// Make a baseline (written to `--out`) from three or more saved runs
+    /// of this machine instead of measuring: each row's median ratio and
+    /// how far the runs strayed from it.
+    #[arg(long, num_args = 3.., value_name = "RUN")]
+    pub baseline_from: Option<Vec<PathBuf>>,
     /// Where the JSON results go.
     #[arg(long, default_value = "bench.json")]
     pub out: PathBuf,
@@ -51,8 +65,8 @@ pub struct BenchArgs {
     /// Cold creates (and plain bubblewrap starts) timed one after another.
     #[arg(long, default_value_t = 3)]
     pub creates: usize,
-    /// Creates served from a warm pool of one (a second daemon with
-    /// `--warm 1`; 0 skips it).
+    /// Creates served from a warm pool of two while it refills (a second
+    /// daemon with `--warm 2`; 0 skips it).
     #[arg(long, default_value_t = 5)]
     pub pool_creates: usize,
     /// Workspaces created at once for the concurrency row (0 skips it).
@@ -165,6 +179,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some([old, new]) = args.compare.as_deref() {
         return compare::run(old, new);
     }
+    if let Some(runs) = &args.baseline_from {
+        return check::make(runs, &args.out);
+    }
     let started_at_ms = cubicle_runtime::state::now_ms();
     let rows = measure::all(&args).await?;
     print_table(&rows);
@@ -177,6 +194,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")?;
     println!("results written to {}", args.out.display());
+    if let Some(baseline) = &args.check {
+        check::run(baseline, &args.out)?;
+    }
     Ok(())
 }
 

@@ -152,6 +152,19 @@ pub fn of_uids(uids: &[u32]) -> Vec<i32> {
         .collect()
 }
 
+/// Processes whose command line holds `needle` (a workspace's shim names
+/// its folder).
+pub fn with_argument(needle: &str) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/cmdline", p.0))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == needle.as_bytes()))
+        })
+        .map(|p| p.0)
+        .collect()
+}
+
 /// Proportional set size of `pids` together, in MiB.
 pub fn pss_mib(pids: &[i32]) -> f64 {
     let kib: u64 = pids
@@ -226,4 +239,121 @@ pub async fn devtools_path(socket: &Path) -> anyhow::Result<String> {
     url.split_once("/devtools/")
         .map(|(_, rest)| format!("/devtools/{rest}"))
         .context("an unexpected webSocketDebuggerUrl")
+}
+
+/// A raw RFB session with the workspace's Xvnc, straight through the guest
+/// channel: the floor of an action (the same input messages with nothing
+/// of ours in between).
+///
+/// Written here rather than with vnc-rs: the floor needs a receipt for each
+/// input — a non-incremental update request for one pixel, which Xvnc
+/// answers only after everything sent before it on the connection — and
+/// vnc-rs asks only for whole-screen updates and hands none back to its
+/// caller. Only what the floor needs: RFB 3.8, security type None, Raw
+/// pixels.
+pub struct RawRfb {
+    stream: BufReader<UnixStream>,
+    bytes_per_pixel: usize,
+}
+
+impl RawRfb {
+    pub async fn connect(socket: &Path) -> anyhow::Result<Self> {
+        let mut s = guest(socket, cubicle_image::ports::RFB).await?;
+        let mut version = [0u8; 12];
+        s.read_exact(&mut version).await?;
+        if !version.starts_with(b"RFB 003.") {
+            bail!("Xvnc greeted with {version:?}, not RFB 3.x");
+        }
+        s.get_mut().write_all(b"RFB 003.008\n").await?;
+        let offered = usize::from(s.read_u8().await?);
+        if offered == 0 {
+            let len = s.read_u32().await? as usize;
+            let mut reason = vec![0u8; len.min(4096)];
+            s.read_exact(&mut reason).await?;
+            bail!(
+                "Xvnc refused the session: {}",
+                String::from_utf8_lossy(&reason)
+            );
+        }
+        let mut types = vec![0u8; offered];
+        s.read_exact(&mut types).await?;
+        if !types.contains(&1) {
+            bail!("Xvnc offers no security type None (offered {types:?})");
+        }
+        s.get_mut().write_all(&[1]).await?;
+        if s.read_u32().await? != 0 {
+            bail!("Xvnc failed the None security handshake");
+        }
+        // ClientInit: shared, so the gateway's own session stays.
+        s.get_mut().write_all(&[1]).await?;
+        let mut init = [0u8; 20];
+        s.read_exact(&mut init).await?;
+        let bytes_per_pixel = usize::from(init[4] / 8).max(1);
+        let name = s.read_u32().await? as usize;
+        if name > 1 << 16 {
+            bail!("Xvnc sent a desktop name of {name} bytes");
+        }
+        let mut skip = vec![0u8; name];
+        s.read_exact(&mut skip).await?;
+        // SetEncodings: Raw only.
+        s.get_mut().write_all(&[2, 0, 0, 1, 0, 0, 0, 0]).await?;
+        Ok(Self {
+            stream: s,
+            bytes_per_pixel,
+        })
+    }
+
+    /// A PointerEvent message.
+    pub fn pointer(x: u16, y: u16, buttons: u8) -> [u8; 6] {
+        let [xh, xl] = x.to_be_bytes();
+        let [yh, yl] = y.to_be_bytes();
+        [5, buttons, xh, xl, yh, yl]
+    }
+
+    /// Sends `input` (client messages) and a one-pixel update request, and
+    /// waits for that update: Xvnc has then applied the input.
+    pub async fn send_with_receipt(&mut self, input: &[u8]) -> anyhow::Result<()> {
+        let mut message = input.to_vec();
+        message.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 1, 0, 1]);
+        self.stream.get_mut().write_all(&message).await?;
+        loop {
+            match self.stream.read_u8().await? {
+                0 => {
+                    self.stream.read_u8().await?;
+                    for _ in 0..self.stream.read_u16().await? {
+                        let mut rect = [0u8; 12];
+                        self.stream.read_exact(&mut rect).await?;
+                        let w = usize::from(u16::from_be_bytes([rect[4], rect[5]]));
+                        let h = usize::from(u16::from_be_bytes([rect[6], rect[7]]));
+                        let encoding = i32::from_be_bytes([rect[8], rect[9], rect[10], rect[11]]);
+                        if encoding != 0 {
+                            bail!("Xvnc sent encoding {encoding}, which was not asked for");
+                        }
+                        let mut pixels = vec![0u8; w * h * self.bytes_per_pixel];
+                        self.stream.read_exact(&mut pixels).await?;
+                    }
+                    return Ok(());
+                }
+                1 => {
+                    let mut head = [0u8; 5];
+                    self.stream.read_exact(&mut head).await?;
+                    let colours = usize::from(u16::from_be_bytes([head[3], head[4]]));
+                    let mut skip = vec![0u8; colours * 6];
+                    self.stream.read_exact(&mut skip).await?;
+                }
+                2 => {}
+                3 => {
+                    let mut pad = [0u8; 3];
+                    self.stream.read_exact(&mut pad).await?;
+                    let len = self.stream.read_u32().await? as usize;
+                    if len > 1 << 20 {
+                        bail!("Xvnc sent {len} bytes of cut text");
+                    }
+                    let mut skip = vec![0u8; len];
+                    self.stream.read_exact(&mut skip).await?;
+                }
+                other => bail!("Xvnc sent message type {other}, which this client does not read"),
+            }
+        }
+    }
 }
