@@ -251,17 +251,17 @@ async fn pump(session: Arc<ScreenSession>, version: watch::Sender<u64>) {
                 event = session.client.recv_event() => Some(event),
             }
         };
-        match event {
-            Some(Ok(event)) => {
-                if apply(&session.frame, event) {
-                    version.send_modify(|v| *v += 1);
-                }
-            }
+        let changed = match event {
+            Some(Ok(event)) => apply(&session.frame, event),
             Some(Err(err)) => {
                 tracing::warn!(%err, "RFB session ended");
                 session.close();
+                false
             }
-            None => {}
+            None => false,
+        };
+        if changed {
+            version.send_modify(|v| *v += 1);
         }
         let now = tokio::time::Instant::now();
         if now >= next_request {
