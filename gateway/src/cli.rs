@@ -16,7 +16,7 @@ use cubicle_runtime::image::ImageStore;
 use cubicle_runtime::jail::JailBackend;
 use cubicle_runtime::manager::{Manager, ManagerConfig};
 use cubicle_runtime::microvm::MicrovmConfig;
-use cubicle_runtime::state::Store;
+use cubicle_runtime::state::{Durability, Store};
 use cubicle_runtime::tokens::{self, Role};
 
 #[derive(Debug, Parser)]
@@ -178,6 +178,16 @@ struct ServeArgs {
     /// The operator page's files.
     #[arg(long, env = "CUBICLE_WEB_DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../web"))]
     web_dir: PathBuf,
+    /// When an event (and every other write to the database) is durable.
+    /// `synced`: the write-ahead log is synced at every commit, so an event
+    /// survives a power cut before its operation runs. `process`: synced
+    /// only at checkpoints; an event is still written before its operation
+    /// runs, so a daemon crash, kill -9 or upgrade loses none, but a power
+    /// cut or kernel crash may lose the last ones (the audit chains stay
+    /// whole, ending earlier). Each sync costs the action, exec and CDP
+    /// call that waits for it (see README, "Benchmarks").
+    #[arg(long, env = "CUBICLE_DURABILITY", value_enum, default_value_t = DurabilityArg::Synced)]
+    durability: DurabilityArg,
     /// The policy directory: every NAME.toml in it is a policy (default,
     /// strict and open are shipped there).
     #[arg(long, env = "CUBICLE_POLICY_DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../policies"))]
@@ -381,9 +391,20 @@ fn prepare_data_dir(data_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `serve --durability`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum DurabilityArg {
+    Synced,
+    Process,
+}
+
 async fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
+    open_store_with(data_dir, Durability::Synced).await
+}
+
+async fn open_store_with(data_dir: &Path, durability: Durability) -> anyhow::Result<Store> {
     prepare_data_dir(data_dir)?;
-    Ok(Store::open(&data_dir.join("cubicle.db")).await?)
+    Ok(Store::open_with(&data_dir.join("cubicle.db"), durability).await?)
 }
 
 async fn ensure_image(common: &CommonArgs) -> anyhow::Result<cubicle_runtime::image::Image> {
@@ -473,7 +494,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cubicle_gateway::vnc::handshake::set_limit(Duration::from_secs(args.display_handshake_seconds));
     let host = HostKind::detect();
     say(host.describe());
-    let store = open_store(&args.common.data_dir).await?;
+    let durability = match args.durability {
+        DurabilityArg::Synced => Durability::Synced,
+        DurabilityArg::Process => Durability::Process,
+    };
+    let store = open_store_with(&args.common.data_dir, durability).await?;
     let image = ensure_image(&args.common).await?;
     let guest = install_binary(&args.common.data_dir, "cubicle-guest")?;
     // Running shims keep the binary they started from (a new file is

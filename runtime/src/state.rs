@@ -8,7 +8,9 @@ use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::geometry::Geometry;
 use crate::limits::Limits;
@@ -228,12 +230,34 @@ fn private_files(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// When a commit (an event row, and every other write) is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The write-ahead log is synced at every commit: an event survives a
+    /// power cut before its operation runs. About 0.7 ms a commit on this
+    /// project's test machine; commits that wait together share one sync.
+    #[default]
+    Synced,
+    /// The log is synced only at SQLite's checkpoints: an event is still in
+    /// the log before its operation runs, so a daemon crash, `kill -9` or
+    /// upgrade loses none, but a power cut or kernel crash may lose the
+    /// last commits (the database and every audit chain stay whole, ending
+    /// earlier). SQLite's `synchronous=NORMAL` in WAL mode.
+    Process,
+}
+
 impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it,
+    /// every commit synced ([`Durability::Synced`]).
+    pub async fn open(path: &Path) -> Result<Self, StateError> {
+        Self::open_with(path, Durability::Synced).await
+    }
+
     /// Opens (creating if needed) the database at `path` and migrates it.
     /// The database is private to the daemon (0600): it holds token hashes
     /// and every workspace's owner, and its folder (the data dir) must stay
     /// traversable (0711) for the workspaces' uids to reach their own dirs.
-    pub async fn open(path: &Path) -> Result<Self, StateError> {
+    pub async fn open_with(path: &Path, durability: Durability) -> Result<Self, StateError> {
         private_files(path).map_err(|source| StateError::Open {
             path: path.display().to_string(),
             source: sqlx::Error::Io(source),
@@ -242,6 +266,10 @@ impl Store {
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match durability {
+                Durability::Synced => SqliteSynchronous::Full,
+                Durability::Process => SqliteSynchronous::Normal,
+            })
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
@@ -402,6 +430,31 @@ mod limits_tests {
             updated_at: 1,
             owner_token: None,
             limits,
+        }
+    }
+
+    #[tokio::test]
+    async fn every_connection_syncs_as_the_durability_asks() {
+        let dir = tempfile::tempdir().unwrap();
+        for (durability, want) in [(Durability::Synced, 2), (Durability::Process, 1)] {
+            let path = dir.path().join(format!("{durability:?}.db"));
+            let store = Store::open_with(&path, durability).await.unwrap();
+            // Every connection of the pool, not just the first.
+            let mut held = Vec::new();
+            for _ in 0..4 {
+                let mut conn = store.pool().acquire().await.unwrap();
+                let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                    .fetch_one(&mut *conn)
+                    .await
+                    .unwrap();
+                assert_eq!(level, want, "{durability:?}: PRAGMA synchronous");
+                let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                    .fetch_one(&mut *conn)
+                    .await
+                    .unwrap();
+                assert_eq!(mode, "wal");
+                held.push(conn);
+            }
         }
     }
 

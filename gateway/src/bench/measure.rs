@@ -35,7 +35,7 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         None => std::env::temp_dir().join(format!("cubicle-bench-{}", std::process::id())),
     };
     say(&format!("starting cubicle serve on {}", scratch.display()));
-    let mut daemon = Daemon::start(&scratch, args.uid_base, &[])?;
+    let mut daemon = Daemon::start(&scratch, args.uid_base, &args.daemon_args)?;
     if args.cheap {
         let result = cheap_rows(args, &daemon).await;
         drop(daemon);
@@ -65,7 +65,7 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         let row = match Daemon::start(
             &scratch,
             args.uid_base + 10_000,
-            &["--warm".into(), "2".into()],
+            &[&["--warm".into(), "2".into()], &args.daemon_args[..]].concat(),
         ) {
             Ok(daemon) => pool_creates(&daemon, args.pool_creates, cold).await,
             Err(err) => Err(err),
@@ -87,7 +87,7 @@ pub async fn all(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         let row = match Daemon::start(
             &scratch,
             args.uid_base + 20_000,
-            &["--warm".into(), n.to_string()],
+            &[&["--warm".into(), n.to_string()], &args.daemon_args[..]].concat(),
         ) {
             Ok(daemon) => pooled_concurrent(&daemon, n, cold).await,
             Err(err) => Err(err),

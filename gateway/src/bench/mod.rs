@@ -86,6 +86,10 @@ pub struct BenchArgs {
         default_value = "/var/cache/cubicle"
     )]
     pub image_cache: PathBuf,
+    /// An argument for the daemons the bench starts, as `serve` takes it
+    /// (repeatable): `--daemon-arg=--durability=process`.
+    #[arg(long = "daemon-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub daemon_args: Vec<String>,
     /// Skip `cubicle-vmm bench` and `bench-snapshot` (the VMM's rows).
     #[arg(long)]
     pub no_vmm: bool,
