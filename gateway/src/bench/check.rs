@@ -18,6 +18,9 @@ use super::compare::{SavedRow, load};
 /// check fails: the noise is the largest straying of a handful of runs, and
 /// a later run may stray a little further by chance.
 const NOISE_MARGIN: f64 = 2.0;
+/// The least fall, in percent, that fails a row: five runs that happened to
+/// agree closely (2% apart, say) are no promise that the sixth will.
+const MIN_TOLERANCE_PCT: f64 = 20.0;
 
 /// A row's place in the baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,8 +124,8 @@ pub fn make(runs: &[PathBuf], out: &Path) -> anyhow::Result<()> {
 }
 
 /// Rows of `new` whose ratio fell below the baseline's by more than
-/// [`NOISE_MARGIN`] times its noise, each as a sentence; and baseline rows
-/// the run did not measure.
+/// [`NOISE_MARGIN`] times its noise (at least [`MIN_TOLERANCE_PCT`]), each
+/// as a sentence; and baseline rows the run did not measure.
 pub fn regressions(baseline: &[Expected], new: &[SavedRow]) -> Vec<String> {
     baseline
         .iter()
@@ -142,11 +145,12 @@ pub fn regressions(baseline: &[Expected], new: &[SavedRow]) -> Vec<String> {
                     want.name, want.peer
                 ));
             };
-            let floor = want.ratio * (1.0 - NOISE_MARGIN * want.noise_pct / 100.0);
+            let tolerance = (NOISE_MARGIN * want.noise_pct).max(MIN_TOLERANCE_PCT);
+            let floor = want.ratio * (1.0 - tolerance / 100.0).max(0.0);
             (ratio < floor).then(|| {
                 format!(
-                    "{} (against {}): peer/us {ratio:.2}x, below the baseline's {:.2}x by more \
-                     than {NOISE_MARGIN}x its noise (±{:.1}%): at least {floor:.2}x expected",
+                    "{} (against {}): peer/us {ratio:.2}x, more than {tolerance:.0}% below the \
+                     baseline's {:.2}x (its noise ±{:.1}%): at least {floor:.2}x expected",
                     want.name, want.peer, want.ratio, want.noise_pct
                 )
             })

@@ -48,7 +48,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub cheap: bool,
     /// After measuring, fail if a row's ratio to its peer fell below the
-    /// baseline's by more than twice the noise the baseline measured.
+    /// baseline's by more than twice the noise the baseline measured (and
+    /// at least 20%).
     #[arg(long, value_name = "BASELINE")]
     pub check: Option<PathBuf>,
     /// Make a baseline (written to `--out`) from three or more saved runs
