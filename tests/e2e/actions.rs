@@ -142,11 +142,11 @@ async fn clicks(page: &mut Page, n: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clicks_land_where_the_agent_points() {
     let Setup {
+        _data: _data_dir,
         daemon,
         id,
         mut page,
         origin: (ox, oy),
-        _data: _data_dir,
     } = setup().await;
 
     ok(
@@ -626,11 +626,11 @@ async fn screenshot_door(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_screenshot_door_shows_the_screen_as_png_jpeg_and_scaled() {
     let Setup {
+        _data: _data_dir,
         daemon,
         id,
         mut page,
         origin: (ox, oy),
-        _data: _data_dir,
     } = setup().await;
     let token = daemon.token.clone();
 
@@ -696,11 +696,11 @@ async fn page_log(page: &mut Page, done: impl Fn(&str) -> bool) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_actions_and_every_button_do_what_they_say() {
     let Setup {
+        _data: _data_dir,
         daemon,
         id,
         mut page,
         origin: (ox, oy),
-        _data: _data_dir,
     } = setup().await;
     let (ax, ay) = (ox + 160, oy + 120); // button A
     let (bx, by) = (ox + 460, oy + 320); // button B

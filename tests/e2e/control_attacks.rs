@@ -288,13 +288,13 @@ async fn selections(daemon: &cubicle_tests::Daemon, id: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn viewers_without_control_cannot_inject_input() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         auditor,
         agent,
         // Bound, not `..`: the data dir must live as long as the daemon.
-        _data,
         ..
     } = desk().await;
     terminal(&daemon, &id).await;
@@ -430,12 +430,12 @@ async fn viewers_without_control_cannot_inject_input() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_rfb_closes_only_that_viewer() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         agent,
         // Bound, not `..`: the data dir must live as long as the daemon.
-        _data,
         ..
     } = desk().await;
     let mut bystander = RawViewer::ready(&daemon.base, &id, &operator.secret)
@@ -541,12 +541,12 @@ async fn sse_ends(mut response: reqwest::Response, limit: Duration) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_tokens_lose_their_live_view_within_a_second() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         auditor,
         // Bound, not `..`: the data dir must live as long as the daemon.
-        _data,
         ..
     } = desk().await;
     let mut view = RawViewer::ready(&daemon.base, &id, &operator.secret)
@@ -609,10 +609,10 @@ async fn revoked_tokens_lose_their_live_view_within_a_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_that_stops_reading_is_dropped() {
     let Desk {
+        _data,
         daemon,
         id,
         agent,
-        _data,
         ..
     } = desk().await;
     let mut slow = RawViewer::ready(&daemon.base, &id, &agent.secret)
@@ -690,11 +690,11 @@ async fn a_viewer_that_stops_reading_is_dropped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_viewers_locks_no_one_out() {
     let Desk {
+        _data,
         daemon,
         id,
         auditor,
         agent,
-        _data,
         ..
     } = desk().await;
     // Xvnc blacklists its peer after 5 connections that have not finished
@@ -745,10 +745,10 @@ async fn ends_within(ws: &mut WebSocketStream<MaybeTlsStream<TcpStream>>, limit:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_tokens_lose_their_cdp_and_exec_sockets() {
     let Desk {
+        _data,
         daemon,
         id,
         agent,
-        _data,
         ..
     } = desk().await;
     let mut cdp = open_ws(&daemon, &format!("/v1/workspaces/{id}/cdp"), &agent.secret).await;

@@ -143,10 +143,10 @@ async fn cdp_call(
 #[tokio::test(flavor = "multi_thread")]
 async fn another_agents_workspace_is_not_found_on_any_door() {
     let Owned {
+        _data,
         daemon,
         agent,
         id,
-        _data,
     } = owned().await;
     let intruder = token(&daemon, "agent-b", "agent").await;
     let paths = [
@@ -272,10 +272,10 @@ async fn another_agents_workspace_is_not_found_on_any_door() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_door_that_changes_the_workspace_waits_for_the_operator() {
     let Owned {
+        _data,
         daemon,
         agent,
         id,
-        _data,
     } = owned().await;
     let operator = token(&daemon, "olivia", "operator").await;
     let mut cdp = open_socket(&daemon, &agent.secret, &format!("/v1/workspaces/{id}/cdp"))
@@ -412,10 +412,10 @@ async fn every_door_that_changes_the_workspace_waits_for_the_operator() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_take_over_during_a_waiting_mcp_call_is_honoured() {
     let Owned {
+        _data,
         daemon,
         agent,
         id,
-        _data,
     } = owned().await;
     let operator = token(&daemon, "olivia", "operator").await;
     // A batch holds the workspace's action lock for two seconds...
@@ -482,10 +482,10 @@ async fn a_take_over_during_a_waiting_mcp_call_is_honoured() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_operation_is_in_the_event_log_with_its_request_id() {
     let Owned {
+        _data,
         daemon,
         agent,
         id,
-        _data,
     } = owned().await;
     let auditor = token(&daemon, "audrey", "auditor").await;
     let operator = token(&daemon, "olivia", "operator").await;
@@ -672,10 +672,10 @@ async fn every_operation_is_in_the_event_log_with_its_request_id() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_desktop_that_dies_is_recorded_as_crashed() {
     let Owned {
+        _data,
         daemon,
         agent,
         id,
-        _data,
     } = owned().await;
     let (_, ws) = daemon
         .call_as(
@@ -769,10 +769,10 @@ fn python() -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_mcp_python_sdk_speaks_the_newest_protocol_over_stdio_and_http() {
     let Owned {
+        _data,
         daemon,
         agent,
         id,
-        _data,
     } = owned().await;
     let script = repo().join("tests/browser/mcp_client.py");
     for mode in ["stdio", "http"] {

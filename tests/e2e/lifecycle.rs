@@ -49,12 +49,12 @@ async fn call(daemon: &Daemon, token: &str, method: Method, path: &str) -> (u16,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_keeps_the_home_and_start_brings_it_back_with_who_and_when_in_the_log() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         auditor,
         agent,
-        _data,
     } = desk().await;
     let began = now_ms();
     let ws_path = format!("/v1/workspaces/{id}");
@@ -232,10 +232,10 @@ async fn stop_keeps_the_home_and_start_brings_it_back_with_who_and_when_in_the_l
 async fn delete_answers_only_when_no_thread_of_the_workspace_runs() {
     // `_data` keeps the data directory (and the workspace's home) alive.
     let Desk {
+        _data,
         daemon,
         id,
         agent,
-        _data,
         ..
     } = desk().await;
     let (status, ws) = daemon

@@ -142,12 +142,12 @@ fn of<'a>(rows: &'a [Value], kind: &str, who: &str) -> Vec<&'a Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_live_view_that_ends_is_in_the_log_with_who_ended_it() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         auditor,
         // Bound, not `..`: the data dir must live as long as the daemon.
-        _data,
         ..
     } = desk().await;
 

@@ -21,13 +21,13 @@ fn percentile(samples: &mut [f64], p: usize) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_takes_over_and_hands_back_in_the_browser() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         auditor,
         agent,
         // Bound, not `..`: the data dir must live as long as the daemon.
-        _data,
         ..
     } = desk().await;
     let region = terminal(&daemon, &id).await;
@@ -163,13 +163,13 @@ async fn control(daemon: &Daemon, token: &str, id: &str, verb: &str) -> (u16, Va
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_and_token_apis_check_every_role() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         auditor,
         agent,
         // Bound, not `..`: the data dir must live as long as the daemon.
-        _data,
         ..
     } = desk().await;
     let bob = desk::token(&daemon, "bob", "operator").await;
@@ -387,10 +387,10 @@ async fn round_trip(daemon: &Daemon, token: &str, id: &str, region: desk::Region
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measure_viewers_per_workspace() {
     let Desk {
+        _data,
         daemon,
         id,
         agent,
-        _data,
         ..
     } = desk().await;
     let region = terminal(&daemon, &id).await;

@@ -42,11 +42,11 @@ fn secret(share: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_share_link_shows_the_screen_and_only_its_mode_and_dies_when_revoked() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
         agent,
-        _data,
         ..
     } = desk::desk().await;
     desk::terminal(&daemon, &id).await;
@@ -315,10 +315,10 @@ async fn an_expired_share_link_answers_410() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_makes_and_revokes_a_link_in_the_page() {
     let Desk {
+        _data,
         daemon,
         id,
         operator,
-        _data,
         ..
     } = desk::desk().await;
     let config = json!({ "base": daemon.base, "operator": operator.secret, "workspace": id });

@@ -80,6 +80,7 @@ impl Daemon {
     /// only at first start). Each daemon gets a uid range of its own unless
     /// `extra` names a `--uid-base`.
     pub fn start(data_dir: &Path, token: Option<&str>, extra: &[&str]) -> anyhow::Result<Self> {
+        remove_at_exit(data_dir);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -324,5 +325,41 @@ impl Drop for Daemon {
             );
         }
         self.interrupt();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(self.data_dir.with_extension("daemon.log"));
+        }
     }
+}
+
+/// The temporary data dirs of this test process's daemons.
+static DATA_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes `data_dir` (and its daemon log) when the test process exits, if
+/// it is a temporary dir and still there. A test's own `TempDir` is dropped
+/// before its daemon when the two are bound in that order (a destructured
+/// `let Owned { daemon, _data, .. }` drops `_data` first): its removal then
+/// meets the running workspace's disk mount, fails quietly, and the whole
+/// dir stayed (about 90 MB a test, 11 GB a run of the host tier, until the
+/// disk was full). At exit every daemon has stopped and unmounted.
+fn remove_at_exit(data_dir: &Path) {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    extern "C" fn remove_leftovers() {
+        let dirs = std::mem::take(&mut *DATA_DIRS.lock().unwrap_or_else(|p| p.into_inner()));
+        for dir in dirs {
+            let _ = std::fs::remove_dir_all(&dir);
+            let _ = std::fs::remove_file(dir.with_extension("daemon.log"));
+        }
+    }
+    if !data_dir.starts_with(std::env::temp_dir()) {
+        return;
+    }
+    // SAFETY: atexit takes a plain function that needs no state but a
+    // static; it is registered once.
+    REGISTER.call_once(|| unsafe {
+        libc::atexit(remove_leftovers);
+    });
+    DATA_DIRS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(data_dir.to_owned());
 }
