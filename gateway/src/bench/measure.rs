@@ -217,26 +217,40 @@ async fn pool_creates(daemon: &Daemon, count: usize, cold: Option<Stat>) -> anyh
     )))
 }
 
-/// The rows of one workspace: screenshots, actions, the core, CDP, exec.
+/// `--cheap`: one create, then the rows of one workspace, the screenshots
+/// only against their in-process floor (the `xwd | convert` peer spawns a
+/// process per shot, too noisy to check against).
 async fn cheap_rows(args: &BenchArgs, daemon: &Daemon) -> anyhow::Result<Vec<Row>> {
     say("one create");
     let (_, ws) = create(daemon).await?;
     let id = ws["id"].as_str().context("the workspace's id")?.to_owned();
+    let rows = one_workspace(daemon, &id, args.runs).await;
+    delete(daemon, &ws).await;
+    Ok(rows?
+        .into_iter()
+        .filter(|r| !r.name.starts_with("screenshot") || r.peer.starts_with("encoding"))
+        .collect())
+}
+
+/// The rows one running workspace gives: screenshots, actions and the
+/// core, CDP, exec.
+async fn one_workspace(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     say("screenshots");
-    rows.extend(
-        screenshots(daemon, &id, args.runs)
-            .await?
-            .into_iter()
-            .filter(|r| r.name.contains("changed") && r.peer.starts_with("encoding")),
-    );
+    rows.extend(screenshots(daemon, id, runs).await?);
     say("actions and the core");
-    rows.extend(actions(daemon, &id, args.runs).await?);
+    rows.extend(actions(daemon, id, runs).await?);
     say("CDP");
-    rows.push(cdp(daemon, &id, args.runs).await?);
+    let limit = Duration::from_secs(60) + CALL * runs as u32;
+    rows.push(
+        match tokio::time::timeout(limit, cdp(daemon, id, runs)).await {
+            Ok(Ok(row)) => row,
+            Ok(Err(err)) => Row::skipped("CDP round trip (Browser.getVersion)", format!("{err:#}")),
+            Err(_) => Row::skipped("CDP round trip (Browser.getVersion)", "timed out"),
+        },
+    );
     say("exec");
-    rows.push(exec(daemon, &id, args.runs).await?);
-    delete(daemon, &ws).await;
+    rows.push(exec(daemon, id, runs).await?);
     Ok(rows)
 }
 
@@ -261,21 +275,7 @@ async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Resul
     ));
     let id = ws["id"].as_str().context("the workspace's id")?.to_owned();
     let host_uid = ws["host_uid"].as_u64().unwrap_or(0) as u32;
-    say("screenshots");
-    rows.extend(screenshots(daemon, &id, args.runs).await?);
-    say("actions and the core");
-    rows.extend(actions(daemon, &id, args.runs).await?);
-    say("CDP");
-    let limit = Duration::from_secs(60) + CALL * args.runs as u32;
-    rows.push(
-        match tokio::time::timeout(limit, cdp(daemon, &id, args.runs)).await {
-            Ok(Ok(row)) => row,
-            Ok(Err(err)) => Row::skipped("CDP round trip (Browser.getVersion)", format!("{err:#}")),
-            Err(_) => Row::skipped("CDP round trip (Browser.getVersion)", "timed out"),
-        },
-    );
-    say("exec");
-    rows.push(exec(daemon, &id, args.runs).await?);
+    rows.extend(one_workspace(daemon, &id, args.runs).await?);
     say("idle memory");
     rows.push(idle_memory(daemon, &id, host_uid, plain_pss).await?);
     if args.concurrent > 0 {
