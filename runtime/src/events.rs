@@ -192,11 +192,17 @@ pub enum EventKind {
     SnapshotRestore,
     SnapshotRollback,
     SnapshotDelete,
+    /// Past one host: a node daemon registered (with its new epoch), was
+    /// declared down (its heartbeat overdue), and a workspace of a down
+    /// node became lost.
+    NodeRegister,
+    NodeDown,
+    WorkspaceLost,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 78] = [
+    pub const ALL: [Self; 81] = [
         Self::WorkspaceCreate,
         Self::WorkspaceStart,
         Self::WorkspaceStop,
@@ -275,6 +281,9 @@ impl EventKind {
         Self::SnapshotRestore,
         Self::SnapshotRollback,
         Self::SnapshotDelete,
+        Self::NodeRegister,
+        Self::NodeDown,
+        Self::WorkspaceLost,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -357,6 +366,9 @@ impl EventKind {
             Self::SnapshotRestore => "snapshot.restore",
             Self::SnapshotRollback => "snapshot.rollback",
             Self::SnapshotDelete => "snapshot.delete",
+            Self::NodeRegister => "node.register",
+            Self::NodeDown => "node.down",
+            Self::WorkspaceLost => "workspace.lost",
         }
     }
 
@@ -404,11 +416,23 @@ pub async fn record(
 /// sync of the write-ahead log) for many events, of one chain or of many.
 /// Each chain's records keep the order their appends were called in.
 pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), StateError> {
-    let at = now_ms();
-    let chain = event.workspace_id.unwrap_or(audit_chain::HOST_CHAIN);
-    let record = Record {
+    let record = unsealed(event, now_ms());
+    let (reply, written) = oneshot::channel();
+    store.appender().send(Job { record, reply }).await?;
+    written
+        .await
+        .map_err(|_| StateError::Append("the event writer stopped before writing it".into()))?
+}
+
+/// `event` as its chain's next record will hold it, at `at`, not yet sealed
+/// (its seq and previous hash are the writer's to set).
+pub(crate) fn unsealed(event: &NewEvent<'_>, at: i64) -> Record {
+    Record {
         v: audit_chain::RECORD_VERSION,
-        chain: chain.to_owned(),
+        chain: event
+            .workspace_id
+            .unwrap_or(audit_chain::HOST_CHAIN)
+            .to_owned(),
         seq: 0,
         prev: String::new(),
         at,
@@ -423,12 +447,7 @@ pub async fn append(store: &Store, event: &NewEvent<'_>) -> Result<(i64, i64), S
         request_id: event.request_id.map(str::to_owned),
         client: event.client.map(str::to_owned),
         outcome: event.outcome.map(str::to_owned),
-    };
-    let (reply, written) = oneshot::channel();
-    store.appender().send(Job { record, reply }).await?;
-    written
-        .await
-        .map_err(|_| StateError::Append("the event writer stopped before writing it".into()))?
+    }
 }
 
 /// Most events one transaction commits.
@@ -539,45 +558,85 @@ async fn commit(
                 continue;
             }
         };
-        let actor = record.actor.as_ref();
-        let inserted = sqlx::query(
-            "INSERT INTO events (at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
-             request_id, client, outcome, chain, seq, hash, sealed) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(record.at)
-        .bind(&record.kind)
-        .bind(&record.workspace)
-        .bind(actor.map(|a| a.id.as_str()))
-        .bind(actor.map(|a| a.name.as_str()))
-        .bind(actor.map(|a| a.role.as_str()))
-        .bind(record.detail.to_string())
-        .bind(&record.request_id)
-        .bind(&record.client)
-        .bind(&record.outcome)
-        .bind(chain)
-        .bind(seq as i64)
-        .bind(hex::encode(sealed.hash))
-        .bind(&sealed.bytes)
-        .execute(&mut *tx)
-        .await?;
+        let id = insert_sealed(&mut tx, record, &sealed).await?;
         heads.insert(chain, (seq, sealed.hash, record.at));
-        outcomes.push(Ok((inserted.last_insert_rowid(), record.at)));
+        outcomes.push(Ok((id, record.at)));
     }
     for (chain, (seq, hash, at)) in &heads {
-        sqlx::query(
-            "INSERT INTO chain_heads (chain, seq, hash, at) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, at = excluded.at",
-        )
-        .bind(chain)
-        .bind(*seq as i64)
-        .bind(hex::encode(hash))
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
+        write_head(&mut tx, chain, *seq, hash, *at).await?;
     }
     tx.commit().await?;
     Ok(outcomes)
+}
+
+/// Seals `record` as the next of its chain inside `tx` (an open write
+/// transaction: `BEGIN IMMEDIATE` holds every other writer of the
+/// database off until it ends) and moves the head; returns its seq.
+pub(crate) async fn append_in(
+    tx: &mut sqlx::SqliteConnection,
+    record: &Record,
+) -> Result<u64, StateError> {
+    let chain = record.chain.as_str();
+    let (seq, prev) = match read_head(&mut *tx, chain).await?.map_err(unsealable)? {
+        Some((seq, hash)) => (seq + 1, hash),
+        None => (1, audit_chain::genesis(chain)),
+    };
+    let sealed = record.clone().seal(seq, &prev).map_err(unsealable)?;
+    insert_sealed(&mut *tx, record, &sealed).await?;
+    write_head(&mut *tx, chain, seq, &sealed.hash, record.at).await?;
+    Ok(seq)
+}
+
+/// Inserts a sealed record; returns its event id.
+async fn insert_sealed(
+    tx: &mut sqlx::SqliteConnection,
+    record: &Record,
+    sealed: &audit_chain::Sealed,
+) -> Result<i64, StateError> {
+    let actor = record.actor.as_ref();
+    let inserted = sqlx::query(
+        "INSERT INTO events (at, kind, workspace_id, actor_id, actor_name, actor_role, detail, \
+         request_id, client, outcome, chain, seq, hash, sealed) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(record.at)
+    .bind(&record.kind)
+    .bind(&record.workspace)
+    .bind(actor.map(|a| a.id.as_str()))
+    .bind(actor.map(|a| a.name.as_str()))
+    .bind(actor.map(|a| a.role.as_str()))
+    .bind(record.detail.to_string())
+    .bind(&record.request_id)
+    .bind(&record.client)
+    .bind(&record.outcome)
+    .bind(&record.chain)
+    .bind(sealed.seq as i64)
+    .bind(hex::encode(sealed.hash))
+    .bind(&sealed.bytes)
+    .execute(&mut *tx)
+    .await?;
+    Ok(inserted.last_insert_rowid())
+}
+
+/// Moves `chain`'s head to (`seq`, `hash`, `at`).
+async fn write_head(
+    tx: &mut sqlx::SqliteConnection,
+    chain: &str,
+    seq: u64,
+    hash: &Hash,
+    at: i64,
+) -> Result<(), StateError> {
+    sqlx::query(
+        "INSERT INTO chain_heads (chain, seq, hash, at) VALUES (?, ?, ?, ?) \
+         ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, at = excluded.at",
+    )
+    .bind(chain)
+    .bind(seq as i64)
+    .bind(hex::encode(hash))
+    .bind(at)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 /// The stored head of `chain`, if it has one; the inner error: it is there
@@ -694,7 +753,7 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?} is out of place in ALL");
             assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(EventKind::ALL.len(), EventKind::SnapshotDelete as usize + 1);
+        assert_eq!(EventKind::ALL.len(), EventKind::WorkspaceLost as usize + 1);
         assert_eq!(EventKind::parse("no.such"), None);
     }
 

@@ -16,6 +16,7 @@ pub mod approval_rows;
 pub mod backend;
 pub mod chain_store;
 pub mod channel;
+pub mod cluster;
 pub mod egress;
 pub mod events;
 pub mod geometry;
