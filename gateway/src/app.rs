@@ -3,7 +3,9 @@
 
 use std::ops::Deref;
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use crate::cluster::credential::EdgeTrust;
 use crate::ops::Core;
 
 /// The doors' shared state. It reads as the [`Core`] it holds, so a door
@@ -13,11 +15,24 @@ pub struct AppState {
     pub core: Core,
     /// Where the operator page's files are (`web/` of the source tree).
     pub web_dir: PathBuf,
+    /// On a cluster node (`cubicle node`): the edges' public key, whose
+    /// credentials name the caller of a request an edge routed here.
+    pub edge_trust: Option<Arc<EdgeTrust>>,
 }
 
 impl AppState {
     pub fn new(core: Core, web_dir: PathBuf) -> Self {
-        Self { core, web_dir }
+        Self {
+            core,
+            web_dir,
+            edge_trust: None,
+        }
+    }
+
+    /// The same state on a node that takes requests from edges.
+    pub fn trusting_edges(mut self, trust: EdgeTrust) -> Self {
+        self.edge_trust = Some(Arc::new(trust));
+        self
     }
 }
 

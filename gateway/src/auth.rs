@@ -14,12 +14,13 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts};
+use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts, OriginalUri};
 use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN};
 use axum::http::request::Parts;
 use cubicle_runtime::tokens;
 
 use crate::app::AppState;
+use crate::cluster::credential;
 use crate::error::OpError;
 use crate::ops::OpContext;
 
@@ -113,6 +114,10 @@ impl FromRequestParts<AppState> for OpContext {
     type Rejection = OpError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, OpError> {
+        if let Some(value) = parts.headers.get(credential::HEADER) {
+            let token = edge_caller(parts, state, value)?;
+            return context(parts, token);
+        }
         let (secret, presented) = presented_secret(parts).ok_or_else(|| {
             OpError::unauthorized(
                 "missing token: send `Authorization: Bearer <token>` (the admin token is printed at first start)",
@@ -129,17 +134,53 @@ impl FromRequestParts<AppState> for OpContext {
         if presented == Presented::Cookie {
             check_same_origin(parts)?;
         }
-        let client = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| *addr);
-        Ok(OpContext {
-            token,
-            request_id: request_id(parts),
-            client,
-            hold: crate::ops::context::Hold::from_query(parts.uri.query())?,
-        })
+        context(parts, token)
     }
+}
+
+fn context(parts: &Parts, token: tokens::Token) -> Result<OpContext, OpError> {
+    let client = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| *addr);
+    Ok(OpContext {
+        token,
+        request_id: request_id(parts),
+        client,
+        hold: crate::ops::context::Hold::from_query(parts.uri.query())?,
+    })
+}
+
+/// The caller an edge's credential names, on a node that trusts the edges
+/// (anywhere else a credential is refused: only a node's edges may vouch).
+fn edge_caller(
+    parts: &Parts,
+    state: &AppState,
+    value: &axum::http::HeaderValue,
+) -> Result<tokens::Token, OpError> {
+    let Some(trust) = &state.edge_trust else {
+        return Err(OpError::unauthorized(
+            "this daemon is not a cluster node: it takes no edge credential",
+        ));
+    };
+    // The URI as it came, before any nested router cut its prefix.
+    let uri = parts
+        .extensions
+        .get::<OriginalUri>()
+        .map_or(&parts.uri, |OriginalUri(uri)| uri);
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let value = value
+        .to_str()
+        .map_err(|_| OpError::unauthorized("the edge credential is not text"))?;
+    let (token, _edge) = trust
+        .verify(
+            value,
+            parts.method.as_str(),
+            path,
+            cubicle_runtime::state::now_ms(),
+        )
+        .map_err(|err| OpError::unauthorized(err.to_string()))?;
+    Ok(token)
 }
 
 /// A share link that was revoked or has expired: 410 saying which, and

@@ -34,6 +34,14 @@ pub struct Cli {
 enum Command {
     /// Run the gateway and the runtime (builds the image first if missing).
     Serve(Box<ServeArgs>),
+    /// Run one host of a cluster: `serve`, registered in the shared
+    /// PostgreSQL store, taking requests routed by the edges.
+    Node(Box<NodeArgs>),
+    /// Run an edge of a cluster: authenticates, places and routes to the
+    /// nodes (stateless: run any number).
+    Edge(Box<crate::cluster_cli::EdgeArgs>),
+    /// Print a new key pair for edges (private) and nodes (public).
+    EdgeKey,
     /// Build the desktop image (cached by recipe hash).
     Image {
         #[command(subcommand)]
@@ -169,6 +177,14 @@ struct CommonArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct NodeArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    #[command(flatten)]
+    cluster: crate::cluster_cli::NodeCluster,
+}
+
+#[derive(Debug, clap::Args)]
 struct ServeArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -297,7 +313,13 @@ struct ServeArgs {
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve(*args).await,
+        Command::Serve(args) => serve(*args, None).await,
+        Command::Node(args) => serve(args.serve, Some(args.cluster)).await,
+        Command::Edge(args) => crate::cluster_cli::edge(*args).await,
+        Command::EdgeKey => {
+            crate::cluster_cli::edge_key();
+            Ok(())
+        }
         Command::Image {
             command: ImageCommand::Build(common),
         } => image_build(&common).await,
@@ -490,7 +512,10 @@ fn ensure_kernel() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(
+    args: ServeArgs,
+    cluster: Option<crate::cluster_cli::NodeCluster>,
+) -> anyhow::Result<()> {
     cubicle_gateway::vnc::handshake::set_limit(Duration::from_secs(args.display_handshake_seconds));
     let host = HostKind::detect();
     say(host.describe());
@@ -521,6 +546,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let egress = open_egress(&args, &store, &image, gates.clone())?;
     let backend = choose_backend(&args, host, &image, &guest, &shim, egress.trust_dir.clone())?;
     say(&format!("backend: {}", backend.name()));
+    let backend_name = backend.name().to_owned();
     let config = ManagerConfig {
         data_dir: args.common.data_dir.clone(),
         ready_timeout: Duration::from_secs(args.ready_timeout),
@@ -668,6 +694,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let shutdown = shutdown_signals()?;
     let address = listener.local_addr()?;
+    // A node: registered with a new epoch; fenced, it shuts down stopping
+    // every workspace (another decision about them may have been made).
+    let stop_membership = tokio_util::sync::CancellationToken::new();
+    let (fenced_tx, fenced_rx) = tokio::sync::oneshot::channel();
+    let (state, membership) = match &cluster {
+        Some(cluster) => {
+            let (membership, trust) =
+                crate::cluster_cli::join(cluster, manager.clone(), &backend_name, address).await?;
+            say(&format!(
+                "node {} (epoch {}) in the cluster",
+                membership.lease.node, membership.lease.epoch
+            ));
+            let lifecycle = manager.lifecycle();
+            let stop = stop_membership.clone();
+            let task = tokio::spawn(async move {
+                if let Some(fenced) = membership.run(lifecycle, stop).await {
+                    let _ = fenced_tx.send(fenced);
+                }
+            });
+            (state.trusting_edges(trust), Some(task))
+        }
+        None => (state, None),
+    };
+    let fenced = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let fenced_seen = fenced.clone();
+    let shutdown = async move {
+        tokio::select! {
+            exit = shutdown => exit,
+            Ok(why) = fenced_rx => {
+                tracing::error!(reason = %why.0, "fenced by the cluster: stopping every workspace");
+                *fenced_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why.0);
+                Exit::StopWorkspaces
+            }
+        }
+    };
     let detail = serde_json::json!({ "listen": address.to_string(), "pid": std::process::id() });
     cubicle_runtime::events::record(store, EventKind::DaemonStart, None, None, &detail).await?;
     say(&format!("listening on http://{address}"));
@@ -718,6 +779,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     stop_sealing.cancel();
     let _ = sealer.await;
     let _ = retention.await;
+    stop_membership.cancel();
+    if let Some(membership) = membership {
+        let _ = membership.await;
+    }
+    let fenced = fenced
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(why) = fenced {
+        bail!("{why}");
+    }
     Ok(())
 }
 

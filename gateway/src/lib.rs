@@ -19,6 +19,7 @@ pub mod browser_downloads;
 pub mod browser_fill;
 pub mod cdp;
 pub mod cdp_proxy;
+pub mod cluster;
 pub mod control;
 pub mod egress;
 pub mod error;

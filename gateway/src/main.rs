@@ -4,6 +4,7 @@
 
 mod bench;
 mod cli;
+mod cluster_cli;
 mod remote;
 
 use std::io::IsTerminal;

@@ -64,7 +64,7 @@ pub enum Scope {
 
 impl Scope {
     /// How the scope is stored: NULL, `*`, or a JSON list of ids.
-    fn to_column(&self) -> Option<String> {
+    pub fn to_column(&self) -> Option<String> {
         match self {
             Self::Default => None,
             Self::All => Some("*".into()),
@@ -74,7 +74,7 @@ impl Scope {
 
     /// Reads a stored scope; a value this version cannot read reaches
     /// nothing beyond the token's own workspaces (fails closed).
-    fn from_column(column: Option<String>) -> Self {
+    pub fn from_column(column: Option<String>) -> Self {
         match column.as_deref() {
             None => Self::Default,
             Some("*") => Self::All,
@@ -92,7 +92,7 @@ pub struct Token {
     pub scope: Scope,
 }
 
-fn hash(secret: &str) -> String {
+pub fn hash(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 

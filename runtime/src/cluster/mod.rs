@@ -82,6 +82,13 @@ pub enum ClusterError {
     BadRow { what: &'static str, value: String },
 }
 
+impl ClusterError {
+    /// A write of a row that is there already (a token id, an approval id).
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, Self::Query(sqlx::Error::Database(err)) if err.is_unique_violation())
+    }
+}
+
 /// A node as it registers.
 #[derive(Debug, Clone)]
 pub struct NodeInfo {

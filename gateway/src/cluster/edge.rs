@@ -1,0 +1,329 @@
+//! `cubicle edge`: the stateless front of many nodes. It authenticates
+//! every request against the shared store's tokens, places new workspaces
+//! ([`super::placement`]), routes every door of `/v1/workspaces/{id}/…` to
+//! the node that holds the workspace ([`super::proxy`]) with a signed
+//! credential ([`super::credential`]), lists across nodes, and says so when
+//! a workspace is lost (`410 workspace_lost`) or its node cannot be reached
+//! (`503 node_unreachable`). Any number of edges run side by side; each
+//! also sweeps: nodes past their heartbeat deadline are declared down and
+//! their workspaces lost (the store makes a second sweep a no-op).
+//!
+//! Everything about a workspace beyond where it is — who may do what to
+//! it, its control lock, its approvals — is decided by its node, whichever
+//! edge a request came through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Path, State};
+use axum::http::{Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use cubicle_runtime::cluster::postgres::PgCluster;
+use cubicle_runtime::cluster::{Actual, ClusterError, ClusterStore, NodeStatus, TokenRow};
+use cubicle_runtime::state::now_ms;
+use cubicle_runtime::tokens::{self, Role, Scope, Token};
+use serde_json::{Value, json};
+
+use super::credential::EdgeSigner;
+use super::{placement, proxy};
+use crate::error::{ErrorKind, OpError};
+
+/// Largest create body the edge reads (to see the backend asked for).
+const CREATE_BODY_LIMIT: usize = 1 << 20;
+
+/// One edge.
+pub struct Edge {
+    pub store: PgCluster,
+    pub signer: EdgeSigner,
+    /// How long a node may go without a heartbeat before it is down.
+    pub deadline: Duration,
+}
+
+/// The edge's routes.
+pub fn router(edge: Arc<Edge>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .route("/v1/nodes", get(nodes))
+        .route("/v1/workspaces", get(list).post(create))
+        .route("/v1/workspaces/{id}", any(route))
+        .route("/v1/workspaces/{id}/{*rest}", any(route))
+        .with_state(edge)
+}
+
+fn internal(err: impl std::fmt::Display) -> OpError {
+    OpError::internal(format!("the cluster store: {err}"))
+}
+
+/// The caller, from the secret the request presents.
+fn caller<'a>(
+    edge: &'a Edge,
+    request: &Request<Body>,
+) -> impl std::future::Future<Output = Result<Token, OpError>> + Send + 'a {
+    // Only its URI and headers: a body is not `Sync`, so no reference to
+    // the request may be held across the store's await.
+    let (mut parts, ()) = Request::builder()
+        .uri(request.uri().clone())
+        .body(())
+        .expect("a request of a parsed URI builds")
+        .into_parts();
+    parts.headers = request.headers().clone();
+    authenticate(edge, parts)
+}
+
+async fn authenticate(edge: &Edge, parts: axum::http::request::Parts) -> Result<Token, OpError> {
+    let (secret, presented) = crate::auth::presented_secret(&parts).ok_or_else(|| {
+        OpError::unauthorized("missing token: send `Authorization: Bearer <token>`")
+    })?;
+    if presented == crate::auth::Presented::Cookie {
+        crate::auth::check_same_origin(&parts)?;
+    }
+    let refused = || OpError::unauthorized("token is not valid or was revoked");
+    if !secret.starts_with(tokens::PREFIX) {
+        return Err(refused());
+    }
+    let row = edge
+        .store
+        .token_by_hash(&tokens::hash(&secret))
+        .await
+        .map_err(internal)?
+        .ok_or_else(refused)?;
+    let live = row.revoked_at.is_none() && row.expires_at.is_none_or(|at| at > now_ms());
+    let role = Role::parse(&row.role)
+        .filter(|_| live)
+        .ok_or_else(refused)?;
+    Ok(Token {
+        id: row.id,
+        name: row.name,
+        role,
+        scope: Scope::from_column(row.scope),
+    })
+}
+
+async fn ready(State(edge): State<Arc<Edge>>) -> Response {
+    match edge.store.nodes().await {
+        Ok(nodes) => {
+            let up = nodes.iter().filter(|n| n.status == NodeStatus::Up).count();
+            Json(json!({ "ready": true, "nodes_up": up })).into_response()
+        }
+        Err(err) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "ready": false, "reason": err.to_string() })),
+        )
+            .into_response(),
+    }
+}
+
+use axum::Json;
+
+async fn nodes(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    if token.role == Role::Agent {
+        return Err(OpError::forbidden("an agent token may not list the nodes"));
+    }
+    let nodes = edge.store.nodes().await.map_err(internal)?;
+    Ok(Json(json!({ "nodes": nodes })).into_response())
+}
+
+/// A new workspace: placed on a node, made there.
+async fn create(
+    State(edge): State<Arc<Edge>>,
+    request: Request<Body>,
+) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    let (parts, body) = request.into_parts();
+    let body = to_bytes(body, CREATE_BODY_LIMIT).await.map_err(|_| {
+        OpError::new(
+            ErrorKind::TooLarge,
+            "too_large",
+            format!("a create body is at most {CREATE_BODY_LIMIT} bytes"),
+        )
+    })?;
+    // The node judges the body; the edge only reads the backend asked for.
+    let asked: Option<String> = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("backend").and_then(Value::as_str).map(str::to_owned))
+        .filter(|b| b != "auto");
+    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let node = placement::choose(&nodes, asked.as_deref(), &mut rand::rng())
+        .map_err(|err| {
+            OpError::new(
+                ErrorKind::Unavailable,
+                "no_capacity",
+                format!("no node can take the workspace: {err}"),
+            )
+        })?
+        .clone();
+    let request = Request::from_parts(parts, Body::from(body));
+    send(&edge, &token, request, &node.name, &node.address).await
+}
+
+/// Every workspace the caller may see: each up node's list, and the lost
+/// ones of theirs from the store.
+async fn list(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    let path = proxy::without_secret(request.uri());
+    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let mut asks = Vec::new();
+    for node in nodes.into_iter().filter(|n| n.status == NodeStatus::Up) {
+        let credential = edge.signer.sign(&token, "GET", &path, now_ms());
+        let path = path.clone();
+        asks.push(tokio::spawn(async move {
+            let request = Request::get(&path)
+                .body(Body::empty())
+                .expect("a GET builds");
+            let answer =
+                proxy::forward(request, &node.name, &node.address, &path, &credential).await;
+            (node.name, answer)
+        }));
+    }
+    let mut items = Vec::new();
+    let mut unreachable = Vec::new();
+    for ask in asks {
+        let (node, answer) = ask.await.map_err(internal)?;
+        let listed = match answer {
+            Ok(answer) if answer.status().is_success() => {
+                let bytes = to_bytes(answer.into_body(), 64 << 20).await.ok();
+                bytes.and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            }
+            _ => None,
+        };
+        match listed.as_ref().and_then(|v| v["workspaces"].as_array()) {
+            Some(list) => items.extend(list.iter().cloned()),
+            None => unreachable.push(node),
+        }
+    }
+    for lost in edge.store.placements(None).await.map_err(internal)? {
+        let theirs = token.role != Role::Agent || lost.owner_token.as_deref() == Some(&token.id);
+        if lost.actual == Actual::Lost && theirs {
+            items.push(json!({
+                "id": lost.id, "name": lost.name, "backend": lost.backend, "state": "lost",
+                "node": lost.node, "lost_reason": lost.lost_reason,
+            }));
+        }
+    }
+    Ok(Json(json!({ "workspaces": items, "nodes_unreachable": unreachable })).into_response())
+}
+
+/// Any door of one workspace: to its node.
+async fn route(
+    State(edge): State<Arc<Edge>>,
+    Path(params): Path<Vec<(String, String)>>,
+    request: Request<Body>,
+) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    let id = params
+        .iter()
+        .find(|(name, _)| name == "id")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default();
+    let placement = edge.store.placement(&id).await.map_err(internal)?;
+    let Some(placement) = placement else {
+        return Err(OpError::new(
+            ErrorKind::NotFound,
+            "not_found",
+            format!("no workspace {id}"),
+        ));
+    };
+    if placement.actual == Actual::Lost {
+        return Err(OpError::new(
+            ErrorKind::Gone,
+            "workspace_lost",
+            format!(
+                "workspace {id} was lost with its node {}: {}; nothing of it is restarted elsewhere",
+                placement.node,
+                placement
+                    .lost_reason
+                    .as_deref()
+                    .unwrap_or("its node was declared down")
+            ),
+        ));
+    }
+    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let Some(node) = nodes.into_iter().find(|n| n.name == placement.node) else {
+        return Err(unreachable_error(&placement.node, "it is not registered"));
+    };
+    if node.status == NodeStatus::Down {
+        let why = node
+            .down_reason
+            .unwrap_or_else(|| "it was declared down".into());
+        return Err(unreachable_error(&node.name, &why));
+    }
+    send(&edge, &token, request, &node.name, &node.address).await
+}
+
+fn unreachable_error(node: &str, why: &str) -> OpError {
+    OpError::new(
+        ErrorKind::Unavailable,
+        "node_unreachable",
+        format!("the workspace's node {node} cannot be reached: {why}"),
+    )
+}
+
+async fn send(
+    edge: &Edge,
+    token: &Token,
+    request: Request<Body>,
+    node: &str,
+    address: &str,
+) -> Result<Response, OpError> {
+    let path = proxy::without_secret(request.uri());
+    let method: &Method = request.method();
+    let credential = edge.signer.sign(token, method.as_str(), &path, now_ms());
+    proxy::forward(request, node, address, &path, &credential)
+        .await
+        .map_err(|err| unreachable_error(node, &err.to_string()))
+}
+
+/// Declares down every node past the deadline, again and again, until
+/// `stop`; a fifth of the deadline apart, so a death is seen within 1.2
+/// deadlines.
+pub async fn sweep(edge: Arc<Edge>, stop: tokio_util::sync::CancellationToken) {
+    let deadline = i64::try_from(edge.deadline.as_millis()).unwrap_or(i64::MAX);
+    let mut tick = tokio::time::interval(edge.deadline / 5);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match edge.store.sweep(now_ms(), deadline).await {
+            Ok(lost) => {
+                for workspace in lost {
+                    tracing::warn!(
+                        workspace = %workspace.id, node = %workspace.node, reason = %workspace.reason,
+                        "workspace lost with its node"
+                    );
+                }
+            }
+            Err(err) => tracing::error!(%err, "cannot sweep for nodes past their deadline"),
+        }
+    }
+}
+
+/// Makes the cluster's first admin token, once for all edges: returns its
+/// secret if this call made it (print it: it is not kept).
+pub async fn first_admin(store: &PgCluster) -> Result<Option<String>, ClusterError> {
+    let secret = format!(
+        "{}{}",
+        tokens::PREFIX,
+        hex::encode(rand::random::<[u8; 32]>())
+    );
+    let row = TokenRow {
+        id: "tok-admin".into(),
+        name: "admin".into(),
+        role: Role::Admin.as_str().into(),
+        secret_hash: tokens::hash(&secret),
+        scope: None,
+        created_at: now_ms(),
+        expires_at: None,
+        revoked_at: None,
+    };
+    match store.put_token(&row).await {
+        Ok(()) => Ok(Some(secret)),
+        Err(err) if err.is_duplicate() => Ok(None),
+        Err(err) => Err(err),
+    }
+}

@@ -1,0 +1,154 @@
+//! An edge's hop to a node: the request as it came (REST, SSE, a WebSocket
+//! upgrade), with the caller's secret taken off and the edge's credential
+//! put on, over a fresh HTTP/1.1 connection to the node; the answer
+//! streamed back as it comes. An upgrade is joined byte for byte: the edge
+//! reads nothing of a WebSocket's frames, so every door that is a
+//! WebSocket (live view, CDP, exec streams, MCP) works through it as it
+//! does direct.
+//!
+//! Hand-written on hyper's connection API: a reverse-proxy crate would
+//! bring its own client pool and header rules, and what must be done here
+//! is small and must be exact (which credentials go, what is put on).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header::{AUTHORIZATION, COOKIE, HOST};
+use axum::http::{HeaderValue, Request, Response, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+
+use super::credential;
+
+/// How long connecting to a node may take before it counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a request did not reach its node.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot connect to node {node} at {address}: {reason}")]
+    Connect {
+        node: String,
+        address: String,
+        reason: String,
+    },
+    #[error("node {node} at {address} broke off the request: {source}")]
+    Exchange {
+        node: String,
+        address: String,
+        #[source]
+        source: hyper::Error,
+    },
+}
+
+/// The query without `access_token` (the caller's secret stays at the edge).
+pub fn without_secret(uri: &Uri) -> String {
+    let path = uri.path();
+    let Some(query) = uri.query() else {
+        return path.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| pair.split('=').next() != Some("access_token"))
+        .collect();
+    if kept.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", kept.join("&"))
+    }
+}
+
+/// Sends `request` to the node `node` at `address` as `path_and_query`
+/// with `credential`; the node's answer, upgrades joined.
+pub async fn forward(
+    mut request: Request<Body>,
+    node: &str,
+    address: &str,
+    path_and_query: &str,
+    credential: &str,
+) -> Result<Response<Body>, ProxyError> {
+    let connect_error = |reason: String| ProxyError::Connect {
+        node: node.to_owned(),
+        address: address.to_owned(),
+        reason,
+    };
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(address))
+        .await
+        .map_err(|_| connect_error(format!("no answer in {} s", CONNECT_TIMEOUT.as_secs())))?
+        .map_err(|e| connect_error(e.to_string()))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|source| ProxyError::Exchange {
+            node: node.to_owned(),
+            address: address.to_owned(),
+            source,
+        })?;
+    tokio::spawn(async move {
+        if let Err(err) = connection.with_upgrades().await {
+            tracing::debug!(%err, "a connection to a node ended");
+        }
+    });
+    let incoming = hyper::upgrade::on(&mut request);
+    let (mut parts, body) = request.into_parts();
+    parts.uri = path_and_query
+        .parse()
+        .expect("a path and query taken from a parsed URI parses");
+    let headers = &mut parts.headers;
+    headers.remove(AUTHORIZATION);
+    headers.remove(COOKIE);
+    headers.remove(credential::HEADER);
+    headers.insert(
+        credential::HEADER,
+        HeaderValue::from_str(credential).expect("the credential is base64url and a dot"),
+    );
+    if let Ok(host) = HeaderValue::from_str(address) {
+        headers.insert(HOST, host);
+    }
+    let answer = sender
+        .send_request(Request::from_parts(parts, body))
+        .await
+        .map_err(|source| ProxyError::Exchange {
+            node: node.to_owned(),
+            address: address.to_owned(),
+            source,
+        })?;
+    if answer.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let (parts, body) = answer.into_parts();
+        let mut answer = Response::from_parts(parts, body);
+        let outgoing = hyper::upgrade::on(&mut answer);
+        tokio::spawn(async move {
+            match tokio::try_join!(incoming, outgoing) {
+                Ok((client, node)) => {
+                    let mut client = TokioIo::new(client);
+                    let mut node = TokioIo::new(node);
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut node).await;
+                }
+                Err(err) => tracing::debug!(%err, "an upgrade through the edge failed"),
+            }
+        });
+        let (parts, _) = answer.into_parts();
+        return Ok(Response::from_parts(parts, Body::empty()));
+    }
+    Ok(answer.map(Body::new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_callers_secret_stays_at_the_edge() {
+        let cases = [
+            (
+                "/v1/workspaces/ws-1/vnc?access_token=cubicle_x",
+                "/v1/workspaces/ws-1/vnc",
+            ),
+            ("/a?x=1&access_token=s&y=2", "/a?x=1&y=2"),
+            ("/a?access_token_not=1", "/a?access_token_not=1"),
+            ("/a", "/a"),
+        ];
+        for (uri, want) in cases {
+            assert_eq!(without_secret(&uri.parse().unwrap()), want, "{uri}");
+        }
+    }
+}
