@@ -48,6 +48,7 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/v1/nodes", get(nodes))
+        .route("/v1/tokens", axum::routing::post(create_token))
         .route("/v1/workspaces", get(list).post(create))
         .route("/v1/workspaces/{id}", any(route))
         .route("/v1/workspaces/{id}/{*rest}", any(route))
@@ -126,6 +127,50 @@ async fn nodes(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<
     }
     let nodes = edge.store.nodes().await.map_err(internal)?;
     Ok(Json(json!({ "nodes": nodes })).into_response())
+}
+
+/// A new token in the shared store (admins only), sealed into the host
+/// chain before its secret is shown.
+async fn create_token(
+    State(edge): State<Arc<Edge>>,
+    request: Request<Body>,
+) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    if token.role != Role::Admin {
+        return Err(OpError::forbidden("only an admin token may make tokens"));
+    }
+    let body = to_bytes(request.into_body(), 64 << 10)
+        .await
+        .map_err(|_| OpError::bad_request("a token's body is at most 64 KiB of JSON"))?;
+    let new = crate::wire::token::NewToken::parse(&body)?;
+    let secret = format!(
+        "{}{}",
+        tokens::PREFIX,
+        hex::encode(rand::random::<[u8; 32]>())
+    );
+    let row = TokenRow {
+        id: format!("tok-{}", hex::encode(rand::random::<[u8; 6]>())),
+        name: new.name.clone(),
+        role: new.role.as_str().into(),
+        secret_hash: tokens::hash(&secret),
+        scope: new.scope.to_column(),
+        created_at: now_ms(),
+        expires_at: None,
+        revoked_at: None,
+    };
+    let actor = cubicle_runtime::events::Actor::from(&token);
+    let event = cubicle_runtime::events::NewEvent {
+        kind: cubicle_runtime::events::EventKind::TokenCreate,
+        actor: Some(&actor),
+        detail: json!({ "id": row.id, "name": new.name, "role": row.role, "scope": new.scope }),
+        ..Default::default()
+    };
+    edge.store.append(&event).await.map_err(internal)?;
+    edge.store.put_token(&row).await.map_err(internal)?;
+    let body = json!({
+        "id": row.id, "name": new.name, "role": row.role, "scope": new.scope, "secret": secret,
+    });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 /// A new workspace: placed on a node, made there.

@@ -28,6 +28,7 @@ macro_rules! placement_columns {
 
 pub mod postgres;
 pub mod sqlite;
+pub mod temp_postgres;
 #[cfg(test)]
 mod tests;
 
