@@ -470,9 +470,9 @@ pub trait ClusterStore: Send + Sync {
         id: &str,
     ) -> impl Future<Output = Result<Option<ApprovalState>, ClusterError>> + Send;
 
-    /// Appends an event sealed into its chain; the seq is taken under the
-    /// chain's lock, so writers on any host never fork a chain. Returns
-    /// the chain and the seq.
+    /// Appends an event sealed into its cluster chain ([`cluster_chain`]);
+    /// the seq is taken under the chain's lock, so writers on any host
+    /// never fork a chain. Returns the chain and the seq.
     fn append(
         &self,
         event: &NewEvent<'_>,
@@ -512,6 +512,26 @@ pub trait ClusterStore: Send + Sync {
         workspace: &str,
         kind: ArtifactKind,
     ) -> impl Future<Output = Result<Vec<Artifact>, ClusterError>> + Send;
+}
+
+/// The chain a cluster decision is sealed into: `cluster/<workspace>`, or
+/// `cluster/host` for one about no workspace. Apart from the chains each
+/// node keeps of its own workspaces (named by the bare id), so that no two
+/// writers ever share a chain's name: an auditor gets a workspace's node
+/// chain from its node and its cluster chain from the store, each
+/// verifiable alone.
+pub fn cluster_chain(workspace: Option<&str>) -> String {
+    format!(
+        "cluster/{}",
+        workspace.unwrap_or(cubicle_recorder::audit_chain::HOST_CHAIN)
+    )
+}
+
+/// `event` as the cluster's record: in its cluster chain, at `at`.
+fn cluster_record(event: &NewEvent<'_>, at: i64) -> cubicle_recorder::audit_chain::Record {
+    let mut record = crate::events::unsealed(event, at);
+    record.chain = cluster_chain(event.workspace_id);
+    record
 }
 
 /// The `workspace.lost` event's detail, and the host chain's `node.down`.

@@ -11,11 +11,12 @@ use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use super::{
     Actual, ApprovalState, Artifact, ArtifactKind, ChainRow, ClusterError, ClusterStore, Control,
     Decision, Desired, Lease, LostWorkspace, NewApproval, NodeInfo, NodeRecord, NodeStatus,
-    Placement, TokenRow, backends_list, backends_text, count, lost_detail, overdue_reason,
+    Placement, TokenRow, backends_list, backends_text, cluster_record, count, lost_detail,
+    overdue_reason,
 };
 use cubicle_recorder::audit_chain::{self, Record};
 
-use crate::events::{self, EventKind, NewEvent};
+use crate::events::{EventKind, NewEvent};
 use crate::state::WorkspaceState;
 
 /// The shared state in a PostgreSQL database.
@@ -196,7 +197,7 @@ impl ClusterStore for PgCluster {
             "node": info.name, "epoch": epoch, "address": info.address,
             "backends": info.backends, "capacity": info.capacity,
         });
-        let record = events::unsealed(&event(EventKind::NodeRegister, None, detail), now);
+        let record = cluster_record(&event(EventKind::NodeRegister, None, detail), now);
         append_in(&mut tx, &record).await?;
         tx.commit().await?;
         Ok(Lease {
@@ -245,7 +246,7 @@ impl ClusterStore for PgCluster {
                 .bind(&name)
                 .execute(&mut *tx)
                 .await?;
-            let record = events::unsealed(
+            let record = cluster_record(
                 &event(EventKind::NodeDown, None, lost_detail(&name, &reason)),
                 now,
             );
@@ -264,7 +265,7 @@ impl ClusterStore for PgCluster {
             for id in ids {
                 let detail = lost_detail(&name, &reason);
                 let record =
-                    events::unsealed(&event(EventKind::WorkspaceLost, Some(&id), detail), now);
+                    cluster_record(&event(EventKind::WorkspaceLost, Some(&id), detail), now);
                 append_in(&mut tx, &record).await?;
                 lost.push(LostWorkspace {
                     id,
@@ -521,7 +522,7 @@ impl ClusterStore for PgCluster {
     }
 
     async fn append(&self, event: &NewEvent<'_>) -> Result<(String, u64), ClusterError> {
-        let record = events::unsealed(event, crate::state::now_ms());
+        let record = cluster_record(event, crate::state::now_ms());
         let mut tx = self.pool.begin().await?;
         let seq = append_in(&mut tx, &record).await?;
         tx.commit().await?;

@@ -9,7 +9,8 @@ use sqlx::SqlitePool;
 use super::{
     Actual, ApprovalState, Artifact, ArtifactKind, ChainRow, ClusterError, ClusterStore, Control,
     Decision, Desired, Lease, LostWorkspace, NewApproval, NodeInfo, NodeRecord, NodeStatus,
-    Placement, TokenRow, backends_list, backends_text, count, lost_detail, overdue_reason,
+    Placement, TokenRow, backends_list, backends_text, cluster_record, count, lost_detail,
+    overdue_reason,
 };
 use crate::events::{self, EventKind, NewEvent};
 use crate::state::{Store, WorkspaceState};
@@ -169,7 +170,7 @@ impl ClusterStore for SqliteCluster {
             "node": info.name, "epoch": epoch, "address": info.address,
             "backends": info.backends, "capacity": info.capacity,
         });
-        let record = events::unsealed(&event(EventKind::NodeRegister, None, detail), now);
+        let record = cluster_record(&event(EventKind::NodeRegister, None, detail), now);
         events::append_in(&mut tx, &record).await?;
         tx.commit().await?;
         Ok(Lease {
@@ -218,7 +219,7 @@ impl ClusterStore for SqliteCluster {
                 .bind(&name)
                 .execute(&mut *tx)
                 .await?;
-            let record = events::unsealed(
+            let record = cluster_record(
                 &event(EventKind::NodeDown, None, lost_detail(&name, &reason)),
                 now,
             );
@@ -237,7 +238,7 @@ impl ClusterStore for SqliteCluster {
             for id in ids {
                 let detail = lost_detail(&name, &reason);
                 let record =
-                    events::unsealed(&event(EventKind::WorkspaceLost, Some(&id), detail), now);
+                    cluster_record(&event(EventKind::WorkspaceLost, Some(&id), detail), now);
                 events::append_in(&mut tx, &record).await?;
                 lost.push(LostWorkspace {
                     id,
@@ -485,7 +486,7 @@ impl ClusterStore for SqliteCluster {
     }
 
     async fn append(&self, event: &NewEvent<'_>) -> Result<(String, u64), ClusterError> {
-        let record = events::unsealed(event, crate::state::now_ms());
+        let record = cluster_record(event, crate::state::now_ms());
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let seq = events::append_in(&mut tx, &record).await?;
         tx.commit().await?;

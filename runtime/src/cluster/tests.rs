@@ -113,7 +113,7 @@ async fn nodes_register_with_fresh_epochs<S: ClusterStore>(a: &S, b: &S) {
         }),
         "an unknown node",
     );
-    let registered = verified_chain(a, audit_chain::HOST_CHAIN).await;
+    let registered = verified_chain(a, "cluster/host").await;
     let kinds: Vec<&str> = registered
         .iter()
         .map(|r| r["kind"].as_str().unwrap())
@@ -268,12 +268,12 @@ async fn overdue_nodes_go_down_and_their_workspaces_lost<S: ClusterStore>(a: &S,
     );
     // Every loss is in its workspace's chain, and the node's fall in the host's.
     for id in ["ws-a", "ws-b"] {
-        let records = verified_chain(a, id).await;
+        let records = verified_chain(a, &format!("cluster/{id}")).await;
         assert_eq!(records.len(), 1, "{id}");
         assert_eq!(records[0]["kind"], "workspace.lost");
         assert_eq!(records[0]["detail"]["node"], "n1");
     }
-    let host = verified_chain(a, audit_chain::HOST_CHAIN).await;
+    let host = verified_chain(a, "cluster/host").await;
     let kinds: Vec<&str> = host.iter().map(|r| r["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -443,7 +443,7 @@ async fn chains_never_fork<S: ClusterStore + Clone + 'static>(a: &S, b: &S) {
                     ..NewEvent::default()
                 };
                 let (stored, seq) = store.append(&event).await.unwrap();
-                assert_eq!(stored, chain);
+                assert_eq!(stored, format!("cluster/{chain}"));
                 seqs.push((chain, seq));
             }
             seqs
@@ -455,8 +455,8 @@ async fn chains_never_fork<S: ClusterStore + Clone + 'static>(a: &S, b: &S) {
             assert!(seen.insert((chain, seq)), "{chain} seq {seq} given twice");
         }
     }
-    let ws1 = verified_chain(b, "ws-1").await;
-    let other = verified_chain(a, "ws-other").await;
+    let ws1 = verified_chain(b, "cluster/ws-1").await;
+    let other = verified_chain(a, "cluster/ws-other").await;
     assert_eq!((ws1.len(), other.len()), (90, 30));
     // Each writer's events keep the order it wrote them in.
     for writer in 0..6 {
@@ -471,7 +471,7 @@ async fn chains_never_fork<S: ClusterStore + Clone + 'static>(a: &S, b: &S) {
         );
     }
     assert_eq!(
-        a.chain("ws-1", 88, 10).await.unwrap().len(),
+        a.chain("cluster/ws-1", 88, 10).await.unwrap().len(),
         2,
         "after a seq"
     );
