@@ -17,6 +17,7 @@ mod cdp_parked;
 mod checkpoints;
 mod cli_remote;
 mod clipboard;
+mod cluster;
 mod control_attacks;
 mod devtools_reach;
 mod doors;

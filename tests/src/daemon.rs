@@ -80,6 +80,17 @@ impl Daemon {
     /// only at first start). Each daemon gets a uid range of its own unless
     /// `extra` names a `--uid-base`.
     pub fn start(data_dir: &Path, token: Option<&str>, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::start_as(&["serve"], data_dir, token, extra)
+    }
+
+    /// [`Daemon::start`] of another `cubicle` command that is `serve` with
+    /// more (`node` and its cluster arguments).
+    pub fn start_as(
+        command_line: &[&str],
+        data_dir: &Path,
+        token: Option<&str>,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
         remove_at_exit(data_dir);
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -87,7 +98,7 @@ impl Daemon {
             .open(data_dir.with_extension("daemon.log"))?;
         let mut command = Command::new(bin_dir().join("cubicle"));
         command
-            .arg("serve")
+            .args(command_line)
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
@@ -268,6 +279,28 @@ impl Daemon {
     /// The workspace directory of `id`.
     pub fn workspace_dir(&self, id: &str) -> PathBuf {
         self.data_dir.join("workspaces").join(id)
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("a pid fits an i32")
+    }
+
+    /// Waits up to `limit` for the daemon to end by itself; its exit status.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// What the daemon has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("daemon.log")).unwrap_or_default()
     }
 
     /// `kill -9` the daemon, as a crash would.

@@ -9,6 +9,7 @@
 pub mod browser;
 pub mod cdp;
 pub mod cgroup;
+pub mod cluster;
 pub mod daemon;
 pub mod desk;
 pub mod guest;

@@ -1,0 +1,326 @@
+//! The multi-node rig: one PostgreSQL, two `cubicle edge` replicas and two
+//! `cubicle node` daemons (jail backend, a real desktop each), all started
+//! here. One workspace is reached through either edge on every kind of
+//! door; the control lock holds across edges; a node killed with `kill -9`
+//! makes its workspaces `lost` on both edges within the deadline while the
+//! other node's stay; a node stopped (`SIGSTOP`) past the deadline is
+//! fenced when it wakes: it stops its workspaces and exits, and no
+//! workspace has two owners.
+
+use std::time::{Duration, Instant};
+
+use cubicle_runtime::cluster::postgres::PgCluster;
+use cubicle_runtime::cluster::temp_postgres::TempPostgres;
+use cubicle_runtime::cluster::{Actual, ClusterStore};
+use cubicle_tests::cluster::{Edge, edge_keys, node};
+use cubicle_tests::guard;
+use futures_util::{SinkExt, StreamExt};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// A node silent this long is declared down.
+const DEADLINE_MS: u64 = 2000;
+
+/// Polls `check` every 50 ms until it gives a value or `limit` passes.
+async fn until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + guard(limit);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn token(edge: &Edge, admin: &str, name: &str, role: &str) -> String {
+    let body = json!({ "name": name, "role": role }).to_string();
+    let (status, made) = edge
+        .call(admin, Method::POST, "/v1/tokens", Some(&body))
+        .await;
+    assert_eq!(status, 201, "{made}");
+    made["secret"].as_str().unwrap().to_owned()
+}
+
+async fn create(edge: &Edge, agent: &str) -> String {
+    let (status, ws) = edge
+        .call(agent, Method::POST, "/v1/workspaces", Some("{}"))
+        .await;
+    assert_eq!(status, 201, "create through edge {}: {ws}", edge.name);
+    assert_eq!(ws["state"], "running", "{ws}");
+    ws["id"].as_str().unwrap().to_owned()
+}
+
+/// The live view's first bytes through `edge`: Xvnc's RFB greeting.
+async fn rfb_greeting(edge: &Edge, token: &str, id: &str) -> Vec<u8> {
+    let url = format!(
+        "{}/v1/workspaces/{id}/vnc?access_token={token}",
+        edge.base.replacen("http://", "ws://", 1)
+    );
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Sec-WebSocket-Protocol", "binary".parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    loop {
+        match ws.next().await.expect("the live view sends").unwrap() {
+            Message::Binary(bytes) => return bytes.to_vec(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("the live view sent {other:?}"),
+        }
+    }
+}
+
+/// `Browser.getVersion` over the workspace's CDP door through `edge`.
+async fn cdp_version(edge: &Edge, token: &str, id: &str) -> Value {
+    let url = format!(
+        "{}/v1/workspaces/{id}/cdp?access_token={token}",
+        edge.base.replacen("http://", "ws://", 1)
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let ask = json!({ "id": 1, "method": "Browser.getVersion" }).to_string();
+    ws.send(Message::Text(ask.into())).await.unwrap();
+    loop {
+        if let Message::Text(text) = ws.next().await.expect("CDP answers").unwrap() {
+            let answer: Value = serde_json::from_str(&text).unwrap();
+            if answer["id"] == 1 {
+                return answer;
+            }
+        }
+    }
+}
+
+/// The node that holds `id`, from the shared store.
+async fn owner(store: &PgCluster, id: &str) -> String {
+    store.placement(id).await.unwrap().expect("placed").node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
+    let postgres = match TempPostgres::start() {
+        Ok(server) => server,
+        Err(why) => return cubicle_tests::skip(&why),
+    };
+    let url = postgres.database("cubicle");
+    let keys = edge_keys();
+    let (edge_a, admin) = Edge::start(&url, &keys, "edge-a", DEADLINE_MS).unwrap();
+    let admin = admin.expect("the first edge makes the cluster's admin token");
+    let (edge_b, again) = Edge::start(&url, &keys, "edge-b", DEADLINE_MS).unwrap();
+    assert_eq!(
+        again, None,
+        "one admin token for the cluster, not one per edge"
+    );
+    let data_1 = tempfile::tempdir().unwrap();
+    let data_2 = tempfile::tempdir().unwrap();
+    let mut node_1 = node(data_1.path(), &url, &keys, "node-1", &[]).unwrap();
+    let mut node_2 = node(data_2.path(), &url, &keys, "node-2", &[]).unwrap();
+    let store = PgCluster::connect(&url, 2).await.unwrap();
+    let (status, nodes) = edge_b.call(&admin, Method::GET, "/v1/nodes", None).await;
+    assert_eq!(status, 200, "{nodes}");
+    assert_eq!(nodes["nodes"].as_array().unwrap().len(), 2, "{nodes}");
+
+    let agent = token(&edge_a, &admin, "agent", "agent").await;
+    let operator = token(&edge_b, &admin, "olivia", "operator").await;
+    let id = create(&edge_a, &agent).await;
+    let first = owner(&store, &id).await;
+
+    // Every kind of door, through the other edge too.
+    let (status, ws) = edge_b
+        .call(&agent, Method::GET, &format!("/v1/workspaces/{id}"), None)
+        .await;
+    assert_eq!(
+        (status, ws["id"].as_str()),
+        (200, Some(id.as_str())),
+        "{ws}"
+    );
+    let exec = json!({ "command": "echo routed" }).to_string();
+    let (status, ran) = edge_b
+        .call(
+            &agent,
+            Method::POST,
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(&exec),
+        )
+        .await;
+    assert_eq!(status, 200, "{ran}");
+    assert_eq!(ran["stdout"], "routed\n", "{ran}");
+    assert_eq!(&rfb_greeting(&edge_a, &agent, &id).await[..4], b"RFB ");
+    let version = cdp_version(&edge_b, &agent, &id).await;
+    assert!(
+        version["result"]["product"]
+            .as_str()
+            .is_some_and(|p| p.contains("Chrome")),
+        "{version}"
+    );
+    // Another agent is told nothing of it, through either edge.
+    let stranger = token(&edge_a, &admin, "stranger", "agent").await;
+    let (status, body) = edge_a
+        .call(
+            &stranger,
+            Method::GET,
+            &format!("/v1/workspaces/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = edge_b
+        .call(
+            "cubicle_forged",
+            Method::GET,
+            &format!("/v1/workspaces/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 401, "{body}");
+
+    // The control lock holds across edges: taken through B, the agent's
+    // input through A is refused.
+    let path = format!("/v1/workspaces/{id}/control/take");
+    let (status, taken) = edge_b.call(&operator, Method::POST, &path, None).await;
+    assert_eq!(status, 200, "{taken}");
+    let click = json!({ "action": "left_click", "x": 10, "y": 10 }).to_string();
+    let act = format!("/v1/workspaces/{id}/actions");
+    let (status, body) = edge_a.call(&agent, Method::POST, &act, Some(&click)).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "control_held", "{body}");
+    let path = format!("/v1/workspaces/{id}/control/release");
+    let (status, body) = edge_a.call(&operator, Method::POST, &path, None).await;
+    assert_eq!(status, 200, "{body}");
+
+    // A second workspace goes to the other node once the first one's
+    // heartbeat has counted the first.
+    until(
+        Duration::from_secs(10),
+        "node free capacity counted",
+        || async {
+            let nodes = store.nodes().await.unwrap();
+            let busy = nodes.iter().find(|n| n.name == first)?;
+            let idle = nodes.iter().find(|n| n.name != first)?;
+            (busy.free < idle.free).then_some(())
+        },
+    )
+    .await;
+    let other = create(&edge_b, &agent).await;
+    let second = owner(&store, &other).await;
+    assert_ne!(
+        first, second,
+        "the second workspace goes to the emptier node"
+    );
+    let (doomed, survivor) = if first == "node-1" {
+        (&mut node_1, &mut node_2)
+    } else {
+        (&mut node_2, &mut node_1)
+    };
+
+    // kill -9 of the first workspace's node: lost on both edges within the
+    // deadline (and a sweep's tick), the other node's untouched.
+    let killed = Instant::now();
+    doomed.kill9();
+    let mut seen = Vec::new();
+    for edge in [&edge_a, &edge_b] {
+        let body = until(Duration::from_secs(15), "lost after kill -9", || async {
+            let (status, body) = edge
+                .call(&agent, Method::GET, &format!("/v1/workspaces/{id}"), None)
+                .await;
+            (status == 410).then_some(body)
+        })
+        .await;
+        assert_eq!(body["error"]["code"], "workspace_lost", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no heartbeat"),
+            "{body}"
+        );
+        seen.push(killed.elapsed());
+    }
+    eprintln!(
+        "cluster: kill -9 → lost: edge A {} ms, edge B {} ms (deadline {DEADLINE_MS} ms)",
+        seen[0].as_millis(),
+        seen[1].as_millis()
+    );
+    for edge in [&edge_a, &edge_b] {
+        let (status, body) = edge
+            .call(
+                &agent,
+                Method::GET,
+                &format!("/v1/workspaces/{other}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "the other node's workspace: {body}");
+    }
+    let (status, listed) = edge_a
+        .call(&agent, Method::GET, "/v1/workspaces", None)
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    let states: Vec<(String, String)> = listed["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["id"].as_str().unwrap().into(),
+                w["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(states.contains(&(id.clone(), "lost".into())), "{listed}");
+    assert!(
+        states.contains(&(other.clone(), "running".into())),
+        "{listed}"
+    );
+    let chain = store.chain(&format!("cluster/{id}"), 0, 10).await.unwrap();
+    assert!(
+        chain
+            .iter()
+            .any(|r| r.sealed.contains("\"workspace.lost\"")),
+        "{chain:?}"
+    );
+
+    // SIGSTOP past the deadline, then SIGCONT: the survivor is fenced — it
+    // finds itself declared down, stops its workspace and exits.
+    // SAFETY: signals to our own child's pid.
+    unsafe { libc::kill(survivor.pid(), libc::SIGSTOP) };
+    until(Duration::from_secs(15), "lost while stopped", || async {
+        let placed = store.placement(&other).await.unwrap()?;
+        (placed.actual == Actual::Lost).then_some(())
+    })
+    .await;
+    // SAFETY: as above.
+    unsafe { libc::kill(survivor.pid(), libc::SIGCONT) };
+    let status = survivor
+        .wait_exit(guard(Duration::from_secs(120)))
+        .expect("a fenced node exits");
+    assert!(
+        !status.success(),
+        "a fenced node exits with an error: {status}"
+    );
+    let log = survivor.log();
+    assert!(log.contains("fenced"), "{log}");
+    let placed = store.placement(&other).await.unwrap().unwrap();
+    assert_eq!(
+        (placed.node.as_str(), placed.actual),
+        (second.as_str(), Actual::Lost)
+    );
+    let (status, body) = edge_b
+        .call(
+            &agent,
+            Method::GET,
+            &format!("/v1/workspaces/{other}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (410, Some("workspace_lost"))
+    );
+    drop((node_1, node_2));
+}
