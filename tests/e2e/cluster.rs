@@ -13,7 +13,7 @@ use cubicle_runtime::cluster::postgres::PgCluster;
 use cubicle_runtime::cluster::temp_postgres::TempPostgres;
 use cubicle_runtime::cluster::{Actual, ClusterStore};
 use cubicle_tests::cluster::{Edge, edge_keys, node};
-use cubicle_tests::guard;
+use cubicle_tests::{guard, procs};
 use futures_util::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -48,13 +48,18 @@ async fn token(edge: &Edge, admin: &str, name: &str, role: &str) -> String {
     made["secret"].as_str().unwrap().to_owned()
 }
 
-async fn create(edge: &Edge, agent: &str) -> String {
+async fn create(edge: &Edge, agent: &str) -> Value {
     let (status, ws) = edge
         .call(agent, Method::POST, "/v1/workspaces", Some("{}"))
         .await;
     assert_eq!(status, 201, "create through edge {}: {ws}", edge.name);
     assert_eq!(ws["state"], "running", "{ws}");
-    ws["id"].as_str().unwrap().to_owned()
+    ws
+}
+
+fn id_and_uid(ws: &Value) -> (String, u32) {
+    let id = ws["id"].as_str().unwrap().to_owned();
+    (id, u32::try_from(ws["host_uid"].as_u64().unwrap()).unwrap())
 }
 
 /// The live view's first bytes through `edge`: Xvnc's RFB greeting.
@@ -118,8 +123,8 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
     );
     let data_1 = tempfile::tempdir().unwrap();
     let data_2 = tempfile::tempdir().unwrap();
-    let mut node_1 = node(data_1.path(), &url, &keys, "node-1", &[]).unwrap();
-    let mut node_2 = node(data_2.path(), &url, &keys, "node-2", &[]).unwrap();
+    let mut node_1 = node(data_1.path(), &url, &keys, "node-1", None).unwrap();
+    let mut node_2 = node(data_2.path(), &url, &keys, "node-2", None).unwrap();
     let store = PgCluster::connect(&url, 2).await.unwrap();
     let (status, nodes) = edge_b.call(&admin, Method::GET, "/v1/nodes", None).await;
     assert_eq!(status, 200, "{nodes}");
@@ -127,7 +132,7 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
 
     let agent = token(&edge_a, &admin, "agent", "agent").await;
     let operator = token(&edge_b, &admin, "olivia", "operator").await;
-    let id = create(&edge_a, &agent).await;
+    let (id, id_uid) = id_and_uid(&create(&edge_a, &agent).await);
     let first = owner(&store, &id).await;
 
     // Every kind of door, through the other edge too.
@@ -206,16 +211,16 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         },
     )
     .await;
-    let other = create(&edge_b, &agent).await;
+    let (other, other_uid) = id_and_uid(&create(&edge_b, &agent).await);
     let second = owner(&store, &other).await;
     assert_ne!(
         first, second,
         "the second workspace goes to the emptier node"
     );
-    let (doomed, survivor) = if first == "node-1" {
-        (&mut node_1, &mut node_2)
+    let (doomed, survivor, doomed_data) = if first == "node-1" {
+        (&mut node_1, &mut node_2, data_1.path())
     } else {
-        (&mut node_2, &mut node_1)
+        (&mut node_2, &mut node_1, data_2.path())
     };
 
     // kill -9 of the first workspace's node: lost on both edges within the
@@ -317,6 +322,39 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
             &format!("/v1/workspaces/{other}"),
             None,
         )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (410, Some("workspace_lost"))
+    );
+    assert_eq!(
+        procs::of_workspace(other_uid),
+        [0; 0],
+        "the fenced node stopped its workspace"
+    );
+
+    // The killed node's workspace ran on under its shim; the node comes
+    // back (a new epoch), finds it lost and stops it: nothing of a lost
+    // workspace acts on, and nothing restarted it elsewhere.
+    assert!(
+        !procs::of_workspace(id_uid).is_empty(),
+        "a shim outlives its daemon"
+    );
+    let token = doomed.token.clone();
+    *doomed = node(doomed_data, &url, &keys, &first, Some(&token)).unwrap();
+    until(
+        Duration::from_secs(60),
+        "the lost workspace stopped",
+        || async { procs::of_workspace(id_uid).is_empty().then_some(()) },
+    )
+    .await;
+    let placed = store.placement(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (placed.node.as_str(), placed.actual),
+        (first.as_str(), Actual::Lost)
+    );
+    let (status, body) = edge_a
+        .call(&agent, Method::GET, &format!("/v1/workspaces/{id}"), None)
         .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),

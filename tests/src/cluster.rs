@@ -39,13 +39,14 @@ pub fn edge_keys() -> Keys {
 }
 
 /// Starts `cubicle node` `name` on `data_dir`, in the cluster at `url`,
-/// heartbeating every 200 ms.
+/// heartbeating every 200 ms. `token`: its local admin token, when the data
+/// dir was used before.
 pub fn node(
     data_dir: &Path,
     url: &str,
     keys: &Keys,
     name: &str,
-    extra: &[&str],
+    token: Option<&str>,
 ) -> anyhow::Result<Daemon> {
     let command = [
         "node",
@@ -58,7 +59,7 @@ pub fn node(
         "--heartbeat-ms",
         "200",
     ];
-    Daemon::start_as(&command, data_dir, None, extra)
+    Daemon::start_as(&command, data_dir, token, &[])
 }
 
 /// A running `cubicle edge`.
