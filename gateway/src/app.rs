@@ -5,6 +5,8 @@ use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cubicle_runtime::cluster::postgres::PgCluster;
+
 use crate::cluster::credential::EdgeTrust;
 use crate::ops::Core;
 
@@ -18,6 +20,8 @@ pub struct AppState {
     /// On a cluster node (`cubicle node`): the edges' public key, whose
     /// credentials name the caller of a request an edge routed here.
     pub edge_trust: Option<Arc<EdgeTrust>>,
+    /// On a cluster node: the shared store, which readiness asks.
+    pub cluster: Option<PgCluster>,
 }
 
 impl AppState {
@@ -26,12 +30,15 @@ impl AppState {
             core,
             web_dir,
             edge_trust: None,
+            cluster: None,
         }
     }
 
-    /// The same state on a node that takes requests from edges.
-    pub fn trusting_edges(mut self, trust: EdgeTrust) -> Self {
+    /// The same state on a node of the cluster `store`, taking requests
+    /// from edges.
+    pub fn trusting_edges(mut self, trust: EdgeTrust, store: PgCluster) -> Self {
         self.edge_trust = Some(Arc::new(trust));
+        self.cluster = Some(store);
         self
     }
 }

@@ -700,7 +700,7 @@ async fn serve(
     let (fenced_tx, fenced_rx) = tokio::sync::oneshot::channel();
     let (state, membership) = match &cluster {
         Some(cluster) => {
-            let (membership, trust) =
+            let (membership, trust, store) =
                 crate::cluster_cli::join(cluster, manager.clone(), &backend_name, address).await?;
             say(&format!(
                 "node {} (epoch {}) in the cluster",
@@ -713,7 +713,7 @@ async fn serve(
                     let _ = fenced_tx.send(fenced);
                 }
             });
-            (state.trusting_edges(trust), Some(task))
+            (state.trusting_edges(trust, store), Some(task))
         }
         None => (state, None),
     };

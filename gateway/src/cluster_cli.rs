@@ -38,13 +38,13 @@ pub struct NodeCluster {
     pub heartbeat_ms: u64,
 }
 
-/// Registers the node; its membership (to run) and the edges' key.
+/// Registers the node; its membership (to run), the edges' key and the store.
 pub async fn join(
     cluster: &NodeCluster,
     manager: Arc<Manager<AnyBackend>>,
     backend: &str,
     listening: SocketAddr,
-) -> anyhow::Result<(Membership, EdgeTrust)> {
+) -> anyhow::Result<(Membership, EdgeTrust, PgCluster)> {
     let trust = EdgeTrust::from_hex(&cluster.edge_public_key).context("--edge-public-key")?;
     let address = match &cluster.advertise {
         Some(address) => address.clone(),
@@ -61,13 +61,13 @@ pub async fn join(
         capacity: cluster.capacity,
     };
     let membership = membership::join(
-        store,
+        store.clone(),
         &info,
         Duration::from_millis(cluster.heartbeat_ms),
         manager,
     )
     .await?;
-    Ok((membership, trust))
+    Ok((membership, trust, store))
 }
 
 #[derive(Debug, clap::Args)]

@@ -24,6 +24,7 @@ pub mod control;
 pub mod egress;
 pub mod error;
 pub mod gates;
+pub mod health;
 pub mod host;
 pub mod listener;
 pub mod mcp;

@@ -62,6 +62,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{id}", axum::routing::delete(tokens::revoke))
         .route("/v1/me", get(tokens::me))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(crate::health::ready))
         .route("/v1/events", get(events::list))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
         .route("/v1/share", get(shares::open))

@@ -123,8 +123,8 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
     );
     let data_1 = tempfile::tempdir().unwrap();
     let data_2 = tempfile::tempdir().unwrap();
-    let mut node_1 = node(data_1.path(), &url, &keys, "node-1", None).unwrap();
-    let mut node_2 = node(data_2.path(), &url, &keys, "node-2", None).unwrap();
+    let mut node_1 = node(data_1.path(), &url, &keys, "node-1", None, &[]).unwrap();
+    let mut node_2 = node(data_2.path(), &url, &keys, "node-2", None, &[]).unwrap();
     let store = PgCluster::connect(&url, 2).await.unwrap();
     let (status, nodes) = edge_b.call(&admin, Method::GET, "/v1/nodes", None).await;
     assert_eq!(status, 200, "{nodes}");
@@ -341,7 +341,7 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         "a shim outlives its daemon"
     );
     let token = doomed.token.clone();
-    *doomed = node(doomed_data, &url, &keys, &first, Some(&token)).unwrap();
+    *doomed = node(doomed_data, &url, &keys, &first, Some(&token), &[]).unwrap();
     until(
         Duration::from_secs(60),
         "the lost workspace stopped",
@@ -361,4 +361,163 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         (410, Some("workspace_lost"))
     );
     drop((node_1, node_2));
+}
+
+/// A policy that holds one command for an operator.
+const HELD: &str = r#"
+description = "rig: one command held"
+default = "allow"
+
+[[rule]]
+id = "held-files"
+subject = "exec"
+command = ["touch /home/user/held-*"]
+decision = "confirm"
+reason = "making a held file"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approvals_cross_edges_and_restarts_of_the_node_and_the_database_lose_nothing() {
+    let postgres = match TempPostgres::start() {
+        Ok(server) => server,
+        Err(why) => return cubicle_tests::skip(&why),
+    };
+    let url = postgres.database("cubicle");
+    let keys = edge_keys();
+    // A deadline longer than a node's restart: it comes back as itself.
+    let deadline = 30_000;
+    let (edge_a, admin) = Edge::start(&url, &keys, "edge-a", deadline).unwrap();
+    let admin = admin.unwrap();
+    let (edge_b, _) = Edge::start(&url, &keys, "edge-b", deadline).unwrap();
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("held.toml"), HELD).unwrap();
+    let policy_dir = policies.path().to_str().unwrap().to_owned();
+    let extra = ["--policy-dir", &policy_dir, "--default-policy", "held"];
+    let data = tempfile::tempdir().unwrap();
+    let mut node_1 = node(data.path(), &url, &keys, "node-1", None, &extra).unwrap();
+    let store = PgCluster::connect(&url, 2).await.unwrap();
+    for base in [&node_1.base, &edge_a.base] {
+        let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+        assert_eq!(ready.status(), 200, "{base}/readyz");
+    }
+    let agent = token(&edge_a, &admin, "agent", "agent").await;
+    let operator = token(&edge_a, &admin, "olivia", "operator").await;
+    let auditor = token(&edge_b, &admin, "audrey", "auditor").await;
+    let (id, _) = id_and_uid(&create(&edge_a, &agent).await);
+    let exec = format!("/v1/workspaces/{id}/exec");
+    let touch = json!({ "command": "touch /home/user/held-one" }).to_string();
+
+    // Asked through A; waited on through A while the database restarts;
+    // approved through B; run once.
+    let (status, held) = edge_a.call(&agent, Method::POST, &exec, Some(&touch)).await;
+    assert_eq!(status, 202, "{held}");
+    let approval = held["approval"]["id"].as_str().unwrap().to_owned();
+    let waiter = {
+        let edge = Edge::attach(&edge_a);
+        let (agent, approval) = (agent.clone(), approval.clone());
+        tokio::spawn(async move {
+            let wait = format!("/v1/approvals/{approval}?wait=60");
+            edge.call(&agent, Method::GET, &wait, None).await
+        })
+    };
+    let epoch_before = store.nodes().await.unwrap()[0].epoch;
+    postgres.restart();
+    let store = PgCluster::connect(&url, 2).await.unwrap();
+    let (status, listed) = edge_b
+        .call(&operator, Method::GET, "/v1/approvals", None)
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == approval)
+    );
+    let decide = format!("/v1/approvals/{approval}/approve");
+    let reason = json!({ "reason": "ok" }).to_string();
+    let (status, record) = edge_b
+        .call(&operator, Method::POST, &decide, Some(&reason))
+        .await;
+    assert_eq!(status, 200, "{record}");
+    let (status, again) = edge_a
+        .call(&operator, Method::POST, &decide, Some(&reason))
+        .await;
+    assert_eq!(status, 409, "decided once, whichever edge: {again}");
+    let (status, waited) = waiter.await.unwrap();
+    assert_eq!(
+        (status, waited["state"].as_str()),
+        (200, Some("approved")),
+        "{waited}"
+    );
+    let (status, ran) = edge_a.call(&agent, Method::POST, &exec, Some(&touch)).await;
+    assert_eq!(status, 200, "{ran}");
+    let (status, ran_again) = edge_b
+        .call(
+            &agent,
+            Method::POST,
+            &format!("{exec}?approval={approval}"),
+            Some(&touch),
+        )
+        .await;
+    assert_ne!(
+        status, 200,
+        "an approval runs its operation once: {ran_again}"
+    );
+    let nodes = store.nodes().await.unwrap();
+    assert_eq!(
+        (nodes[0].epoch, nodes[0].status),
+        (epoch_before, cubicle_runtime::cluster::NodeStatus::Up),
+        "the database's restart fenced nobody"
+    );
+
+    // The node restarts (SIGTERM keeps its workspaces): a new epoch, the
+    // same workspace, routed as before.
+    let token_1 = node_1.token.clone();
+    node_1.terminate();
+    node_1 = node(data.path(), &url, &keys, "node-1", Some(&token_1), &extra).unwrap();
+    let epoch_after = store.nodes().await.unwrap()[0].epoch;
+    assert!(epoch_after > epoch_before);
+    until(
+        Duration::from_secs(30),
+        "the workspace reported under the new epoch",
+        || async {
+            let placed = store.placement(&id).await.unwrap()?;
+            (placed.node_epoch == epoch_after).then_some(placed)
+        },
+    )
+    .await;
+    let check = json!({ "command": "test -e /home/user/held-one && echo kept" }).to_string();
+    let (status, out) = edge_b.call(&agent, Method::POST, &exec, Some(&check)).await;
+    assert_eq!(
+        (status, out["stdout"].as_str()),
+        (200, Some("kept\n")),
+        "{out}"
+    );
+
+    // An auditor exports the workspace's chain through an edge; it
+    // verifies against the node's key.
+    let bundle = edge_b
+        .bytes(&auditor, &format!("/v1/workspaces/{id}/audit/export"))
+        .await;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &bundle).unwrap();
+    let (status, key) = node_1
+        .call(Method::GET, "/v1/audit/key", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{key}");
+    let out = std::process::Command::new(cubicle_tests::daemon::bin_dir().join("cubicle"))
+        .args(["audit", "verify"])
+        .arg(file.path())
+        .args(["--key", key["public_key"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(node_1);
 }

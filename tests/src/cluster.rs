@@ -39,14 +39,15 @@ pub fn edge_keys() -> Keys {
 }
 
 /// Starts `cubicle node` `name` on `data_dir`, in the cluster at `url`,
-/// heartbeating every 200 ms. `token`: its local admin token, when the data
-/// dir was used before.
+/// heartbeating every 200 ms, with `extra` `serve` arguments. `token`: its
+/// local admin token, when the data dir was used before.
 pub fn node(
     data_dir: &Path,
     url: &str,
     keys: &Keys,
     name: &str,
     token: Option<&str>,
+    extra: &[&str],
 ) -> anyhow::Result<Daemon> {
     let command = [
         "node",
@@ -59,7 +60,7 @@ pub fn node(
         "--heartbeat-ms",
         "200",
     ];
-    Daemon::start_as(&command, data_dir, token, &[])
+    Daemon::start_as(&command, data_dir, token, extra)
 }
 
 /// A running `cubicle edge`.
@@ -131,30 +132,81 @@ impl Edge {
         path: &str,
         body: Option<&str>,
     ) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(token);
-        if let Some(body) = body {
-            request = request
-                .header("content-type", "application/json")
-                .body(body.to_owned());
+        call(&self.http, &self.base, token, method, path, body).await
+    }
+
+    /// A handle on the same edge for another task (it does not own the
+    /// process: dropping it stops nothing).
+    pub fn attach(edge: &Edge) -> EdgeClient {
+        EdgeClient {
+            base: edge.base.clone(),
+            http: edge.http.clone(),
         }
-        let response = request.send().await.expect("the edge answers");
-        let status = response.status().as_u16();
-        let text = response.text().await.expect("the edge's answer is text");
-        let json = if text.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
-        };
-        (status, json)
+    }
+
+    /// A GET's body as bytes (an export); panics unless 200.
+    pub async fn bytes(&self, token: &str, path: &str) -> Vec<u8> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("the edge answers");
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.bytes().await.expect("a body").to_vec()
     }
 
     /// What the edge logged.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
+}
+
+/// Requests to an edge from another task.
+pub struct EdgeClient {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl EdgeClient {
+    /// As [`Edge::call`].
+    pub async fn call(
+        &self,
+        token: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&str>,
+    ) -> (u16, Value) {
+        call(&self.http, &self.base, token, method, path, body).await
+    }
+}
+
+async fn call(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, Value) {
+    let mut request = http
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+    }
+    let response = request.send().await.expect("the edge answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("the edge's answer is text");
+    let json = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, json)
 }
 
 impl Drop for Edge {

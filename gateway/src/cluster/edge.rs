@@ -52,6 +52,9 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route("/v1/workspaces", get(list).post(create))
         .route("/v1/workspaces/{id}", any(route))
         .route("/v1/workspaces/{id}/{*rest}", any(route))
+        .route("/v1/approvals", get(list_approvals))
+        .route("/v1/approvals/{id}", any(to_holder))
+        .route("/v1/approvals/{id}/{*rest}", any(to_holder))
         .with_state(edge)
 }
 
@@ -206,41 +209,57 @@ async fn create(
     send(&edge, &token, request, &node.name, &node.address).await
 }
 
-/// Every workspace the caller may see: each up node's list, and the lost
-/// ones of theirs from the store.
-async fn list(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<Response, OpError> {
-    let token = caller(&edge, &request).await?;
-    let path = proxy::without_secret(request.uri());
+/// Sends a GET of `path` to every node that is up, as `token`; each node's
+/// JSON answer, or the names of the nodes that gave none.
+async fn ask_every_node(
+    edge: &Edge,
+    token: &Token,
+    path: &str,
+) -> Result<(Vec<Value>, Vec<String>), OpError> {
     let nodes = edge.store.nodes().await.map_err(internal)?;
     let mut asks = Vec::new();
     for node in nodes.into_iter().filter(|n| n.status == NodeStatus::Up) {
-        let credential = edge.signer.sign(&token, "GET", &path, now_ms());
-        let path = path.clone();
+        let credential = edge.signer.sign(token, "GET", path, now_ms());
+        let path = path.to_owned();
         asks.push(tokio::spawn(async move {
             let request = Request::get(&path)
                 .body(Body::empty())
                 .expect("a GET builds");
             let answer =
                 proxy::forward(request, &node.name, &node.address, &path, &credential).await;
-            (node.name, answer)
+            let listed = match answer {
+                Ok(answer) if answer.status().is_success() => {
+                    let bytes = to_bytes(answer.into_body(), 64 << 20).await.ok();
+                    bytes.and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                }
+                _ => None,
+            };
+            (node.name, listed)
         }));
     }
-    let mut items = Vec::new();
-    let mut unreachable = Vec::new();
+    let mut answers = Vec::new();
+    let mut silent = Vec::new();
     for ask in asks {
-        let (node, answer) = ask.await.map_err(internal)?;
-        let listed = match answer {
-            Ok(answer) if answer.status().is_success() => {
-                let bytes = to_bytes(answer.into_body(), 64 << 20).await.ok();
-                bytes.and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            }
-            _ => None,
-        };
-        match listed.as_ref().and_then(|v| v["workspaces"].as_array()) {
-            Some(list) => items.extend(list.iter().cloned()),
-            None => unreachable.push(node),
+        match ask.await.map_err(internal)? {
+            (_, Some(answer)) => answers.push(answer),
+            (node, None) => silent.push(node),
         }
     }
+    Ok((answers, silent))
+}
+
+/// Every workspace the caller may see: each up node's list, and the lost
+/// ones of theirs from the store.
+async fn list(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    let path = proxy::without_secret(request.uri());
+    let (answers, unreachable) = ask_every_node(&edge, &token, &path).await?;
+    let mut items: Vec<Value> = answers
+        .iter()
+        .filter_map(|a| a["workspaces"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
     for lost in edge.store.placements(None).await.map_err(internal)? {
         let theirs = token.role != Role::Agent || lost.owner_token.as_deref() == Some(&token.id);
         if lost.actual == Actual::Lost && theirs {
@@ -251,6 +270,68 @@ async fn list(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<R
         }
     }
     Ok(Json(json!({ "workspaces": items, "nodes_unreachable": unreachable })).into_response())
+}
+
+/// Every approval the caller may see, from every node.
+async fn list_approvals(
+    State(edge): State<Arc<Edge>>,
+    request: Request<Body>,
+) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    let path = proxy::without_secret(request.uri());
+    let (answers, unreachable) = ask_every_node(&edge, &token, &path).await?;
+    let items: Vec<Value> = answers
+        .iter()
+        .filter_map(|a| a["approvals"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    Ok(Json(json!({ "approvals": items, "nodes_unreachable": unreachable })).into_response())
+}
+
+/// One approval's door (look, wait, approve, deny): to the node that holds
+/// it. An approval lives on its workspace's node; the edge asks every node
+/// that is up at once and answers with the one that knows it (the others
+/// answer 404 at once; the holder may be holding a `?wait`).
+async fn to_holder(
+    State(edge): State<Arc<Edge>>,
+    request: Request<Body>,
+) -> Result<Response, OpError> {
+    let token = caller(&edge, &request).await?;
+    let path = proxy::without_secret(request.uri());
+    let (parts, body) = request.into_parts();
+    let body = to_bytes(body, 64 << 10)
+        .await
+        .map_err(|_| OpError::bad_request("an approval's body is at most 64 KiB of JSON"))?;
+    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let mut asks = tokio::task::JoinSet::new();
+    for node in nodes.into_iter().filter(|n| n.status == NodeStatus::Up) {
+        let mut request = Request::builder()
+            .method(parts.method.clone())
+            .uri(parts.uri.clone())
+            .body(Body::from(body.clone()))
+            .expect("a copy of a parsed request builds");
+        *request.headers_mut() = parts.headers.clone();
+        let credential = edge
+            .signer
+            .sign(&token, parts.method.as_str(), &path, now_ms());
+        let path = path.clone();
+        asks.spawn(async move {
+            proxy::forward(request, &node.name, &node.address, &path, &credential).await
+        });
+    }
+    while let Some(answer) = asks.join_next().await {
+        if let Ok(Ok(answer)) = answer
+            && answer.status() != StatusCode::NOT_FOUND
+        {
+            return Ok(answer);
+        }
+    }
+    Err(OpError::new(
+        ErrorKind::NotFound,
+        "not_found",
+        "no such approval on any node that is up",
+    ))
 }
 
 /// Any door of one workspace: to its node.
