@@ -13,6 +13,7 @@ use cubicle_runtime::cluster::postgres::PgCluster;
 use cubicle_runtime::cluster::temp_postgres::TempPostgres;
 use cubicle_runtime::cluster::{Actual, ClusterStore};
 use cubicle_tests::cluster::{Edge, edge_keys, node};
+use cubicle_tests::netns::Host;
 use cubicle_tests::{guard, procs};
 use futures_util::{SinkExt, StreamExt};
 use reqwest::Method;
@@ -121,10 +122,33 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         again, None,
         "one admin token for the cluster, not one per edge"
     );
+    // Each node a host of its own: its own network namespace and address.
+    let (host_1, host_2) = match (Host::new(), Host::new()) {
+        (Ok(one), Ok(two)) => (one, two),
+        (Err(why), _) | (_, Err(why)) => return cubicle_tests::skip(&why),
+    };
     let data_1 = tempfile::tempdir().unwrap();
     let data_2 = tempfile::tempdir().unwrap();
-    let mut node_1 = node(data_1.path(), &url, &keys, "node-1", None, &[]).unwrap();
-    let mut node_2 = node(data_2.path(), &url, &keys, "node-2", None, &[]).unwrap();
+    let mut node_1 = node(
+        Some(&host_1),
+        data_1.path(),
+        &url,
+        &keys,
+        "node-1",
+        None,
+        &[],
+    )
+    .unwrap();
+    let mut node_2 = node(
+        Some(&host_2),
+        data_2.path(),
+        &url,
+        &keys,
+        "node-2",
+        None,
+        &[],
+    )
+    .unwrap();
     let store = PgCluster::connect(&url, 2).await.unwrap();
     let (status, nodes) = edge_b.call(&admin, Method::GET, "/v1/nodes", None).await;
     assert_eq!(status, 200, "{nodes}");
@@ -217,10 +241,10 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         first, second,
         "the second workspace goes to the emptier node"
     );
-    let (doomed, survivor, doomed_data) = if first == "node-1" {
-        (&mut node_1, &mut node_2, data_1.path())
+    let (doomed, survivor, doomed_data, doomed_host) = if first == "node-1" {
+        (&mut node_1, &mut node_2, data_1.path(), &host_1)
     } else {
-        (&mut node_2, &mut node_1, data_2.path())
+        (&mut node_2, &mut node_1, data_2.path(), &host_2)
     };
 
     // kill -9 of the first workspace's node: lost on both edges within the
@@ -341,7 +365,16 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         "a shim outlives its daemon"
     );
     let token = doomed.token.clone();
-    *doomed = node(doomed_data, &url, &keys, &first, Some(&token), &[]).unwrap();
+    *doomed = node(
+        Some(doomed_host),
+        doomed_data,
+        &url,
+        &keys,
+        &first,
+        Some(&token),
+        &[],
+    )
+    .unwrap();
     until(
         Duration::from_secs(60),
         "the lost workspace stopped",
@@ -394,7 +427,7 @@ async fn approvals_cross_edges_and_restarts_of_the_node_and_the_database_lose_no
     let policy_dir = policies.path().to_str().unwrap().to_owned();
     let extra = ["--policy-dir", &policy_dir, "--default-policy", "held"];
     let data = tempfile::tempdir().unwrap();
-    let mut node_1 = node(data.path(), &url, &keys, "node-1", None, &extra).unwrap();
+    let mut node_1 = node(None, data.path(), &url, &keys, "node-1", None, &extra).unwrap();
     let store = PgCluster::connect(&url, 2).await.unwrap();
     for base in [&node_1.base, &edge_a.base] {
         let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
@@ -475,7 +508,16 @@ async fn approvals_cross_edges_and_restarts_of_the_node_and_the_database_lose_no
     // same workspace, routed as before.
     let token_1 = node_1.token.clone();
     node_1.terminate();
-    node_1 = node(data.path(), &url, &keys, "node-1", Some(&token_1), &extra).unwrap();
+    node_1 = node(
+        None,
+        data.path(),
+        &url,
+        &keys,
+        "node-1",
+        Some(&token_1),
+        &extra,
+    )
+    .unwrap();
     let epoch_after = store.nodes().await.unwrap()[0].epoch;
     assert!(epoch_after > epoch_before);
     until(

@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::daemon::{Daemon, bin_dir};
+use crate::netns::Host;
 
 /// The edges' key pair, as `cubicle edge-key` prints it.
 pub struct Keys {
@@ -39,9 +40,11 @@ pub fn edge_keys() -> Keys {
 }
 
 /// Starts `cubicle node` `name` on `data_dir`, in the cluster at `url`,
-/// heartbeating every 200 ms, with `extra` `serve` arguments. `token`: its
+/// heartbeating every 200 ms, with `extra` `serve` arguments; inside
+/// `host`'s namespace listening on its address, if given. `token`: its
 /// local admin token, when the data dir was used before.
 pub fn node(
+    host: Option<&Host>,
     data_dir: &Path,
     url: &str,
     keys: &Keys,
@@ -60,7 +63,15 @@ pub fn node(
         "--heartbeat-ms",
         "200",
     ];
-    Daemon::start_as(&command, data_dir, token, extra)
+    match host {
+        Some(host) => {
+            let listen = format!("{}:7878", host.address);
+            let mut extra = extra.to_vec();
+            extra.extend(["--listen", &listen]);
+            Daemon::start_in(Some(&host.netns), &command, data_dir, token, &extra)
+        }
+        None => Daemon::start_as(&command, data_dir, token, extra),
+    }
 }
 
 /// A running `cubicle edge`.

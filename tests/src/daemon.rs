@@ -91,18 +91,41 @@ impl Daemon {
         token: Option<&str>,
         extra: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_in(None, command_line, data_dir, token, extra)
+    }
+
+    /// [`Daemon::start_as`] inside the network namespace `netns` (entered
+    /// with `nsenter --net`, which execs the daemon: its pid is the
+    /// daemon's; not `ip netns exec`, which also mounts a sysfs of its own
+    /// without the cgroup hierarchy). `extra` may name its own `--listen`.
+    pub fn start_in(
+        netns: Option<&str>,
+        command_line: &[&str],
+        data_dir: &Path,
+        token: Option<&str>,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
         remove_at_exit(data_dir);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(data_dir.with_extension("daemon.log"))?;
-        let mut command = Command::new(bin_dir().join("cubicle"));
-        command
-            .args(command_line)
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra);
+        let mut command = match netns {
+            Some(netns) => {
+                let mut command = Command::new("nsenter");
+                command
+                    .arg(format!("--net=/run/netns/{netns}"))
+                    .arg("--")
+                    .arg(bin_dir().join("cubicle"));
+                command
+            }
+            None => Command::new(bin_dir().join("cubicle")),
+        };
+        command.args(command_line).arg("--data-dir").arg(data_dir);
+        if !extra.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        command.args(extra);
         if !extra.contains(&"--uid-base") {
             command.args(["--uid-base", &fresh_uid_base()]);
         }

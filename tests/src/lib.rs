@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod daemon;
 pub mod desk;
 pub mod guest;
+pub mod netns;
 pub mod origin;
 pub mod procs;
 pub mod rfb;
