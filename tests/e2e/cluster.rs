@@ -563,3 +563,213 @@ async fn approvals_cross_edges_and_restarts_of_the_node_and_the_database_lose_no
     );
     drop(node_1);
 }
+
+/// Medians of `runs` round trips of `step`, in milliseconds.
+async fn median_ms<F, Fut>(runs: usize, mut step: F) -> f64
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        step().await;
+        samples.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    samples.sort_by(f64::total_cmp);
+    samples[runs / 2]
+}
+
+/// Transactions PostgreSQL has committed in database `cubicle`, once every
+/// backend has flushed its counts (an idle backend flushes within 10 s).
+async fn settled_commits(store: &PgCluster) -> i64 {
+    let read = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = 'cubicle'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+    };
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let mut last = read().await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Each read is a transaction of its own.
+        let now = read().await;
+        if now == last + 1 {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_share_the_creates_and_the_edge_hop_is_measured() {
+    let postgres = match TempPostgres::start() {
+        Ok(server) => server,
+        Err(why) => return cubicle_tests::skip(&why),
+    };
+    let hosts: Vec<Host> = match (0..3).map(|_| Host::new()).collect() {
+        Ok(hosts) => hosts,
+        Err(why) => return cubicle_tests::skip(&why),
+    };
+    let url = postgres.database("cubicle");
+    let keys = edge_keys();
+    // Long heartbeats and deadline: the commit count below is the creates'.
+    let (edge, admin) = Edge::start(&url, &keys, "edge-a", 600_000).unwrap();
+    let admin = admin.unwrap();
+    let slow = ["--heartbeat-ms", "60000"];
+    let datas: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<_> = (0..3)
+        .map(|i| {
+            let name = format!("node-{}", i + 1);
+            node(
+                Some(&hosts[i]),
+                datas[i].path(),
+                &url,
+                &keys,
+                &name,
+                None,
+                &slow,
+            )
+            .unwrap()
+        })
+        .collect();
+    let store = PgCluster::connect(&url, 1).await.unwrap();
+
+    // A backend no node runs is refused with the reason.
+    let body = json!({ "backend": "microvm" }).to_string();
+    let (status, refused) = edge
+        .call(&admin, Method::POST, "/v1/workspaces", Some(&body))
+        .await;
+    assert_eq!(status, 503, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("microvm"),
+        "{refused}"
+    );
+
+    // One create, alone: its transactions.
+    let before = settled_commits(&store).await;
+    let (status, ws) = edge
+        .call(&admin, Method::POST, "/v1/workspaces", Some("{}"))
+        .await;
+    assert_eq!(status, 201, "{ws}");
+    let after = settled_commits(&store).await;
+    // `settled_commits` read once more than `before` did at the end.
+    eprintln!(
+        "cluster: PostgreSQL transactions per create: {}",
+        after - before - 1
+    );
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let holder = owner(&store, &id).await;
+    let direct = &nodes[holder.trim_start_matches("node-").parse::<usize>().unwrap() - 1];
+
+    // The edge's hop: an action and a CDP call through the edge and to the
+    // node direct, interleaved in one run.
+    let action = json!({ "action": "cursor_position" }).to_string();
+    let act = format!("/v1/workspaces/{id}/actions");
+    let mut through = Vec::new();
+    let mut straight = Vec::new();
+    for _ in 0..5 {
+        through.push(
+            median_ms(10, || async {
+                let (status, _) = edge.call(&admin, Method::POST, &act, Some(&action)).await;
+                assert_eq!(status, 200);
+            })
+            .await,
+        );
+        straight.push(
+            median_ms(10, || async {
+                let (status, _) = direct
+                    .call(Method::POST, &act, Some(&action))
+                    .await
+                    .unwrap();
+                assert_eq!(status, 200);
+            })
+            .await,
+        );
+    }
+    through.sort_by(f64::total_cmp);
+    straight.sort_by(f64::total_cmp);
+    eprintln!(
+        "cluster: action round trip p50 through the edge {:.2} ms, direct {:.2} ms (ratio {:.2})",
+        through[2],
+        straight[2],
+        through[2] / straight[2]
+    );
+    let cdp_via_edge = cdp_round_trips(&edge.base, &admin, &id).await;
+    let cdp_direct = cdp_round_trips(&direct.base, &direct.token, &id).await;
+    eprintln!(
+        "cluster: CDP round trip p50 through the edge {cdp_via_edge:.2} ms, direct {cdp_direct:.2} ms (ratio {:.2})",
+        cdp_via_edge / cdp_direct
+    );
+
+    // Three at once through the edge land on three nodes.
+    let started = Instant::now();
+    let creates: Vec<_> = (0..3)
+        .map(|_| {
+            let edge = Edge::attach(&edge);
+            let admin = admin.clone();
+            tokio::spawn(async move {
+                edge.call(&admin, Method::POST, "/v1/workspaces", Some("{}"))
+                    .await
+            })
+        })
+        .collect();
+    let mut spread = std::collections::BTreeMap::new();
+    for create in creates {
+        let (status, ws) = create.await.unwrap();
+        assert_eq!(status, 201, "{ws}");
+        let node = owner(&store, ws["id"].as_str().unwrap()).await;
+        *spread.entry(node).or_insert(0) += 1;
+    }
+    let three_nodes = started.elapsed();
+    eprintln!("cluster: 3 creates at once across the nodes: {spread:?} in {three_nodes:?}");
+    assert!(spread.len() >= 2, "the creates spread: {spread:?}");
+    // The same three on one node, direct.
+    let started = Instant::now();
+    let one: Vec<_> = (0..3)
+        .map(|_| direct.call(Method::POST, "/v1/workspaces", Some("{}")))
+        .collect();
+    for made in futures_util::future::join_all(one).await {
+        let (status, ws) = made.unwrap();
+        assert_eq!(status, 201, "{ws}");
+    }
+    let one_node = started.elapsed();
+    eprintln!(
+        "cluster: creates per second, 3 nodes {:.2} vs 1 node {:.2} (this machine's 2 cores are shared by all nodes)",
+        3.0 / three_nodes.as_secs_f64(),
+        3.0 / one_node.as_secs_f64()
+    );
+    drop(nodes);
+}
+
+/// The median of 50 `Browser.getVersion` round trips on one CDP socket.
+async fn cdp_round_trips(base: &str, token: &str, id: &str) -> f64 {
+    let url = format!(
+        "{}/v1/workspaces/{id}/cdp?access_token={token}",
+        base.replacen("http://", "ws://", 1)
+    );
+    let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let ws = tokio::sync::Mutex::new(ws);
+    let next = std::sync::atomic::AtomicU64::new(0);
+    median_ms(50, || async {
+        let call = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 100;
+        let mut ws = ws.lock().await;
+        let ask = json!({ "id": call, "method": "Browser.getVersion" }).to_string();
+        ws.send(Message::Text(ask.into())).await.unwrap();
+        loop {
+            if let Message::Text(text) = ws.next().await.unwrap().unwrap() {
+                let answer: Value = serde_json::from_str(&text).unwrap();
+                if answer["id"] == call {
+                    break;
+                }
+            }
+        }
+    })
+    .await
+}

@@ -52,7 +52,7 @@ pub fn node(
     token: Option<&str>,
     extra: &[&str],
 ) -> anyhow::Result<Daemon> {
-    let command = [
+    let mut command = vec![
         "node",
         "--cluster-url",
         url,
@@ -60,9 +60,10 @@ pub fn node(
         name,
         "--edge-public-key",
         &keys.public,
-        "--heartbeat-ms",
-        "200",
     ];
+    if !extra.contains(&"--heartbeat-ms") {
+        command.extend(["--heartbeat-ms", "200"]);
+    }
     match host {
         Some(host) => {
             let listen = format!("{}:7878", host.address);
