@@ -99,6 +99,7 @@ pub async fn edge(args: EdgeArgs) -> anyhow::Result<()> {
     }
     let edge = Arc::new(Edge {
         store,
+        client: cubicle_gateway::cluster::proxy::client(),
         signer,
         deadline: Duration::from_millis(args.deadline_ms),
     });

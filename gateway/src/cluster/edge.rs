@@ -37,6 +37,8 @@ const CREATE_BODY_LIMIT: usize = 1 << 20;
 /// One edge.
 pub struct Edge {
     pub store: PgCluster,
+    /// Kept-open connections to the nodes.
+    pub client: proxy::NodeClient,
     pub signer: EdgeSigner,
     /// How long a node may go without a heartbeat before it is down.
     pub deadline: Duration,
@@ -60,6 +62,41 @@ pub fn router(edge: Arc<Edge>) -> Router {
 
 fn internal(err: impl std::fmt::Display) -> OpError {
     OpError::internal(format!("the cluster store: {err}"))
+}
+
+/// How long a read waits out a database restart before the edge answers
+/// `503 store_unavailable`.
+const STORE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// A read of the shared store, asked again while the database restarts
+/// (a failover, an upgrade): a request in flight then waits instead of
+/// failing. Other errors answer at once.
+async fn read<T, F, Fut>(mut ask: F) -> Result<T, OpError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
+    let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
+    loop {
+        match ask().await {
+            Ok(value) => return Ok(value),
+            Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {
+                tracing::warn!(%err, "the cluster store is out of reach; asking again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(err) if err.is_transient() => {
+                return Err(OpError::new(
+                    ErrorKind::Unavailable,
+                    "store_unavailable",
+                    format!(
+                        "the cluster store has been out of reach for {} s: {err}; try again",
+                        STORE_PATIENCE.as_secs()
+                    ),
+                ));
+            }
+            Err(err) => return Err(internal(err)),
+        }
+    }
 }
 
 /// The caller, from the secret the request presents.
@@ -89,11 +126,9 @@ async fn authenticate(edge: &Edge, parts: axum::http::request::Parts) -> Result<
     if !secret.starts_with(tokens::PREFIX) {
         return Err(refused());
     }
-    let row = edge
-        .store
-        .token_by_hash(&tokens::hash(&secret))
-        .await
-        .map_err(internal)?
+    let hash = tokens::hash(&secret);
+    let row = read(|| edge.store.token_by_hash(&hash))
+        .await?
         .ok_or_else(refused)?;
     let live = row.revoked_at.is_none() && row.expires_at.is_none_or(|at| at > now_ms());
     let role = Role::parse(&row.role)
@@ -128,7 +163,7 @@ async fn nodes(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<
     if token.role == Role::Agent {
         return Err(OpError::forbidden("an agent token may not list the nodes"));
     }
-    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let nodes = read(|| edge.store.nodes()).await?;
     Ok(Json(json!({ "nodes": nodes })).into_response())
 }
 
@@ -195,7 +230,7 @@ async fn create(
         .ok()
         .and_then(|v| v.get("backend").and_then(Value::as_str).map(str::to_owned))
         .filter(|b| b != "auto");
-    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let nodes = read(|| edge.store.nodes()).await?;
     let node = placement::choose(&nodes, asked.as_deref(), &mut rand::rng())
         .map_err(|err| {
             OpError::new(
@@ -216,17 +251,25 @@ async fn ask_every_node(
     token: &Token,
     path: &str,
 ) -> Result<(Vec<Value>, Vec<String>), OpError> {
-    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let nodes = read(|| edge.store.nodes()).await?;
     let mut asks = Vec::new();
     for node in nodes.into_iter().filter(|n| n.status == NodeStatus::Up) {
         let credential = edge.signer.sign(token, "GET", path, now_ms());
         let path = path.to_owned();
+        let client = edge.client.clone();
         asks.push(tokio::spawn(async move {
             let request = Request::get(&path)
                 .body(Body::empty())
                 .expect("a GET builds");
-            let answer =
-                proxy::forward(request, &node.name, &node.address, &path, &credential).await;
+            let answer = proxy::forward(
+                &client,
+                request,
+                &node.name,
+                &node.address,
+                &path,
+                &credential,
+            )
+            .await;
             let listed = match answer {
                 Ok(answer) if answer.status().is_success() => {
                     let bytes = to_bytes(answer.into_body(), 64 << 20).await.ok();
@@ -260,7 +303,7 @@ async fn list(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<R
         .flatten()
         .cloned()
         .collect();
-    for lost in edge.store.placements(None).await.map_err(internal)? {
+    for lost in read(|| edge.store.placements(None)).await? {
         let theirs = token.role != Role::Agent || lost.owner_token.as_deref() == Some(&token.id);
         if lost.actual == Actual::Lost && theirs {
             items.push(json!({
@@ -303,7 +346,7 @@ async fn to_holder(
     let body = to_bytes(body, 64 << 10)
         .await
         .map_err(|_| OpError::bad_request("an approval's body is at most 64 KiB of JSON"))?;
-    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let nodes = read(|| edge.store.nodes()).await?;
     let mut asks = tokio::task::JoinSet::new();
     for node in nodes.into_iter().filter(|n| n.status == NodeStatus::Up) {
         let mut request = Request::builder()
@@ -316,8 +359,17 @@ async fn to_holder(
             .signer
             .sign(&token, parts.method.as_str(), &path, now_ms());
         let path = path.clone();
+        let client = edge.client.clone();
         asks.spawn(async move {
-            proxy::forward(request, &node.name, &node.address, &path, &credential).await
+            proxy::forward(
+                &client,
+                request,
+                &node.name,
+                &node.address,
+                &path,
+                &credential,
+            )
+            .await
         });
     }
     while let Some(answer) = asks.join_next().await {
@@ -346,7 +398,7 @@ async fn route(
         .find(|(name, _)| name == "id")
         .map(|(_, value)| value.clone())
         .unwrap_or_default();
-    let placement = edge.store.placement(&id).await.map_err(internal)?;
+    let placement = read(|| edge.store.placement(&id)).await?;
     let Some(placement) = placement else {
         return Err(OpError::new(
             ErrorKind::NotFound,
@@ -368,7 +420,7 @@ async fn route(
             ),
         ));
     }
-    let nodes = edge.store.nodes().await.map_err(internal)?;
+    let nodes = read(|| edge.store.nodes()).await?;
     let Some(node) = nodes.into_iter().find(|n| n.name == placement.node) else {
         return Err(unreachable_error(&placement.node, "it is not registered"));
     };
@@ -399,7 +451,7 @@ async fn send(
     let path = proxy::without_secret(request.uri());
     let method: &Method = request.method();
     let credential = edge.signer.sign(token, method.as_str(), &path, now_ms());
-    proxy::forward(request, node, address, &path, &credential)
+    proxy::forward(&edge.client, request, node, address, &path, &credential)
         .await
         .map_err(|err| unreachable_error(node, &err.to_string()))
 }

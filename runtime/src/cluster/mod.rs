@@ -84,6 +84,19 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
+    /// The database is restarting or out of reach for a moment (a dropped
+    /// connection, `57P01`–`57P03`: shutting down, starting up): the same
+    /// read may succeed if asked again.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Query(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut) => true,
+            Self::Query(sqlx::Error::Database(err)) => {
+                err.code().is_some_and(|code| code.starts_with("57P0"))
+            }
+            _ => false,
+        }
+    }
+
     /// A write of a row that is there already (a token id, an approval id).
     pub fn is_duplicate(&self) -> bool {
         matches!(self, Self::Query(sqlx::Error::Database(err)) if err.is_unique_violation())
