@@ -14,7 +14,7 @@ use cubicle_runtime::cluster::temp_postgres::TempPostgres;
 use cubicle_runtime::cluster::{Actual, ClusterStore};
 use cubicle_tests::cluster::{Edge, edge_keys, node};
 use cubicle_tests::netns::Host;
-use cubicle_tests::{guard, procs};
+use cubicle_tests::{Daemon, guard, procs};
 use futures_util::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -25,6 +25,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 /// that a node starved of CPU on a loaded test machine is not taken for
 /// dead.
 const DEADLINE_MS: u64 = 6000;
+
+/// One rig at a time in this process: each starts several daemons and
+/// desktops, and the other end-to-end tests run beside it.
+static RIG: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Polls `check` every 50 ms until it gives a value or `limit` passes.
 async fn until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
@@ -111,6 +115,7 @@ async fn owner(store: &PgCluster, id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
+    let _one_rig = RIG.lock().await;
     let postgres = match TempPostgres::start() {
         Ok(server) => server,
         Err(why) => return cubicle_tests::skip(&why),
@@ -125,36 +130,30 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         "one admin token for the cluster, not one per edge"
     );
     // Each node a host of its own: its own network namespace and address.
-    let (host_1, host_2) = match (Host::new(), Host::new()) {
-        (Ok(one), Ok(two)) => (one, two),
-        (Err(why), _) | (_, Err(why)) => return cubicle_tests::skip(&why),
+    let hosts: Vec<Host> = match (0..3).map(|_| Host::new()).collect() {
+        Ok(hosts) => hosts,
+        Err(why) => return cubicle_tests::skip(&why),
     };
-    let data_1 = tempfile::tempdir().unwrap();
-    let data_2 = tempfile::tempdir().unwrap();
-    let mut node_1 = node(
-        Some(&host_1),
-        data_1.path(),
-        &url,
-        &keys,
-        "node-1",
-        None,
-        &[],
-    )
-    .unwrap();
-    let mut node_2 = node(
-        Some(&host_2),
-        data_2.path(),
-        &url,
-        &keys,
-        "node-2",
-        None,
-        &[],
-    )
-    .unwrap();
+    let datas: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let start = |i: usize, token: Option<&str>| {
+        let name = format!("node-{}", i + 1);
+        node(
+            Some(&hosts[i]),
+            datas[i].path(),
+            &url,
+            &keys,
+            &name,
+            token,
+            &[],
+        )
+        .unwrap()
+    };
+    let mut nodes: Vec<Daemon> = (0..3).map(|i| start(i, None)).collect();
+    let index = |name: &str| name.trim_start_matches("node-").parse::<usize>().unwrap() - 1;
     let store = PgCluster::connect(&url, 2).await.unwrap();
-    let (status, nodes) = edge_b.call(&admin, Method::GET, "/v1/nodes", None).await;
-    assert_eq!(status, 200, "{nodes}");
-    assert_eq!(nodes["nodes"].as_array().unwrap().len(), 2, "{nodes}");
+    let (status, listed) = edge_b.call(&admin, Method::GET, "/v1/nodes", None).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["nodes"].as_array().unwrap().len(), 3, "{listed}");
 
     let agent = token(&edge_a, &admin, "agent", "agent").await;
     let operator = token(&edge_b, &admin, "olivia", "operator").await;
@@ -209,6 +208,31 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         )
         .await;
     assert_eq!(status, 401, "{body}");
+    // Revoked through one edge, refused at the other.
+    let stranger_id = {
+        let body = json!({ "name": "short-lived", "role": "agent" }).to_string();
+        let (status, made) = edge_b
+            .call(&admin, Method::POST, "/v1/tokens", Some(&body))
+            .await;
+        assert_eq!(status, 201, "{made}");
+        (
+            made["id"].as_str().unwrap().to_owned(),
+            made["secret"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (status, body) = edge_b
+        .call(
+            &admin,
+            Method::DELETE,
+            &format!("/v1/tokens/{}", stranger_id.0),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = edge_a
+        .call(&stranger_id.1, Method::GET, "/v1/workspaces", None)
+        .await;
+    assert_eq!(status, 401, "a revoked token: {body}");
 
     // The control lock holds across edges: taken through B, the agent's
     // input through A is refused.
@@ -224,8 +248,9 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
     let (status, body) = edge_a.call(&operator, Method::POST, &path, None).await;
     assert_eq!(status, 200, "{body}");
 
-    // A second workspace goes to the other node once the first one's
-    // heartbeat has counted the first.
+    // A second workspace goes to another node once the first one's
+    // heartbeat has counted the first (of any two candidates, one is not
+    // the first's node, and it has more room).
     until(
         Duration::from_secs(10),
         "node free capacity counted",
@@ -243,11 +268,10 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         first, second,
         "the second workspace goes to the emptier node"
     );
-    let (doomed, survivor, doomed_data, doomed_host) = if first == "node-1" {
-        (&mut node_1, &mut node_2, data_1.path(), &host_1)
-    } else {
-        (&mut node_2, &mut node_1, data_2.path(), &host_2)
-    };
+    // The third node holds nothing: the matrix's bystander.
+    let (d, v) = (index(&first), index(&second));
+    let bystander = 3 - d - v;
+    let [doomed, survivor] = nodes.get_disjoint_mut([d, v]).unwrap();
 
     // kill -9 of the first workspace's node: lost on both edges within the
     // deadline (and a sweep's tick), the other node's untouched.
@@ -365,16 +389,7 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         "a shim outlives its daemon"
     );
     let token = doomed.token.clone();
-    *doomed = node(
-        Some(doomed_host),
-        doomed_data,
-        &url,
-        &keys,
-        &first,
-        Some(&token),
-        &[],
-    )
-    .unwrap();
+    *doomed = start(d, Some(&token));
     until(
         Duration::from_secs(60),
         "the lost workspace stopped",
@@ -393,7 +408,17 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
         (status, body["error"]["code"].as_str()),
         (410, Some("workspace_lost"))
     );
-    drop((node_1, node_2));
+    // The bystander saw none of it.
+    let ready = reqwest::get(format!("{}/readyz", nodes[bystander].base))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200, "the bystander node stays ready");
+    let placed = store
+        .placements(Some(&format!("node-{}", bystander + 1)))
+        .await
+        .unwrap();
+    assert!(placed.is_empty(), "{placed:?}");
+    drop(nodes);
 }
 
 /// A policy that holds one command for an operator.
@@ -411,6 +436,7 @@ reason = "making a held file"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn approvals_cross_edges_and_restarts_of_the_node_and_the_database_lose_nothing() {
+    let _one_rig = RIG.lock().await;
     let postgres = match TempPostgres::start() {
         Ok(server) => server,
         Err(why) => return cubicle_tests::skip(&why),
@@ -606,6 +632,7 @@ async fn settled_commits(store: &PgCluster) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_share_the_creates_and_the_edge_hop_is_measured() {
+    let _one_rig = RIG.lock().await;
     let postgres = match TempPostgres::start() {
         Ok(server) => server,
         Err(why) => return cubicle_tests::skip(&why),
@@ -721,15 +748,24 @@ async fn three_nodes_share_the_creates_and_the_edge_hop_is_measured() {
         })
         .collect();
     let mut spread = std::collections::BTreeMap::new();
+    let mut made = vec![id.clone()];
     for create in creates {
         let (status, ws) = create.await.unwrap();
         assert_eq!(status, 201, "{ws}");
-        let node = owner(&store, ws["id"].as_str().unwrap()).await;
-        *spread.entry(node).or_insert(0) += 1;
+        let id = ws["id"].as_str().unwrap().to_owned();
+        *spread.entry(owner(&store, &id).await).or_insert(0) += 1;
+        made.push(id);
     }
     let three_nodes = started.elapsed();
     eprintln!("cluster: 3 creates at once across the nodes: {spread:?} in {three_nodes:?}");
     assert!(spread.len() >= 2, "the creates spread: {spread:?}");
+    // Gone before the next three start: the machine holds four desktops
+    // at most here.
+    for id in made {
+        let path = format!("/v1/workspaces/{id}");
+        let (status, body) = edge.call(&admin, Method::DELETE, &path, None).await;
+        assert!(status == 200 || status == 204, "{body}");
+    }
     // The same three on one node, direct.
     let started = Instant::now();
     let one: Vec<_> = (0..3)

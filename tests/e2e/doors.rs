@@ -434,7 +434,10 @@ async fn a_take_over_during_a_waiting_mcp_call_is_honoured() {
                 .as_u16()
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its event is sealed just before it takes the lock, with no wait
+    // between: once it is there, the batch holds the lock (or is about to,
+    // before anything sent later).
+    actions_started(&daemon, &id, 1).await;
     // ...an MCP click waits for its turn...
     let waiting = {
         let daemon_base = daemon.base.clone();
@@ -458,7 +461,9 @@ async fn a_take_over_during_a_waiting_mcp_call_is_honoured() {
             response.json::<Value>().await.unwrap()
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The click's own event: it is past its checks and waits for the lock
+    // the batch holds (the tokio mutex serves in order of arrival).
+    actions_started(&daemon, &id, 2).await;
     // ...and an operator takes over before it gets it.
     let (status, _) = daemon
         .call_as(
@@ -822,5 +827,37 @@ async fn the_mcp_python_sdk_speaks_the_newest_protocol_over_stdio_and_http() {
                 "a readable refusal: {refused}"
             );
         }
+    }
+}
+
+/// Waits until `count` action calls on `id` have begun (their `action`
+/// events with outcome `started`, sealed before each takes the session's
+/// action lock).
+async fn actions_started(daemon: &Daemon, id: &str, count: usize) {
+    let deadline = std::time::Instant::now() + cubicle_tests::guard(Duration::from_secs(30));
+    loop {
+        let (status, events) = daemon
+            .call(
+                Method::GET,
+                &format!("/v1/events?workspace={id}&limit=1000"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{events}");
+        let started = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "action" && e["outcome"] == "started")
+            .count();
+        if started >= count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{count} action calls did not begin: {events}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

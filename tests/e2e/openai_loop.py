@@ -149,7 +149,12 @@ with Cubicle() as cubicle:
     assert "acknowledged_safety_checks" not in shot, shot
     batch = output_of(REQUESTS[2], "call_02")
     assert png_size(batch["output"]["image_url"]) == size, "every screenshot at the size the first one had"
-    assert any(u.endswith(f"#{MARK}") or f"#{MARK}" in u for u in urls(ws)), urls(ws)
+    # Enter was pressed in the batch; the navigation it starts commits
+    # on its own time: wait for the tab's URL to say so.
+    deadline = time.time() + 60
+    while not any(f"#{MARK}" in u for u in urls(ws)) and time.time() < deadline:
+        time.sleep(0.2)
+    assert any(f"#{MARK}" in u for u in urls(ws)), urls(ws)
 
     confirmed = output_of(REQUESTS[3], "call_03")
     assert confirmed["acknowledged_safety_checks"] == [check(1, "malicious_instructions")], confirmed

@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use cubicle_runtime::cluster::postgres::PgCluster;
 use cubicle_runtime::cluster::{Actual, ClusterError, ClusterStore, NodeStatus, TokenRow};
+use cubicle_runtime::events::{Actor, EventKind, NewEvent};
 use cubicle_runtime::state::now_ms;
 use cubicle_runtime::tokens::{self, Role, Scope, Token};
 use serde_json::{Value, json};
@@ -51,6 +52,7 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route("/readyz", get(ready))
         .route("/v1/nodes", get(nodes))
         .route("/v1/tokens", axum::routing::post(create_token))
+        .route("/v1/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/v1/workspaces", get(list).post(create))
         .route("/v1/workspaces/{id}", any(route))
         .route("/v1/workspaces/{id}/{*rest}", any(route))
@@ -167,16 +169,44 @@ async fn nodes(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<
     Ok(Json(json!({ "nodes": nodes })).into_response())
 }
 
+/// The caller, if an admin; `what` names the refused deed.
+fn admin<'a>(
+    edge: &'a Edge,
+    request: &Request<Body>,
+    what: &'a str,
+) -> impl std::future::Future<Output = Result<Token, OpError>> + Send + 'a {
+    let pending = caller(edge, request);
+    async move {
+        let token = pending.await?;
+        if token.role != Role::Admin {
+            return Err(OpError::forbidden(format!(
+                "only an admin token may {what}"
+            )));
+        }
+        Ok(token)
+    }
+}
+
+/// Seals what `token` did in the cluster's host chain, before it is done.
+async fn seal(edge: &Edge, token: &Token, kind: EventKind, detail: Value) -> Result<(), OpError> {
+    let actor = Actor::from(token);
+    let event = NewEvent {
+        kind,
+        actor: Some(&actor),
+        detail,
+        ..Default::default()
+    };
+    edge.store.append(&event).await.map_err(internal)?;
+    Ok(())
+}
+
 /// A new token in the shared store (admins only), sealed into the host
 /// chain before its secret is shown.
 async fn create_token(
     State(edge): State<Arc<Edge>>,
     request: Request<Body>,
 ) -> Result<Response, OpError> {
-    let token = caller(&edge, &request).await?;
-    if token.role != Role::Admin {
-        return Err(OpError::forbidden("only an admin token may make tokens"));
-    }
+    let token = admin(&edge, &request, "make tokens").await?;
     let body = to_bytes(request.into_body(), 64 << 10)
         .await
         .map_err(|_| OpError::bad_request("a token's body is at most 64 KiB of JSON"))?;
@@ -196,19 +226,47 @@ async fn create_token(
         expires_at: None,
         revoked_at: None,
     };
-    let actor = cubicle_runtime::events::Actor::from(&token);
-    let event = cubicle_runtime::events::NewEvent {
-        kind: cubicle_runtime::events::EventKind::TokenCreate,
-        actor: Some(&actor),
-        detail: json!({ "id": row.id, "name": new.name, "role": row.role, "scope": new.scope }),
-        ..Default::default()
-    };
-    edge.store.append(&event).await.map_err(internal)?;
+    let detail = json!({ "id": row.id, "name": new.name, "role": row.role, "scope": new.scope });
+    seal(&edge, &token, EventKind::TokenCreate, detail).await?;
     edge.store.put_token(&row).await.map_err(internal)?;
     let body = json!({
         "id": row.id, "name": new.name, "role": row.role, "scope": new.scope, "secret": secret,
     });
     Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// Revokes a token of the shared store (admins only; not the caller's
+/// own), sealed into the host chain first. Every edge refuses it from its
+/// next request; a WebSocket a node already opened for it runs until it
+/// closes.
+async fn revoke_token(
+    State(edge): State<Arc<Edge>>,
+    Path(id): Path<String>,
+    request: Request<Body>,
+) -> Result<Response, OpError> {
+    let token = admin(&edge, &request, "revoke tokens").await?;
+    if token.id == id {
+        return Err(OpError::new(
+            ErrorKind::Conflict,
+            "own_token",
+            "a token cannot revoke itself: revoke it with another admin token",
+        ));
+    }
+    seal(&edge, &token, EventKind::TokenRevoke, json!({ "id": id })).await?;
+    if edge
+        .store
+        .revoke_token(&id, now_ms())
+        .await
+        .map_err(internal)?
+    {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(OpError::new(
+            ErrorKind::NotFound,
+            "not_found",
+            format!("no live token {id}"),
+        ))
+    }
 }
 
 /// A new workspace: placed on a node, made there.

@@ -27,6 +27,7 @@ macro_rules! placement_columns {
 }
 
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 pub mod temp_postgres;
 #[cfg(test)]

@@ -6,11 +6,14 @@
 
 use sqlx::SqlitePool;
 
+use super::rows::{
+    ArtifactRow, NodeRow, PlacementRow, TokenRowTuple, artifact, event, lease_verdict, node,
+    owner_verdict, placement, token,
+};
 use super::{
-    Actual, ApprovalState, Artifact, ArtifactKind, ChainRow, ClusterError, ClusterStore, Control,
-    Decision, Desired, Lease, LostWorkspace, NewApproval, NodeInfo, NodeRecord, NodeStatus,
-    Placement, TokenRow, backends_list, backends_text, cluster_record, count, lost_detail,
-    overdue_reason,
+    ApprovalState, Artifact, ArtifactKind, ChainRow, ClusterError, ClusterStore, Control, Decision,
+    Desired, Lease, LostWorkspace, NewApproval, NodeInfo, NodeRecord, Placement, TokenRow,
+    backends_text, cluster_record, lost_detail, overdue_reason,
 };
 use crate::events::{self, EventKind, NewEvent};
 use crate::state::{Store, WorkspaceState};
@@ -30,87 +33,6 @@ impl SqliteCluster {
     }
 }
 
-type PlacementRow = (
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    String,
-    i64,
-    String,
-    Option<String>,
-    Option<String>,
-    i64,
-    i64,
-);
-
-fn placement(row: PlacementRow) -> Result<Placement, ClusterError> {
-    let (id, name, backend, state, owner, node, epoch, desired, lost, error, created, updated) =
-        row;
-    Ok(Placement {
-        id,
-        name,
-        backend,
-        owner_token: owner,
-        node,
-        node_epoch: epoch,
-        desired: Desired::parse(&desired)?,
-        actual: Actual::parse(&state)?,
-        lost_reason: lost,
-        error,
-        created_at: created,
-        updated_at: updated,
-    })
-}
-
-type NodeRow = (
-    String,
-    String,
-    String,
-    i64,
-    i64,
-    i64,
-    String,
-    i64,
-    Option<String>,
-);
-
-fn node(row: NodeRow) -> Result<NodeRecord, ClusterError> {
-    let (name, address, backends, capacity, free, epoch, status, heartbeat_at, down_reason) = row;
-    Ok(NodeRecord {
-        name,
-        address,
-        backends: backends_list(&backends),
-        capacity: count(capacity),
-        free: count(free),
-        epoch,
-        status: match status.as_str() {
-            "up" => NodeStatus::Up,
-            "down" => NodeStatus::Down,
-            _ => {
-                return Err(ClusterError::BadRow {
-                    what: "node status",
-                    value: status,
-                });
-            }
-        },
-        heartbeat_at,
-        down_reason,
-    })
-}
-
-type TokenRowTuple = (
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
-
 /// Whether `lease` is its node's current one, inside `tx`; `Fenced` if not.
 async fn check_lease(tx: &mut sqlx::SqliteConnection, lease: &Lease) -> Result<(), ClusterError> {
     let row: Option<(i64, String)> =
@@ -118,32 +40,7 @@ async fn check_lease(tx: &mut sqlx::SqliteConnection, lease: &Lease) -> Result<(
             .bind(&lease.node)
             .fetch_optional(&mut *tx)
             .await?;
-    let why = match row {
-        None => return Err(ClusterError::UnknownNode(lease.node.clone())),
-        Some((epoch, _)) if epoch != lease.epoch => {
-            format!("the node registered again, with epoch {epoch}")
-        }
-        Some((_, status)) if status != "up" => "the node was declared down".to_owned(),
-        Some(_) => return Ok(()),
-    };
-    Err(ClusterError::Fenced {
-        node: lease.node.clone(),
-        epoch: lease.epoch,
-        why,
-    })
-}
-
-fn event<'a>(
-    kind: EventKind,
-    workspace: Option<&'a str>,
-    detail: serde_json::Value,
-) -> NewEvent<'a> {
-    NewEvent {
-        kind,
-        workspace_id: workspace,
-        detail,
-        ..NewEvent::default()
-    }
+    lease_verdict(lease, row)
 }
 
 impl ClusterStore for SqliteCluster {
@@ -290,24 +187,7 @@ impl ClusterStore for SqliteCluster {
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await?;
-        match row {
-            None => return Err(ClusterError::UnknownWorkspace(id.to_owned())),
-            Some((owner, _)) if owner != lease.node => {
-                return Err(ClusterError::NotOwner {
-                    id: id.to_owned(),
-                    owner,
-                    node: lease.node.clone(),
-                });
-            }
-            Some((_, state)) if state == "lost" => {
-                return Err(ClusterError::Fenced {
-                    node: lease.node.clone(),
-                    epoch: lease.epoch,
-                    why: format!("workspace {id} was declared lost"),
-                });
-            }
-            Some(_) => {}
-        }
+        owner_verdict(lease, id, row)?;
         sqlx::query(
             "UPDATE placements SET state = ?, error = ?, node_epoch = ?, updated_at = ? WHERE id = ?",
         )
@@ -580,7 +460,7 @@ impl ClusterStore for SqliteCluster {
         workspace: &str,
         kind: ArtifactKind,
     ) -> Result<Vec<Artifact>, ClusterError> {
-        let rows: Vec<(String, String, String, i64, String, i64)> = sqlx::query_as(
+        let rows: Vec<ArtifactRow> = sqlx::query_as(
             "SELECT id, workspace, node, bytes, sha256, at FROM artifacts \
              WHERE workspace = ? AND kind = ? ORDER BY at, id",
         )
@@ -588,31 +468,6 @@ impl ClusterStore for SqliteCluster {
         .bind(kind.as_str())
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, workspace, node, bytes, sha256, at)| Artifact {
-                kind,
-                id,
-                workspace,
-                node,
-                bytes: u64::try_from(bytes).unwrap_or(0),
-                sha256,
-                at,
-            })
-            .collect())
-    }
-}
-
-fn token(row: TokenRowTuple) -> TokenRow {
-    let (id, name, role, secret_hash, scope, created_at, expires_at, revoked_at) = row;
-    TokenRow {
-        id,
-        name,
-        role,
-        secret_hash,
-        scope,
-        created_at,
-        expires_at,
-        revoked_at,
+        Ok(rows.into_iter().map(|row| artifact(kind, row)).collect())
     }
 }
