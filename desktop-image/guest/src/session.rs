@@ -203,11 +203,6 @@ fn chromium_flags(profile: &std::path::Path, width: u32, height: u32) -> Vec<Str
         "--disable-component-update".into(),
         "--disable-sync".into(),
         "--password-store=basic".into(),
-        // The omnibox's suggestion popups as WebUI pages (Chromium 156):
-        // each is a CDP target an agent sees in its list, and while one
-        // loads it took the first key typed after ctrl+l (the address went
-        // to search as "bout:blank…"). Chromium's own views popup instead.
-        "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup".into(),
         // DevTools on fds 3 and 4 only, held by the supervisor: no port
         // a page could name (see `devtools_pipe`).
         crate::devtools_pipe::CHROMIUM_FLAG.into(),

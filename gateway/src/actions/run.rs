@@ -17,6 +17,8 @@ const CLICK_GAP: Duration = Duration::from_millis(80);
 /// slow X clients keep up.
 const TYPE_CHUNK: usize = 32;
 const TYPE_PAUSE: Duration = Duration::from_millis(15);
+/// Longest wait, after a shortcut, for the screen to show it was handled.
+const SHORTCUT_SETTLE: Duration = Duration::from_millis(200);
 /// Steps of the pointer between two points of a drag.
 const DRAG_STEPS: u32 = 8;
 /// How long a drag rests on each point of its path.
@@ -117,9 +119,28 @@ fn cursor(session: &ScreenSession) -> Value {
     json!({ "coordinate": [x, y] })
 }
 
+/// Presses and releases `combo`. A shortcut (a combo with Ctrl, Alt, Super
+/// or Meta) usually moves the focus or opens something, and the
+/// application handles it on its own time: keys sent before it has land in
+/// the old focus (Chromium's ctrl+l then typed text lost its first letters,
+/// and the address went to search as "bout:blank…"). So after a shortcut
+/// the next input waits for the screen to change — the application's
+/// repaint, which it makes after handling the key — or [`SHORTCUT_SETTLE`],
+/// whichever comes first.
 async fn press_combo(session: &ScreenSession, combo: &[u32]) -> Result<(), RunError> {
+    let mut repainted = session.version();
+    repainted.mark_unchanged();
     hold(session, combo, true).await?;
-    hold(session, combo, false).await
+    hold(session, combo, false).await?;
+    if combo.iter().any(|&key| is_shortcut_modifier(key)) {
+        let _ = tokio::time::timeout(SHORTCUT_SETTLE, repainted.changed()).await;
+    }
+    Ok(())
+}
+
+/// Control, Alt, Meta and Super, left and right (X keysyms).
+fn is_shortcut_modifier(keysym: u32) -> bool {
+    matches!(keysym, 0xffe3 | 0xffe4 | 0xffe7..=0xffec)
 }
 
 /// Presses `keys` in order, or releases them in reverse.
