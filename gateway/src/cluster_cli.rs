@@ -102,6 +102,7 @@ pub async fn edge(args: EdgeArgs) -> anyhow::Result<()> {
         client: cubicle_gateway::cluster::proxy::client(),
         signer,
         deadline: Duration::from_millis(args.deadline_ms),
+        in_flight: Default::default(),
     });
     let stop = tokio_util::sync::CancellationToken::new();
     let sweeper = tokio::spawn(edge::sweep(edge.clone(), stop.clone()));

@@ -108,6 +108,14 @@ async fn cdp_version(edge: &Edge, token: &str, id: &str) -> Value {
     }
 }
 
+/// A PostgreSQL of the test's own with an empty database `cubicle`, its
+/// URL, and the edges' keys; `Err`: why a rig cannot run here.
+fn shared_parts() -> Result<(TempPostgres, String, cubicle_tests::cluster::Keys), String> {
+    let postgres = TempPostgres::start()?;
+    let url = postgres.database("cubicle");
+    Ok((postgres, url, edge_keys()))
+}
+
 /// The node that holds `id`, from the shared store.
 async fn owner(store: &PgCluster, id: &str) -> String {
     store.placement(id).await.unwrap().expect("placed").node
@@ -116,12 +124,9 @@ async fn owner(store: &PgCluster, id: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
     let _one_rig = RIG.lock().await;
-    let postgres = match TempPostgres::start() {
-        Ok(server) => server,
-        Err(why) => return cubicle_tests::skip(&why),
+    let Ok((_postgres, url, keys)) = shared_parts().map_err(|why| cubicle_tests::skip(&why)) else {
+        return;
     };
-    let url = postgres.database("cubicle");
-    let keys = edge_keys();
     let (edge_a, admin) = Edge::start(&url, &keys, "edge-a", DEADLINE_MS).unwrap();
     let admin = admin.expect("the first edge makes the cluster's admin token");
     let (edge_b, again) = Edge::start(&url, &keys, "edge-b", DEADLINE_MS).unwrap();
@@ -437,12 +442,9 @@ reason = "making a held file"
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn approvals_cross_edges_and_restarts_of_the_node_and_the_database_lose_nothing() {
     let _one_rig = RIG.lock().await;
-    let postgres = match TempPostgres::start() {
-        Ok(server) => server,
-        Err(why) => return cubicle_tests::skip(&why),
+    let Ok((postgres, url, keys)) = shared_parts().map_err(|why| cubicle_tests::skip(&why)) else {
+        return;
     };
-    let url = postgres.database("cubicle");
-    let keys = edge_keys();
     // A deadline longer than a node's restart: it comes back as itself.
     let deadline = 30_000;
     let (edge_a, admin) = Edge::start(&url, &keys, "edge-a", deadline).unwrap();
@@ -633,16 +635,13 @@ async fn settled_commits(store: &PgCluster) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_share_the_creates_and_the_edge_hop_is_measured() {
     let _one_rig = RIG.lock().await;
-    let postgres = match TempPostgres::start() {
-        Ok(server) => server,
-        Err(why) => return cubicle_tests::skip(&why),
+    let Ok((_postgres, url, keys)) = shared_parts().map_err(|why| cubicle_tests::skip(&why)) else {
+        return;
     };
     let hosts: Vec<Host> = match (0..3).map(|_| Host::new()).collect() {
         Ok(hosts) => hosts,
         Err(why) => return cubicle_tests::skip(&why),
     };
-    let url = postgres.database("cubicle");
-    let keys = edge_keys();
     // Long heartbeats and deadline: the commit count below is the creates'.
     let (edge, admin) = Edge::start(&url, &keys, "edge-a", 600_000).unwrap();
     let admin = admin.unwrap();

@@ -43,6 +43,30 @@ pub struct Edge {
     pub signer: EdgeSigner,
     /// How long a node may go without a heartbeat before it is down.
     pub deadline: Duration,
+    /// Creates this edge has sent to each node and not yet had answered:
+    /// a node's heartbeat counts them only once they exist, so a burst of
+    /// creates would otherwise all see the same free room and pile onto
+    /// one node.
+    pub in_flight: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+/// One create in flight to a node, counted until dropped.
+struct InFlight<'a> {
+    edge: &'a Edge,
+    node: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut counts = self
+            .edge
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.node) {
+            *count = count.saturating_sub(1);
+        }
+    }
 }
 
 /// The edge's routes.
@@ -288,26 +312,44 @@ async fn create(
         .ok()
         .and_then(|v| v.get("backend").and_then(Value::as_str).map(str::to_owned))
         .filter(|b| b != "auto");
-    let nodes = read(|| edge.store.nodes()).await?;
-    let node = placement::choose(&nodes, asked.as_deref(), &mut rand::rng())
-        .map_err(|err| {
-            OpError::new(
-                ErrorKind::Unavailable,
-                "no_capacity",
-                format!("no node can take the workspace: {err}"),
-            )
-        })?
-        .clone();
+    let mut nodes = read(|| edge.store.nodes()).await?;
+    let (node, _counted) = {
+        let mut counts = edge
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for node in &mut nodes {
+            let sent = counts.get(&node.name).copied().unwrap_or(0);
+            node.free = node.free.saturating_sub(sent);
+        }
+        let node = placement::choose(&nodes, asked.as_deref(), &mut rand::rng())
+            .map_err(|err| {
+                OpError::new(
+                    ErrorKind::Unavailable,
+                    "no_capacity",
+                    format!("no node can take the workspace: {err}"),
+                )
+            })?
+            .clone();
+        *counts.entry(node.name.clone()).or_insert(0) += 1;
+        let counted = InFlight {
+            edge: &edge,
+            node: node.name.clone(),
+        };
+        (node, counted)
+    };
     let request = Request::from_parts(parts, Body::from(body));
     send(&edge, &token, request, &node.name, &node.address).await
 }
 
-/// Sends a GET of `path` to every node that is up, as `token`; each node's
-/// JSON answer, or the names of the nodes that gave none.
+/// Sends a GET of `path` to every node that is up, as `token`; the items
+/// of the list `key` of each node's JSON answer, and the names of the
+/// nodes that gave none.
 async fn ask_every_node(
     edge: &Edge,
     token: &Token,
     path: &str,
+    key: &'static str,
 ) -> Result<(Vec<Value>, Vec<String>), OpError> {
     let nodes = read(|| edge.store.nodes()).await?;
     let mut asks = Vec::new();
@@ -338,15 +380,18 @@ async fn ask_every_node(
             (node.name, listed)
         }));
     }
-    let mut answers = Vec::new();
+    let mut items = Vec::new();
     let mut silent = Vec::new();
     for ask in asks {
         match ask.await.map_err(internal)? {
-            (_, Some(answer)) => answers.push(answer),
-            (node, None) => silent.push(node),
+            (_, Some(Value::Object(mut answer))) => match answer.remove(key) {
+                Some(Value::Array(list)) => items.extend(list),
+                _ => {}
+            },
+            (node, _) => silent.push(node),
         }
     }
-    Ok((answers, silent))
+    Ok((items, silent))
 }
 
 /// Every workspace the caller may see: each up node's list, and the lost
@@ -354,13 +399,7 @@ async fn ask_every_node(
 async fn list(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<Response, OpError> {
     let token = caller(&edge, &request).await?;
     let path = proxy::without_secret(request.uri());
-    let (answers, unreachable) = ask_every_node(&edge, &token, &path).await?;
-    let mut items: Vec<Value> = answers
-        .iter()
-        .filter_map(|a| a["workspaces"].as_array())
-        .flatten()
-        .cloned()
-        .collect();
+    let (mut items, unreachable) = ask_every_node(&edge, &token, &path, "workspaces").await?;
     for lost in read(|| edge.store.placements(None)).await? {
         let theirs = token.role != Role::Agent || lost.owner_token.as_deref() == Some(&token.id);
         if lost.actual == Actual::Lost && theirs {
@@ -380,13 +419,7 @@ async fn list_approvals(
 ) -> Result<Response, OpError> {
     let token = caller(&edge, &request).await?;
     let path = proxy::without_secret(request.uri());
-    let (answers, unreachable) = ask_every_node(&edge, &token, &path).await?;
-    let items: Vec<Value> = answers
-        .iter()
-        .filter_map(|a| a["approvals"].as_array())
-        .flatten()
-        .cloned()
-        .collect();
+    let (items, unreachable) = ask_every_node(&edge, &token, &path, "approvals").await?;
     Ok(Json(json!({ "approvals": items, "nodes_unreachable": unreachable })).into_response())
 }
 

@@ -43,9 +43,14 @@ pub fn choose<'a>(
         ));
     }
     let room: Vec<&NodeRecord> = runs.into_iter().filter(|n| n.free > 0).collect();
-    room.choose_multiple(rng, K)
-        .max_by_key(|n| n.free)
-        .copied()
+    let candidates: Vec<&NodeRecord> = room.choose_multiple(rng, K).copied().collect();
+    // Ties go either way at random: not always to the later candidate.
+    let draws: Vec<u32> = candidates.iter().map(|_| rng.random()).collect();
+    candidates
+        .into_iter()
+        .zip(draws)
+        .max_by_key(|(n, draw)| (n.free, *draw))
+        .map(|(n, _)| n)
         .ok_or(PlacementError::Full)
 }
 
