@@ -384,10 +384,11 @@ async fn ask_every_node(
     let mut silent = Vec::new();
     for ask in asks {
         match ask.await.map_err(internal)? {
-            (_, Some(Value::Object(mut answer))) => match answer.remove(key) {
-                Some(Value::Array(list)) => items.extend(list),
-                _ => {}
-            },
+            (_, Some(Value::Object(mut answer))) => {
+                if let Some(Value::Array(list)) = answer.remove(key) {
+                    items.extend(list);
+                }
+            }
             (node, _) => silent.push(node),
         }
     }
