@@ -38,27 +38,7 @@ const MAX_RECORDS: usize = 2048;
 /// Changes waiting for a slow stream reader before it misses some.
 const CHANGES_BUFFER: usize = 256;
 
-/// Where an approval stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalState {
-    Pending,
-    Approved,
-    Denied,
-    /// Nobody decided in time: the same as denied, with that reason.
-    Expired,
-}
-
-impl ApprovalState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
-        }
-    }
-}
+pub use cubicle_runtime::approval_rows::ApprovalState;
 
 /// How far an approval reaches, as the operator chose it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]

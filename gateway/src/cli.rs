@@ -717,15 +717,12 @@ async fn serve(
         }
         None => (state, None),
     };
-    let fenced = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
-    let fenced_seen = fenced.clone();
     let shutdown = async move {
         tokio::select! {
             exit = shutdown => exit,
             Ok(why) = fenced_rx => {
                 tracing::error!(reason = %why.0, "fenced by the cluster: stopping every workspace");
-                *fenced_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why.0);
-                Exit::StopWorkspaces
+                Exit::Fenced(why.0)
             }
         }
     };
@@ -742,16 +739,26 @@ async fn serve(
     )
     .await?;
     let exit = exit_rx.await.unwrap_or(Exit::StopWorkspaces);
-    let stop_workspaces = exit == Exit::StopWorkspaces;
-    say(if stop_workspaces {
-        "shutting down (interrupted): sealing recordings, stopping workspaces"
-    } else {
-        "shutting down (terminated): sealing recordings; workspaces keep running and are re-attached at the next start"
+    let stop_workspaces = exit != Exit::KeepWorkspaces;
+    say(match exit {
+        Exit::KeepWorkspaces => {
+            "shutting down (terminated): sealing recordings; workspaces keep running and are re-attached at the next start"
+        }
+        Exit::StopWorkspaces => {
+            "shutting down (interrupted): sealing recordings, stopping workspaces"
+        }
+        Exit::Fenced(_) => {
+            "shutting down (fenced by the cluster): sealing recordings, stopping workspaces"
+        }
     });
     // The stop is on the record before anything stops; the daemon goes
     // down either way, so a store that refuses it is only logged.
     let detail = serde_json::json!({
-        "signal": if stop_workspaces { "SIGINT" } else { "SIGTERM" },
+        "signal": match exit {
+            Exit::KeepWorkspaces => "SIGTERM",
+            Exit::StopWorkspaces => "SIGINT",
+            Exit::Fenced(_) => "fenced",
+        },
         "workspaces": if stop_workspaces { "stopped" } else { "kept running" },
     });
     if let Err(err) =
@@ -783,11 +790,7 @@ async fn serve(
     if let Some(membership) = membership {
         let _ = membership.await;
     }
-    let fenced = fenced
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
-    if let Some(why) = fenced {
+    if let Exit::Fenced(why) = exit {
         bail!("{why}");
     }
     Ok(())
@@ -925,7 +928,7 @@ fn audit_verify(
 }
 
 /// How the daemon was asked to end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Exit {
     /// SIGTERM (a service manager's stop or restart, an upgrade): the
     /// workspaces keep running under their shims.
@@ -933,6 +936,9 @@ enum Exit {
     /// SIGINT (Ctrl-C at the terminal): the person who started it is done,
     /// so every workspace is stopped (homes kept).
     StopWorkspaces,
+    /// A cluster node found itself fenced (why): every workspace is
+    /// stopped, and the daemon exits with an error.
+    Fenced(String),
 }
 
 /// SIGTERM and SIGINT, caught from the moment this is made: made before

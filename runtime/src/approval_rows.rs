@@ -3,7 +3,39 @@
 //! gateway owns what a record means (it is stored as its JSON); this is
 //! only where the rows live.
 
+use serde::{Deserialize, Serialize};
+
 use crate::state::{StateError, Store};
+
+/// Where an approval stands (the gateway's records and the cluster store
+/// spell it alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    Pending,
+    Approved,
+    Denied,
+    /// Nobody decided in time: the same as denied, with that reason.
+    Expired,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// The state spelled `text`, if there is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Pending, Self::Approved, Self::Denied, Self::Expired]
+            .into_iter()
+            .find(|state| state.as_str() == text)
+    }
+}
 
 /// One stored approval: its JSON and its screenshot (PNG), if any.
 pub struct Row {

@@ -96,6 +96,16 @@ pub fn hash(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
+/// A new token id (`tok-` and 12 hex digits).
+pub fn new_id() -> String {
+    format!("tok-{}", random_hex(6))
+}
+
+/// A new token secret ([`PREFIX`] and 64 hex digits).
+pub fn new_secret() -> String {
+    format!("{PREFIX}{}", random_hex(32))
+}
+
 fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     rand::rng().fill_bytes(&mut buf);
@@ -110,12 +120,12 @@ pub async fn create(
     scope: Scope,
 ) -> Result<(Token, String), StateError> {
     let token = Token {
-        id: format!("tok-{}", random_hex(6)),
+        id: new_id(),
         name: name.to_owned(),
         role,
         scope,
     };
-    let secret = format!("{PREFIX}{}", random_hex(32));
+    let secret = new_secret();
     insert(store, &token, &secret, None, None).await?;
     Ok((token, secret))
 }
@@ -261,7 +271,7 @@ pub async fn create_share(
     expires_at: i64,
 ) -> Result<(Token, String), StateError> {
     let token = Token {
-        id: format!("tok-{}", random_hex(6)),
+        id: new_id(),
         name: name.to_owned(),
         role,
         scope: Scope::Only(vec![workspace.to_owned()]),

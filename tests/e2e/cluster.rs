@@ -159,6 +159,16 @@ async fn two_edges_route_one_workspace_and_a_dead_node_is_lost_on_both() {
     let (status, listed) = edge_b.call(&admin, Method::GET, "/v1/nodes", None).await;
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["nodes"].as_array().unwrap().len(), 3, "{listed}");
+    // A node takes a caller only from the edges' key: a credential made
+    // up by whoever reaches the node's port is refused, and so is none.
+    for credential in [Some("eyJ0b2tlbl9pZCI6InRvay1hZG1pbiJ9.AAAA"), None] {
+        let mut request = reqwest::Client::new().get(format!("{}/v1/workspaces", nodes[0].base));
+        if let Some(credential) = credential {
+            request = request.header("x-cubicle-edge", credential);
+        }
+        let status = request.send().await.unwrap().status();
+        assert_eq!(status, 401, "straight to a node with {credential:?}");
+    }
 
     let agent = token(&edge_a, &admin, "agent", "agent").await;
     let operator = token(&edge_b, &admin, "olivia", "operator").await;

@@ -15,17 +15,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::extract::{Path, State};
 use axum::http::{Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use axum::{Json, Router};
 use cubicle_runtime::cluster::postgres::PgCluster;
 use cubicle_runtime::cluster::{Actual, ClusterError, ClusterStore, NodeStatus, TokenRow};
 use cubicle_runtime::events::{Actor, EventKind, NewEvent};
 use cubicle_runtime::state::now_ms;
-use cubicle_runtime::tokens::{self, Role, Scope, Token};
+use cubicle_runtime::tokens::{self, Role, Token};
 use serde_json::{Value, json};
 
 use super::credential::EdgeSigner;
@@ -153,19 +153,8 @@ async fn authenticate(edge: &Edge, parts: axum::http::request::Parts) -> Result<
         return Err(refused());
     }
     let hash = tokens::hash(&secret);
-    let row = read(|| edge.store.token_by_hash(&hash))
-        .await?
-        .ok_or_else(refused)?;
-    let live = row.revoked_at.is_none() && row.expires_at.is_none_or(|at| at > now_ms());
-    let role = Role::parse(&row.role)
-        .filter(|_| live)
-        .ok_or_else(refused)?;
-    Ok(Token {
-        id: row.id,
-        name: row.name,
-        role,
-        scope: Scope::from_column(row.scope),
-    })
+    let row = read(|| edge.store.token_by_hash(&hash)).await?;
+    row.and_then(|row| row.live(now_ms())).ok_or_else(refused)
 }
 
 async fn ready(State(edge): State<Arc<Edge>>) -> Response {
@@ -181,8 +170,6 @@ async fn ready(State(edge): State<Arc<Edge>>) -> Response {
             .into_response(),
     }
 }
-
-use axum::Json;
 
 async fn nodes(State(edge): State<Arc<Edge>>, request: Request<Body>) -> Result<Response, OpError> {
     let token = caller(&edge, &request).await?;
@@ -235,13 +222,9 @@ async fn create_token(
         .await
         .map_err(|_| OpError::bad_request("a token's body is at most 64 KiB of JSON"))?;
     let new = crate::wire::token::NewToken::parse(&body)?;
-    let secret = format!(
-        "{}{}",
-        tokens::PREFIX,
-        hex::encode(rand::random::<[u8; 32]>())
-    );
+    let secret = tokens::new_secret();
     let row = TokenRow {
-        id: format!("tok-{}", hex::encode(rand::random::<[u8; 6]>())),
+        id: tokens::new_id(),
         name: new.name.clone(),
         role: new.role.as_str().into(),
         secret_hash: tokens::hash(&secret),
@@ -576,11 +559,7 @@ pub async fn sweep(edge: Arc<Edge>, stop: tokio_util::sync::CancellationToken) {
 /// Makes the cluster's first admin token, once for all edges: returns its
 /// secret if this call made it (print it: it is not kept).
 pub async fn first_admin(store: &PgCluster) -> Result<Option<String>, ClusterError> {
-    let secret = format!(
-        "{}{}",
-        tokens::PREFIX,
-        hex::encode(rand::random::<[u8; 32]>())
-    );
+    let secret = tokens::new_secret();
     let row = TokenRow {
         id: "tok-admin".into(),
         name: "admin".into(),

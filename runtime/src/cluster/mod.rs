@@ -37,6 +37,7 @@ use std::future::Future;
 
 use serde::Serialize;
 
+pub use crate::approval_rows::ApprovalState;
 use crate::events::NewEvent;
 use crate::state::WorkspaceState;
 
@@ -82,6 +83,14 @@ pub enum ClusterError {
     UnknownApproval(String),
     #[error("the store holds a row it cannot read ({what}): {value:?}")]
     BadRow { what: &'static str, value: String },
+}
+
+/// A stored approval state, or `BadRow`.
+fn approval_state(text: &str) -> Result<ApprovalState, ClusterError> {
+    ApprovalState::parse(text).ok_or_else(|| ClusterError::BadRow {
+        what: "approval state",
+        value: text.to_owned(),
+    })
 }
 
 impl ClusterError {
@@ -245,42 +254,6 @@ pub enum Control {
     HeldBy(String),
 }
 
-/// An approval's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalState {
-    Pending,
-    Approved,
-    Denied,
-    Expired,
-}
-
-impl ApprovalState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
-        }
-    }
-
-    fn parse(text: &str) -> Result<Self, ClusterError> {
-        Ok(match text {
-            "pending" => Self::Pending,
-            "approved" => Self::Approved,
-            "denied" => Self::Denied,
-            "expired" => Self::Expired,
-            other => {
-                return Err(ClusterError::BadRow {
-                    what: "approval state",
-                    value: other.to_owned(),
-                });
-            }
-        })
-    }
-}
-
 /// An approval being asked.
 #[derive(Debug, Clone)]
 pub struct NewApproval<'a> {
@@ -323,6 +296,21 @@ pub struct TokenRow {
     pub created_at: i64,
     pub expires_at: Option<i64>,
     pub revoked_at: Option<i64>,
+}
+
+impl TokenRow {
+    /// The token it stores, if it is live at `now` (not revoked, not
+    /// expired) and of a role this version knows: what a secret whose hash
+    /// found this row may act as.
+    pub fn live(self, now: i64) -> Option<crate::tokens::Token> {
+        let live = self.revoked_at.is_none() && self.expires_at.is_none_or(|at| at > now);
+        Some(crate::tokens::Token {
+            role: crate::tokens::Role::parse(&self.role).filter(|_| live)?,
+            id: self.id,
+            name: self.name,
+            scope: crate::tokens::Scope::from_column(self.scope),
+        })
+    }
 }
 
 /// What kind of file an artifact is.

@@ -15,7 +15,7 @@ use super::rows::{
 use super::{
     ApprovalState, Artifact, ArtifactKind, ChainRow, ClusterError, ClusterStore, Control, Decision,
     Desired, Lease, LostWorkspace, NewApproval, NodeInfo, NodeRecord, Placement, TokenRow,
-    backends_text, cluster_record, lost_detail, overdue_reason,
+    approval_state, backends_text, cluster_record, lost_detail, overdue_reason,
 };
 use cubicle_recorder::audit_chain::{self, Record};
 
@@ -374,7 +374,7 @@ impl ClusterStore for PgCluster {
                     .fetch_optional(&mut *tx)
                     .await?;
             let current = current.ok_or_else(|| ClusterError::UnknownApproval(id.to_owned()))?;
-            Decision::Already(ApprovalState::parse(&current)?)
+            Decision::Already(approval_state(&current)?)
         };
         tx.commit().await?;
         Ok(decision)
@@ -398,7 +398,7 @@ impl ClusterStore for PgCluster {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        state.as_deref().map(ApprovalState::parse).transpose()
+        state.as_deref().map(approval_state).transpose()
     }
 
     async fn append(&self, event: &NewEvent<'_>) -> Result<(String, u64), ClusterError> {

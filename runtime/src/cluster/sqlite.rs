@@ -13,7 +13,7 @@ use super::rows::{
 use super::{
     ApprovalState, Artifact, ArtifactKind, ChainRow, ClusterError, ClusterStore, Control, Decision,
     Desired, Lease, LostWorkspace, NewApproval, NodeInfo, NodeRecord, Placement, TokenRow,
-    backends_text, cluster_record, lost_detail, overdue_reason,
+    approval_state, backends_text, cluster_record, lost_detail, overdue_reason,
 };
 use crate::events::{self, EventKind, NewEvent};
 use crate::state::{Store, WorkspaceState};
@@ -338,7 +338,7 @@ impl ClusterStore for SqliteCluster {
                     .fetch_optional(&mut *tx)
                     .await?;
             let current = current.ok_or_else(|| ClusterError::UnknownApproval(id.to_owned()))?;
-            Decision::Already(ApprovalState::parse(&current)?)
+            Decision::Already(approval_state(&current)?)
         };
         tx.commit().await?;
         Ok(decision)
@@ -362,7 +362,7 @@ impl ClusterStore for SqliteCluster {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        state.as_deref().map(ApprovalState::parse).transpose()
+        state.as_deref().map(approval_state).transpose()
     }
 
     async fn append(&self, event: &NewEvent<'_>) -> Result<(String, u64), ClusterError> {
