@@ -241,14 +241,17 @@ async fn one_workspace(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result
     say("actions and the core");
     rows.extend(actions(daemon, id, runs).await?);
     say("CDP");
-    let limit = Duration::from_secs(60) + CALL * runs as u32;
-    rows.push(
-        match tokio::time::timeout(limit, cdp(daemon, id, runs)).await {
-            Ok(Ok(row)) => row,
-            Ok(Err(err)) => Row::skipped("CDP round trip (Browser.getVersion)", format!("{err:#}")),
-            Err(_) => Row::skipped("CDP round trip (Browser.getVersion)", "timed out"),
-        },
-    );
+    let limit = Duration::from_secs(60) + CALL * runs as u32 * 2;
+    match tokio::time::timeout(limit, cdp(daemon, id, runs)).await {
+        Ok(Ok(cdp)) => rows.extend(cdp),
+        Ok(Err(err)) => rows.push(Row::skipped("CDP round trips", format!("{err:#}"))),
+        Err(_) => rows.push(Row::skipped("CDP round trips", "timed out")),
+    }
+    say("live view");
+    match super::live_view::rows(daemon, id, runs).await {
+        Ok(live) => rows.extend(live),
+        Err(err) => rows.push(Row::skipped("live view", format!("{err:#}"))),
+    }
     say("exec");
     rows.push(exec(daemon, id, runs).await?);
     Ok(rows)
@@ -506,7 +509,7 @@ async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<R
         daemon.call(Method::POST, &path, Some(&body)).await?;
         moves.push(started.elapsed());
         let started = Instant::now();
-        rfb.send_with_receipt(&peers::RawRfb::pointer(x, y + 10, 0))
+        rfb.send_with_receipt(&peers::pointer(x, y + 10, 0))
             .await?;
         raw_moves.push(started.elapsed());
         let body = json!({"action": "left_click", "coordinate": [x, y]}).to_string();
@@ -515,9 +518,9 @@ async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<R
         clicks.push(started.elapsed());
         // The action's three events: move there, press, release.
         let click = [
-            peers::RawRfb::pointer(x, y + 10, 0),
-            peers::RawRfb::pointer(x, y + 10, 1),
-            peers::RawRfb::pointer(x, y + 10, 0),
+            peers::pointer(x, y + 10, 0),
+            peers::pointer(x, y + 10, 1),
+            peers::pointer(x, y + 10, 0),
         ]
         .concat();
         let started = Instant::now();
@@ -561,67 +564,129 @@ async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<R
     ])
 }
 
-/// Round trips of `Browser.getVersion` on an open CDP WebSocket.
+/// One CDP call on an open WebSocket (on a flat session if given): its
+/// result, or an error naming the method.
+pub async fn cdp_call<S>(
+    ws: &mut tokio_tungstenite::WebSocketStream<S>,
+    id: u64,
+    session: Option<&str>,
+    method: &str,
+    params: Value,
+) -> anyhow::Result<Value>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut call = json!({"id": id, "method": method, "params": params});
+    if let Some(session) = session {
+        call["sessionId"] = session.into();
+    }
+    ws.send(Message::text(call.to_string())).await?;
+    let reply = async {
+        loop {
+            let message = ws.next().await.context("the CDP socket closed")??;
+            if let Message::Text(text) = message {
+                let reply: Value = serde_json::from_str(&text)?;
+                if reply["id"] == id {
+                    return Ok::<_, anyhow::Error>(reply);
+                }
+            }
+        }
+    };
+    let mut reply = tokio::time::timeout(CALL, reply)
+        .await
+        .map_err(|_| anyhow::anyhow!("no reply to {method} within {CALL:?}"))??;
+    if let Some(error) = reply.get("error") {
+        bail!("{method} failed: {error}");
+    }
+    Ok(reply["result"].take())
+}
+
+/// What a CDP row calls: a browser-level method, or one on a page's session.
+#[derive(Clone, Copy)]
+enum CdpCall {
+    BrowserVersion,
+    Evaluate,
+}
+
+/// Round trips of `call` on an open CDP WebSocket, ids from `first`.
 async fn cdp_round_trips<S>(
     ws: &mut tokio_tungstenite::WebSocketStream<S>,
+    call: CdpCall,
+    session: Option<&str>,
+    first: u64,
     runs: usize,
 ) -> anyhow::Result<Vec<Duration>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let mut times = Vec::new();
-    for id in 1..=runs as u64 {
-        let call = json!({"id": id, "method": "Browser.getVersion"}).to_string();
+    for id in first..first + runs as u64 {
         let started = Instant::now();
-        ws.send(Message::text(call)).await?;
-        let reply = async {
-            loop {
-                let message = ws.next().await.context("the CDP socket closed")??;
-                if let Message::Text(text) = message {
-                    let reply: Value = serde_json::from_str(&text)?;
-                    if reply["id"] == id {
-                        return Ok::<_, anyhow::Error>(reply);
-                    }
+        match call {
+            CdpCall::BrowserVersion => {
+                cdp_call(ws, id, None, "Browser.getVersion", json!({})).await?;
+            }
+            CdpCall::Evaluate => {
+                let result = cdp_call(
+                    ws,
+                    id,
+                    session,
+                    "Runtime.evaluate",
+                    json!({"expression": "1+1", "returnByValue": true}),
+                )
+                .await?;
+                if result["result"]["value"] != 2 {
+                    bail!("Runtime.evaluate 1+1 gave {result}");
                 }
             }
-        };
-        let reply = tokio::time::timeout(CALL, reply)
-            .await
-            .map_err(|_| anyhow::anyhow!("no reply to Browser.getVersion within {CALL:?}"))??;
-        if reply.get("error").is_some() {
-            bail!("Browser.getVersion failed: {reply}");
         }
         times.push(started.elapsed());
     }
     Ok(times)
 }
 
-async fn cdp(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Row> {
+/// CDP round trips through the proxy and straight through the guest
+/// channel: `Browser.getVersion` (browser level) and `Runtime.evaluate 1+1`
+/// on the first page (a flat session, as Playwright and Puppeteer drive it).
+async fn cdp(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>> {
     let url = format!("ws://{}/v1/workspaces/{id}/cdp", daemon.authority());
     let mut request = url.into_client_request()?;
     request
         .headers_mut()
         .insert("authorization", format!("Bearer {}", daemon.token).parse()?);
     let (mut proxied, _) = tokio_tungstenite::connect_async(request).await?;
-    say("CDP: through the proxy");
-    cdp_round_trips(&mut proxied, 3).await?;
-    let ours = cdp_round_trips(&mut proxied, runs).await?;
     let socket = daemon.channel_socket(id);
-    say("CDP: straight through the guest channel");
     let path = peers::devtools_path(&socket).await?;
     let stream = peers::guest(&socket, 9222).await?.into_inner();
     let (mut direct, _) =
         tokio_tungstenite::client_async(format!("ws://127.0.0.1{path}"), stream).await?;
-    cdp_round_trips(&mut direct, 3).await?;
-    let theirs = cdp_round_trips(&mut direct, runs).await?;
-    Ok(Row::new(
-        "CDP round trip (Browser.getVersion)",
-        "ms",
-        Stat::of_durations(&ours),
-        "straight through the guest channel",
-        Stat::of_durations(&theirs),
-    )
-    .note("through the gateway's CDP proxy and policy"))
+    let ours_session = super::live_view::page_session(&mut proxied, 1).await?;
+    let their_session = super::live_view::page_session(&mut direct, 1).await?;
+    let mut rows = Vec::new();
+    let mut next = 10;
+    for (call, name) in [
+        (CdpCall::BrowserVersion, "CDP round trip (Browser.getVersion)"),
+        (CdpCall::Evaluate, "CDP round trip (Runtime.evaluate 1+1)"),
+    ] {
+        say(&format!("{name}: through the proxy, then straight"));
+        cdp_round_trips(&mut proxied, call, Some(&ours_session), next, 3).await?;
+        let ours = cdp_round_trips(&mut proxied, call, Some(&ours_session), next + 3, runs).await?;
+        cdp_round_trips(&mut direct, call, Some(&their_session), next, 3).await?;
+        let theirs =
+            cdp_round_trips(&mut direct, call, Some(&their_session), next + 3, runs).await?;
+        next += 3 + runs as u64;
+        rows.push(
+            Row::new(
+                name,
+                "ms",
+                Stat::of_durations(&ours),
+                "straight through the guest channel",
+                Stat::of_durations(&theirs),
+            )
+            .note("through the gateway's CDP proxy and policy"),
+        );
+    }
+    Ok(rows)
 }
 
 async fn exec(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Row> {

@@ -13,7 +13,8 @@
 //! | screenshot PNG/JPEG, screen unchanged (a cache hit) | `xwd -root \| convert png:-` inside the workspace |
 //! | action round trip (`mouse_move`, `left_click`) | the same PointerEvents sent straight to the workspace's Xvnc over a raw RFB session, with Xvnc's receipt (a one-pixel update asked after them) |
 //! | the core's cost (`cursor_position`) | `GET /v1/me` |
-//! | CDP round trip through the proxy | the same call straight through the guest channel |
+//! | CDP round trips through the proxy (`Browser.getVersion`, `Runtime.evaluate 1+1` on a page's session) | the same calls straight through the guest channel |
+//! | live view: a screen change to a viewer's update, and the frame interval while a page scrolls | an RFB viewer straight to Xvnc, connected at the same time |
 //! | exec round trip | the same command straight through the guest channel |
 //! | idle memory per workspace: its processes, its shim, and the daemon's growth per workspace | the plain bubblewrap desktop's PSS |
 //! | N concurrent creates (failures, p50/p95, wall) | one create alone |
@@ -28,6 +29,7 @@
 mod check;
 mod compare;
 mod daemon;
+mod live_view;
 mod measure;
 mod peers;
 

@@ -241,28 +241,72 @@ pub async fn devtools_path(socket: &Path) -> anyhow::Result<String> {
         .context("an unexpected webSocketDebuggerUrl")
 }
 
-/// A raw RFB session with the workspace's Xvnc, straight through the guest
-/// channel: the floor of an action (the same input messages with nothing
-/// of ours in between).
+/// A raw RFB session: with the workspace's Xvnc straight through the guest
+/// channel it is the floor of an action and of the live view (the same
+/// messages with nothing of ours in between); over the gateway's live-view
+/// WebSocket it is a viewer of ours.
 ///
 /// Written here rather than with vnc-rs: the floor needs a receipt for each
 /// input — a non-incremental update request for one pixel, which Xvnc
-/// answers only after everything sent before it on the connection — and
-/// vnc-rs asks only for whole-screen updates and hands none back to its
-/// caller. Only what the floor needs: RFB 3.8, security type None, Raw
-/// pixels.
-pub struct RawRfb {
-    stream: BufReader<UnixStream>,
+/// answers only after everything sent before it on the connection — and the
+/// live view needs each update's arrival and rectangles; vnc-rs asks only
+/// for whole-screen updates and hands neither back to its caller. Only what
+/// the bench needs: RFB 3.8, security type None, and the lengths of Raw,
+/// CopyRect and ZRLE rectangles (their pixels are skipped, not decoded).
+pub struct RawRfb<S = BufReader<UnixStream>> {
+    stream: BufReader<S>,
     bytes_per_pixel: usize,
+    pub width: u16,
+    pub height: u16,
+}
+
+/// One FramebufferUpdate: its rectangles (x, y, width, height) and size.
+pub struct Update {
+    pub rects: Vec<[u16; 4]>,
+    pub bytes: usize,
+}
+
+impl Update {
+    /// Whether a rectangle of the update touches the square of side
+    /// `2 * reach` around (x, y).
+    pub fn touches(&self, x: u16, y: u16, reach: u16) -> bool {
+        let (x0, x1) = (x.saturating_sub(reach), x.saturating_add(reach));
+        let (y0, y1) = (y.saturating_sub(reach), y.saturating_add(reach));
+        self.rects.iter().any(|&[rx, ry, w, h]| {
+            rx <= x1 && rx.saturating_add(w) >= x0 && ry <= y1 && ry.saturating_add(h) >= y0
+        })
+    }
+}
+
+/// Encodings a bench viewer asks for: ZRLE (what a viewer would use),
+/// CopyRect, Raw.
+pub const VIEWER_ENCODINGS: [i32; 3] = [16, 1, 0];
+
+/// A PointerEvent message.
+pub fn pointer(x: u16, y: u16, buttons: u8) -> [u8; 6] {
+    let [xh, xl] = x.to_be_bytes();
+    let [yh, yl] = y.to_be_bytes();
+    [5, buttons, xh, xl, yh, yl]
 }
 
 impl RawRfb {
+    /// Straight to the workspace's Xvnc through its guest channel, asking
+    /// Raw pixels only (an action's receipt is one pixel).
     pub async fn connect(socket: &Path) -> anyhow::Result<Self> {
-        let mut s = guest(socket, cubicle_image::ports::RFB).await?;
+        let stream = guest(socket, cubicle_image::ports::RFB).await?;
+        RawRfb::over(stream, &[0]).await
+    }
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> RawRfb<S> {
+    /// The RFB handshake over `stream` (shared, security None), then
+    /// SetEncodings with `encodings`.
+    pub async fn over(stream: S, encodings: &[i32]) -> anyhow::Result<Self> {
+        let mut s = BufReader::new(stream);
         let mut version = [0u8; 12];
         s.read_exact(&mut version).await?;
         if !version.starts_with(b"RFB 003.") {
-            bail!("Xvnc greeted with {version:?}, not RFB 3.x");
+            bail!("the server greeted with {version:?}, not RFB 3.x");
         }
         s.get_mut().write_all(b"RFB 003.008\n").await?;
         let offered = usize::from(s.read_u8().await?);
@@ -271,43 +315,57 @@ impl RawRfb {
             let mut reason = vec![0u8; len.min(4096)];
             s.read_exact(&mut reason).await?;
             bail!(
-                "Xvnc refused the session: {}",
+                "the server refused the session: {}",
                 String::from_utf8_lossy(&reason)
             );
         }
         let mut types = vec![0u8; offered];
         s.read_exact(&mut types).await?;
         if !types.contains(&1) {
-            bail!("Xvnc offers no security type None (offered {types:?})");
+            bail!("the server offers no security type None (offered {types:?})");
         }
         s.get_mut().write_all(&[1]).await?;
         if s.read_u32().await? != 0 {
-            bail!("Xvnc failed the None security handshake");
+            bail!("the server failed the None security handshake");
         }
         // ClientInit: shared, so the gateway's own session stays.
         s.get_mut().write_all(&[1]).await?;
         let mut init = [0u8; 20];
         s.read_exact(&mut init).await?;
+        let width = u16::from_be_bytes([init[0], init[1]]);
+        let height = u16::from_be_bytes([init[2], init[3]]);
         let bytes_per_pixel = usize::from(init[4] / 8).max(1);
         let name = s.read_u32().await? as usize;
         if name > 1 << 16 {
-            bail!("Xvnc sent a desktop name of {name} bytes");
+            bail!("the server sent a desktop name of {name} bytes");
         }
         let mut skip = vec![0u8; name];
         s.read_exact(&mut skip).await?;
-        // SetEncodings: Raw only.
-        s.get_mut().write_all(&[2, 0, 0, 1, 0, 0, 0, 0]).await?;
+        let mut set = vec![2, 0];
+        set.extend_from_slice(&u16::try_from(encodings.len())?.to_be_bytes());
+        for encoding in encodings {
+            set.extend_from_slice(&encoding.to_be_bytes());
+        }
+        s.get_mut().write_all(&set).await?;
         Ok(Self {
             stream: s,
             bytes_per_pixel,
+            width,
+            height,
         })
     }
 
-    /// A PointerEvent message.
-    pub fn pointer(x: u16, y: u16, buttons: u8) -> [u8; 6] {
-        let [xh, xl] = x.to_be_bytes();
-        let [yh, yl] = y.to_be_bytes();
-        [5, buttons, xh, xl, yh, yl]
+    /// Client messages, sent as they are.
+    pub async fn send(&mut self, messages: &[u8]) -> anyhow::Result<()> {
+        self.stream.get_mut().write_all(messages).await?;
+        Ok(())
+    }
+
+    /// An incremental update request for the whole screen.
+    pub async fn request_update(&mut self) -> anyhow::Result<()> {
+        let [wh, wl] = self.width.to_be_bytes();
+        let [hh, hl] = self.height.to_be_bytes();
+        self.send(&[3, 1, 0, 0, 0, 0, wh, wl, hh, hl]).await
     }
 
     /// Sends `input` (client messages) and a one-pixel update request, and
@@ -315,31 +373,21 @@ impl RawRfb {
     pub async fn send_with_receipt(&mut self, input: &[u8]) -> anyhow::Result<()> {
         let mut message = input.to_vec();
         message.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 1, 0, 1]);
-        self.stream.get_mut().write_all(&message).await?;
+        self.send(&message).await?;
+        self.next_update().await.map(drop)
+    }
+
+    /// Reads server messages until a FramebufferUpdate, which it returns
+    /// with its pixels skipped.
+    pub async fn next_update(&mut self) -> anyhow::Result<Update> {
         loop {
             match self.stream.read_u8().await? {
-                0 => {
-                    self.stream.read_u8().await?;
-                    for _ in 0..self.stream.read_u16().await? {
-                        let mut rect = [0u8; 12];
-                        self.stream.read_exact(&mut rect).await?;
-                        let w = usize::from(u16::from_be_bytes([rect[4], rect[5]]));
-                        let h = usize::from(u16::from_be_bytes([rect[6], rect[7]]));
-                        let encoding = i32::from_be_bytes([rect[8], rect[9], rect[10], rect[11]]);
-                        if encoding != 0 {
-                            bail!("Xvnc sent encoding {encoding}, which was not asked for");
-                        }
-                        let mut pixels = vec![0u8; w * h * self.bytes_per_pixel];
-                        self.stream.read_exact(&mut pixels).await?;
-                    }
-                    return Ok(());
-                }
+                0 => return self.update().await,
                 1 => {
                     let mut head = [0u8; 5];
                     self.stream.read_exact(&mut head).await?;
                     let colours = usize::from(u16::from_be_bytes([head[3], head[4]]));
-                    let mut skip = vec![0u8; colours * 6];
-                    self.stream.read_exact(&mut skip).await?;
+                    self.skip(colours * 6).await?;
                 }
                 2 => {}
                 3 => {
@@ -347,13 +395,50 @@ impl RawRfb {
                     self.stream.read_exact(&mut pad).await?;
                     let len = self.stream.read_u32().await? as usize;
                     if len > 1 << 20 {
-                        bail!("Xvnc sent {len} bytes of cut text");
+                        bail!("the server sent {len} bytes of cut text");
                     }
-                    let mut skip = vec![0u8; len];
-                    self.stream.read_exact(&mut skip).await?;
+                    self.skip(len).await?;
                 }
-                other => bail!("Xvnc sent message type {other}, which this client does not read"),
+                other => bail!("the server sent message type {other}, which this client does not read"),
             }
         }
+    }
+
+    async fn update(&mut self) -> anyhow::Result<Update> {
+        self.stream.read_u8().await?;
+        let count = self.stream.read_u16().await?;
+        let mut update = Update {
+            rects: Vec::with_capacity(usize::from(count)),
+            bytes: 4,
+        };
+        for _ in 0..count {
+            let mut rect = [0u8; 12];
+            self.stream.read_exact(&mut rect).await?;
+            let at = |i: usize| u16::from_be_bytes([rect[i], rect[i + 1]]);
+            let (w, h) = (usize::from(at(4)), usize::from(at(6)));
+            let encoding = i32::from_be_bytes([rect[8], rect[9], rect[10], rect[11]]);
+            let body = match encoding {
+                0 => w * h * self.bytes_per_pixel,
+                1 => 4,
+                16 => self.stream.read_u32().await? as usize,
+                // LastRect: no more rectangles follow.
+                -224 => break,
+                other => bail!("the server sent encoding {other}, which was not asked for"),
+            };
+            self.skip(body).await?;
+            update.rects.push([at(0), at(2), at(4), at(6)]);
+            update.bytes += 12 + body;
+        }
+        Ok(update)
+    }
+
+    async fn skip(&mut self, mut len: usize) -> anyhow::Result<()> {
+        let mut buf = [0u8; 16 * 1024];
+        while len > 0 {
+            let n = len.min(buf.len());
+            self.stream.read_exact(&mut buf[..n]).await?;
+            len -= n;
+        }
+        Ok(())
     }
 }
