@@ -226,11 +226,7 @@ async fn scroll(
         let mut tick = tokio::time::interval(WHEEL_EVERY);
         for _ in 0..WHEEL_CLICKS {
             tick.tick().await;
-            let click = [
-                peers::pointer(cx, cy, button),
-                peers::pointer(cx, cy, 0),
-            ]
-            .concat();
+            let click = [peers::pointer(cx, cy, button), peers::pointer(cx, cy, 0)].concat();
             pointer.send(&click).await?;
         }
         let ended = Instant::now();
@@ -280,7 +276,14 @@ async fn long_page(socket: &std::path::Path) -> anyhow::Result<()> {
         .map(|i| format!("<p>line {i}: the quick brown fox jumps over the lazy dog</p>"))
         .collect();
     let url = format!("data:text/html,<body style='font-size:20px'>{lines}</body>");
-    cdp_call(&mut ws, 3, Some(&session), "Page.navigate", json!({ "url": url })).await?;
+    cdp_call(
+        &mut ws,
+        3,
+        Some(&session),
+        "Page.navigate",
+        json!({ "url": url }),
+    )
+    .await?;
     for id in 4..100 {
         let state = cdp_call(
             &mut ws,

@@ -509,8 +509,7 @@ async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<R
         daemon.call(Method::POST, &path, Some(&body)).await?;
         moves.push(started.elapsed());
         let started = Instant::now();
-        rfb.send_with_receipt(&peers::pointer(x, y + 10, 0))
-            .await?;
+        rfb.send_with_receipt(&peers::pointer(x, y + 10, 0)).await?;
         raw_moves.push(started.elapsed());
         let body = json!({"action": "left_click", "coordinate": [x, y]}).to_string();
         let started = Instant::now();
@@ -665,7 +664,10 @@ async fn cdp(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>>
     let mut rows = Vec::new();
     let mut next = 10;
     for (call, name) in [
-        (CdpCall::BrowserVersion, "CDP round trip (Browser.getVersion)"),
+        (
+            CdpCall::BrowserVersion,
+            "CDP round trip (Browser.getVersion)",
+        ),
         (CdpCall::Evaluate, "CDP round trip (Runtime.evaluate 1+1)"),
     ] {
         say(&format!("{name}: through the proxy, then straight"));

@@ -399,7 +399,9 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> RawRfb<S> {
                     }
                     self.skip(len).await?;
                 }
-                other => bail!("the server sent message type {other}, which this client does not read"),
+                other => {
+                    bail!("the server sent message type {other}, which this client does not read")
+                }
             }
         }
     }

@@ -150,7 +150,7 @@ pub async fn screenshot(
     let kind = EventKind::Screenshot;
     state
         .audit
-        .run(
+        .run_read_only(
             ctx,
             kind,
             Some(id),

@@ -141,6 +141,36 @@ impl Audit {
     }
 }
 
+impl Audit {
+    /// Like [`Audit::run`], for an operation that only reads (it changes
+    /// nothing in the workspace or here, so running it is not yet doing
+    /// anything): it runs while its `started` row commits, and its result
+    /// is handed out only once that row is written, or dropped if the row
+    /// cannot be. What it read never leaves without its event, and the
+    /// commit's wait overlaps the work (a screenshot's encoding).
+    pub async fn run_read_only<T, F>(
+        &self,
+        ctx: &OpContext,
+        kind: EventKind,
+        workspace: Option<&str>,
+        detail: Value,
+        operation: F,
+        summary: impl FnOnce(&T) -> Value,
+    ) -> Result<T, OpError>
+    where
+        F: Future<Output = Result<T, OpError>>,
+    {
+        let (started, result) = tokio::join!(self.begin(ctx, kind, workspace, detail), operation);
+        let started = started?;
+        let detail = match &result {
+            Ok(value) => summary(value),
+            Err(err) => json!({ "message": err.message }),
+        };
+        started.finish(&result, detail).await;
+        result
+    }
+}
+
 /// An operation whose `started` row is written.
 pub struct Started<'a> {
     audit: &'a Audit,
@@ -180,5 +210,55 @@ impl Started<'_> {
         if let Err(err) = noted {
             tracing::error!(kind = self.kind.as_str(), err = %err.message, "cannot record an outcome");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_read_only_result_leaves_only_with_its_started_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cubicle.db")).await.unwrap();
+        let audit = Audit::new(store.clone());
+        let ctx = OpContext::host_cli();
+        let read = audit
+            .run_read_only(
+                &ctx,
+                EventKind::Screenshot,
+                Some("ws-1"),
+                json!({}),
+                async { Ok::<_, OpError>(7) },
+                |n| json!({ "n": n }),
+            )
+            .await;
+        assert_eq!(read.unwrap(), 7);
+        let rows = events::list(&store, Some("ws-1"), 0, 10).await.unwrap();
+        let outcomes: Vec<_> = rows.iter().map(|e| e.outcome.as_deref()).collect();
+        assert_eq!(outcomes, [Some("started"), Some("ok")]);
+        assert_eq!(rows[1].detail["n"], 7);
+
+        // No event log: the read ran, but what it read is not handed out.
+        sqlx::query("DROP TABLE events")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        let read = audit
+            .run_read_only(
+                &ctx,
+                EventKind::Screenshot,
+                Some("ws-1"),
+                json!({}),
+                async {
+                    ran.store(true, std::sync::atomic::Ordering::Relaxed);
+                    Ok::<_, OpError>(7)
+                },
+                |n| json!({ "n": n }),
+            )
+            .await;
+        assert!(ran.load(std::sync::atomic::Ordering::Relaxed));
+        assert_eq!(read.unwrap_err().code, "audit_unavailable");
     }
 }

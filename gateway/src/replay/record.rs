@@ -370,7 +370,7 @@ impl Sampler {
         screen: &ScreenSession,
         counts: &mut Counts,
     ) -> bool {
-        let fb = screen.snapshot();
+        let fb = Arc::unwrap_or_clone(screen.snapshot());
         if fb.width == 0 || fb.height == 0 {
             return true;
         }

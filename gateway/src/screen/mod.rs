@@ -59,7 +59,10 @@ pub struct Pointer {
 /// A live RFB session with one workspace's Xvnc.
 pub struct ScreenSession {
     client: VncClient,
-    frame: Arc<RwLock<Framebuffer>>,
+    /// Shared with screenshots and the recorder while they read it: the
+    /// pump copies it only when it must change a frame one of them still
+    /// holds (copy on write), instead of every reader copying 4 MiB.
+    frame: RwLock<Arc<Framebuffer>>,
     version: watch::Receiver<u64>,
     pointer: Mutex<Pointer>,
     /// Serialises actions, so two never interleave their events.
@@ -103,7 +106,7 @@ impl ScreenSession {
         let (version_tx, version) = watch::channel(0u64);
         let session = Arc::new(Self {
             client,
-            frame: Arc::new(RwLock::new(Framebuffer::default())),
+            frame: RwLock::new(Arc::new(Framebuffer::default())),
             version,
             pointer: Mutex::new(Pointer::default()),
             actions: tokio::sync::Mutex::new(()),
@@ -141,8 +144,8 @@ impl ScreenSession {
         self.cancel.cancel();
     }
 
-    /// A copy of the current framebuffer.
-    pub fn snapshot(&self) -> Framebuffer {
+    /// The current framebuffer (shared, not copied: see [`Self::frame`]).
+    pub fn snapshot(&self) -> Arc<Framebuffer> {
         self.frame.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -276,14 +279,18 @@ async fn pump(session: Arc<ScreenSession>, version: watch::Sender<u64>) {
 }
 
 /// Applies one event; true if the screen changed.
-fn apply(frame: &RwLock<Framebuffer>, event: VncEvent) -> bool {
-    let mut frame = frame.write().unwrap_or_else(|p| p.into_inner());
-    match event {
+fn apply(frame: &RwLock<Arc<Framebuffer>>, event: VncEvent) -> bool {
+    let mut shared = frame.write().unwrap_or_else(|p| p.into_inner());
+    if let VncEvent::SetResolution(screen) = event {
         // A new size is a new (blank) screen: cached screenshots are stale.
-        VncEvent::SetResolution(screen) => {
-            *frame = Framebuffer::new(screen.width.into(), screen.height.into());
-            true
-        }
+        *shared = Arc::new(Framebuffer::new(screen.width.into(), screen.height.into()));
+        return true;
+    }
+    if !matches!(event, VncEvent::RawImage(..) | VncEvent::Copy(..)) {
+        return false;
+    }
+    let frame = Arc::make_mut(&mut shared);
+    match event {
         VncEvent::RawImage(rect, data) => match frame.apply_raw(rect, &data) {
             Ok(()) => true,
             Err(err) => {
