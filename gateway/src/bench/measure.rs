@@ -297,7 +297,9 @@ async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Resul
 /// Idle memory per workspace, all of it: the workspace's processes (its two
 /// uids), its shim, and what the daemon grows by per idle workspace (its
 /// RFB session and framebuffer, screenshot cache, recorder and encoder,
-/// proxies), read as the daemon's PSS with one workspace and with three.
+/// proxies), read as the daemon's PSS with one workspace, then with two
+/// more that do not record, then with two more that do (the recorder's
+/// part is the difference).
 async fn idle_memory(
     daemon: &Daemon,
     id: &str,
@@ -309,18 +311,24 @@ async fn idle_memory(
     let desktop = peers::pss_mib(&peers::of_uids(&[host_uid, host_uid + 1]));
     let shim_dir = daemon.workspace_dir(id).join("shim");
     let shim = peers::pss_mib(&peers::with_argument(&shim_dir.to_string_lossy()));
-    let daemon_one = peers::pss_mib(&[daemon.pid()]);
+    let mut readings = vec![peers::pss_mib(&[daemon.pid()])];
     let mut more = Vec::new();
-    for _ in 0..MORE {
-        more.push(create(daemon).await?.1);
+    for body in [r#"{"record": false}"#, "{}"] {
+        for _ in 0..MORE {
+            more.push(create_with(daemon, body).await?.1);
+        }
+        tokio::time::sleep(IDLE).await;
+        readings.push(peers::pss_mib(&[daemon.pid()]));
     }
-    tokio::time::sleep(IDLE).await;
-    let daemon_three = peers::pss_mib(&[daemon.pid()]);
     for ws in &more {
         delete(daemon, ws).await;
     }
-    let per_workspace = ((daemon_three - daemon_one) / MORE as f64).max(0.0);
-    let total = desktop + shim + per_workspace;
+    let per = |from: f64, to: f64| ((to - from) / MORE as f64).max(0.0);
+    let (unrecorded, recorded) = (
+        per(readings[0], readings[1]),
+        per(readings[1], readings[2]),
+    );
+    let total = desktop + shim + recorded;
     Ok(Row::new(
         "idle memory per workspace (PSS, all counted)",
         "MiB",
@@ -329,15 +337,24 @@ async fn idle_memory(
         plain.and_then(|p| Stat::of(vec![p])),
     )
     .note(format!(
-        "desktop {desktop:.0} + shim {shim:.1} + the daemon's share {per_workspace:.1} \
-         (its PSS {daemon_one:.0} MiB with one workspace, {daemon_three:.0} with three)"
+        "desktop {desktop:.0} + shim {shim:.1} + the daemon's share {recorded:.1}, of which \
+         recording {:.1} (its PSS {:.0} MiB with one workspace, {:.0} with two more not \
+         recording, {:.0} with two more recording)",
+        (recorded - unrecorded).max(0.0),
+        readings[0],
+        readings[1],
+        readings[2],
     )))
 }
 
 async fn create(daemon: &Daemon) -> anyhow::Result<(Duration, Value)> {
+    create_with(daemon, "{}").await
+}
+
+async fn create_with(daemon: &Daemon, body: &str) -> anyhow::Result<(Duration, Value)> {
     let started = Instant::now();
     let (status, ws) = daemon
-        .call(Method::POST, "/v1/workspaces", Some("{}"))
+        .call(Method::POST, "/v1/workspaces", Some(body))
         .await?;
     if status != 201 {
         bail!("create answered {status}: {ws}");
