@@ -26,7 +26,7 @@ use crate::time_limits::TimeLimits;
 /// subuid ranges).
 pub const UID_BASE: u32 = 1_600_000;
 const UID_COUNT: u32 = 65_536;
-const READY_POLL: Duration = Duration::from_millis(200);
+const READY_POLL: Duration = Duration::from_millis(50);
 /// How soon a restored VM whose init did not answer yet is asked again.
 const IDENTITY_RETRY: Duration = Duration::from_millis(20);
 /// Why a workspace of an older version whose uids now overlap another's

@@ -362,6 +362,7 @@ impl Supervisor {
     /// is not ready) and gives the next one twice the time.
     async fn watch_readiness(&self, spec: &ServiceSpec, was_ready: &mut bool) {
         let mut limit = PROBE_LIMIT;
+        let spawned = Instant::now();
         loop {
             let answer = crate::session::probe(spec.probe, &self.endpoints, limit).await;
             limit = match answer {
@@ -378,9 +379,15 @@ impl Supervisor {
                 }
             };
             let ready = answer == Some(true);
+            if ready && !*was_ready {
+                let ms = spawned.elapsed().as_millis();
+                tracing::info!(service = spec.name, ms, "ready");
+            }
             *was_ready |= ready;
             self.update(spec.name, |s| s.ready = ready);
-            let pause = if ready { 2000 } else { 100 };
+            // Not ready yet: asked again soon, as the workspace's start
+            // waits on it (a probe is a connect or an X client's run).
+            let pause = if ready { 2000 } else { 40 };
             tokio::time::sleep(Duration::from_millis(pause)).await;
         }
     }

@@ -324,10 +324,7 @@ async fn idle_memory(
         delete(daemon, ws).await;
     }
     let per = |from: f64, to: f64| ((to - from) / MORE as f64).max(0.0);
-    let (unrecorded, recorded) = (
-        per(readings[0], readings[1]),
-        per(readings[1], readings[2]),
-    );
+    let (unrecorded, recorded) = (per(readings[0], readings[1]), per(readings[1], readings[2]));
     let total = desktop + shim + recorded;
     Ok(Row::new(
         "idle memory per workspace (PSS, all counted)",
