@@ -61,6 +61,13 @@ pub async fn serve(
                 }
             },
         };
+        // Every answer goes out as soon as it is written: with Nagle's
+        // algorithm a live view's update read from Xvnc in two pieces sat
+        // until the viewer acknowledged the first (a delayed ACK, up to
+        // 40 ms), which cut its frame rate while a page scrolled.
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%client, %err, "cannot turn off Nagle's algorithm");
+        }
         let service = hyper::service::service_fn(with_client(router.clone(), client));
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = graceful.watch(connection.into_owned());

@@ -107,7 +107,9 @@ async fn through_gateway(daemon: &Daemon, id: &str) -> anyhow::Result<RawRfb<Dup
     let headers = request.headers_mut();
     headers.insert("authorization", format!("Bearer {}", daemon.token).parse()?);
     headers.insert("sec-websocket-protocol", "binary".parse()?);
-    let (ws, _) = tokio_tungstenite::connect_async(request)
+    // Nagle's algorithm off, as a browser has it (Chromium turns it off on
+    // every socket).
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
         .await
         .context("opening the live view")?;
     let (mut ws_tx, mut ws_rx) = ws.split();

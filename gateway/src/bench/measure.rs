@@ -667,7 +667,8 @@ async fn cdp(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>>
     request
         .headers_mut()
         .insert("authorization", format!("Bearer {}", daemon.token).parse()?);
-    let (mut proxied, _) = tokio_tungstenite::connect_async(request).await?;
+    let (mut proxied, _) =
+        tokio_tungstenite::connect_async_with_config(request, None, true).await?;
     let socket = daemon.channel_socket(id);
     let path = peers::devtools_path(&socket).await?;
     let stream = peers::guest(&socket, 9222).await?.into_inner();
