@@ -610,17 +610,22 @@ impl<B: Backend> Manager<B> {
         image: Option<&crate::snapshots::MemoryImage>,
     ) -> Result<(), String> {
         let profile = self.claim_profile(&spec.id).await?;
+        // Off the runtime's threads: a start makes and mounts the disk
+        // image, writes cgroups and spawns the shim (tens to hundreds of ms
+        // on a busy host), and copying a snapshot's disks takes seconds;
+        // meanwhile other requests go on (a warm-pool refill held up the
+        // very creates it was refilling for).
+        let (this, owned) = (self.clone(), spec.clone());
         let started = match image {
-            // Copying the snapshot's disks takes seconds: off the runtime's
-            // threads, so other workspaces' requests (and their timeouts)
-            // go on meanwhile.
             Some(image) => {
-                let (this, spec, image) = (self.clone(), spec.clone(), image.clone());
-                tokio::task::spawn_blocking(move || this.backend.start_restored(&spec, &image))
+                let image = image.clone();
+                tokio::task::spawn_blocking(move || this.backend.start_restored(&owned, &image))
                     .await
                     .map_err(|e| format!("the restore's thread ended: {e}"))?
             }
-            None => self.backend.start(spec),
+            None => tokio::task::spawn_blocking(move || this.backend.start(&owned))
+                .await
+                .map_err(|e| format!("the start's thread ended: {e}"))?,
         };
         let (pid, mut exit) = started.map_err(|e| e.to_string())?;
         self.store

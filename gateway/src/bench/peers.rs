@@ -13,13 +13,17 @@ use anyhow::{Context, bail};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-/// The desktop of the image started directly with bubblewrap: Xvnc, an XFCE
-/// session and Chromium, as `cubicle-guest` starts them, but nothing else.
-/// Ready when Chromium's DevTools answer (what Cubicle's readiness waits
-/// for last). Its network is the host's, so the bench can ask Chromium.
+/// The desktop of the image started directly with bubblewrap: Xvnc, then
+/// an XFCE session and Chromium side by side, as `cubicle-guest` starts
+/// them, but nothing else. Ready as a workspace is: Chromium's DevTools
+/// answer and its window is framed and maximized by the window manager
+/// (the script inside asks with the same X clients the guest's probe uses,
+/// and says `framed` on its output). Its network is the host's, so the
+/// bench can ask Chromium.
 pub struct PlainDesktop {
     child: Child,
     pub port: u16,
+    framed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PlainDesktop {
@@ -32,8 +36,15 @@ impl PlainDesktop {
              dbus-launch --exit-with-session startxfce4 >/dev/null 2>&1 & \
              chromium --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
                --disable-component-update --disable-sync --remote-debugging-port={port} \
-               --remote-debugging-address=127.0.0.1 --user-data-dir=/tmp/chrome about:blank \
+               --remote-debugging-address=127.0.0.1 --user-data-dir=/tmp/chrome \
+               --start-maximized --window-position=0,0 --window-size=1280,800 about:blank \
                >/dev/null 2>&1 & \
+             while sleep 0.04; do \
+               for id in $(xdotool search --onlyvisible --class chromium 2>/dev/null); do \
+                 xprop -id $id _NET_WM_STATE _NET_FRAME_EXTENTS 2>/dev/null \
+                   | grep -q '_NET_FRAME_EXTENTS(CARDINAL)' && echo framed && break 2; \
+               done; \
+             done; \
              wait"
         );
         let mut command = Command::new("bwrap");
@@ -56,16 +67,33 @@ impl PlainDesktop {
                 &script,
             ])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .process_group(0);
-        let child = command
+        let mut child = command
             .spawn()
             .context("starting bwrap (is bubblewrap installed?)")?;
-        Ok(Self { child, port })
+        let framed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Some(out) = child.stdout.take() {
+            let framed = framed.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(out).lines() {
+                    if line.is_ok_and(|l| l == "framed") {
+                        framed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        Ok(Self {
+            child,
+            port,
+            framed,
+        })
     }
 
-    /// Waits until Chromium's `/json/version` answers.
+    /// Waits until Chromium's `/json/version` answers and its window is
+    /// framed.
     pub async fn ready(&mut self, limit: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + limit;
         let http = reqwest::Client::builder()
@@ -76,11 +104,12 @@ impl PlainDesktop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 bail!("the plain bubblewrap desktop exited: {status}");
             }
-            if http
-                .get(&url)
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success())
+            if self.framed.load(std::sync::atomic::Ordering::Relaxed)
+                && http
+                    .get(&url)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
             {
                 return Ok(());
             }
