@@ -204,6 +204,13 @@ struct ServeArgs {
     /// call that waits for it (see README, "Benchmarks").
     #[arg(long, env = "CUBICLE_DURABILITY", value_enum, default_value_t = DurabilityArg::Synced)]
     durability: DurabilityArg,
+    /// Share identical memory pages between workspaces (the kernel's
+    /// same-page merging, KSM): less memory per desktop, at the price of a
+    /// known side channel between them (a write's timing tells whether
+    /// another holds a page with the same content). For hosts whose
+    /// workspaces belong to one tenant; see README, "Shared memory".
+    #[arg(long, env = "CUBICLE_SHARE_MEMORY")]
+    share_memory: bool,
     /// The policy directory: every NAME.toml in it is a policy (default,
     /// strict and open are shipped there).
     #[arg(long, env = "CUBICLE_POLICY_DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../policies"))]
@@ -519,6 +526,10 @@ async fn serve(
     cubicle_gateway::vnc::handshake::set_limit(Duration::from_secs(args.display_handshake_seconds));
     let host = HostKind::detect();
     say(host.describe());
+    // Before any shim or workspace starts: they inherit the mark.
+    if args.share_memory {
+        say(&cubicle_runtime::limits::shared_memory::enable()?);
+    }
     let durability = match args.durability {
         DurabilityArg::Synced => Durability::Synced,
         DurabilityArg::Process => Durability::Process,

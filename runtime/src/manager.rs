@@ -616,6 +616,7 @@ impl<B: Backend> Manager<B> {
         // meanwhile other requests go on (a warm-pool refill held up the
         // very creates it was refilling for).
         let (this, owned) = (self.clone(), spec.clone());
+        let began = std::time::Instant::now();
         let started = match image {
             Some(image) => {
                 let image = image.clone();
@@ -628,6 +629,7 @@ impl<B: Backend> Manager<B> {
                 .map_err(|e| format!("the start's thread ended: {e}"))?,
         };
         let (pid, mut exit) = started.map_err(|e| e.to_string())?;
+        let start_ms = began.elapsed().as_millis();
         self.store
             .set_state(&spec.id, WorkspaceState::Starting, Some(pid), None)
             .await
@@ -653,7 +655,10 @@ impl<B: Backend> Manager<B> {
             .map_err(|e| e.to_string())?;
         self.watch(spec.clone(), async move { exit.await.ok() });
         self.lifecycle.publish(&spec.id, Change::Running);
-        tracing::info!(workspace = %spec.id, pid, "workspace running");
+        // Where a start's time went: the backend's start (disk, cgroups,
+        // shim, jail or VM), then the guest's services until ready.
+        let ready_ms = began.elapsed().as_millis() - start_ms;
+        tracing::info!(workspace = %spec.id, pid, start_ms, ready_ms, "workspace running");
         Ok(())
     }
 

@@ -21,6 +21,11 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// Whether it was started with `--share-memory`.
+    pub fn shares_memory(&self) -> bool {
+        self.extra.iter().any(|a| a == "--share-memory")
+    }
+
     /// Starts `cubicle serve` on `data_dir` with `extra` arguments and waits
     /// until it listens.
     pub fn start(data_dir: &Path, uid_base: u32, extra: &[String]) -> anyhow::Result<Self> {

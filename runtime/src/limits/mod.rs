@@ -10,6 +10,7 @@
 pub mod cgroup;
 pub mod disk;
 pub mod freeze;
+pub mod shared_memory;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
