@@ -64,11 +64,9 @@ pub async fn window_manager(display: &str) -> bool {
     .is_some_and(|out| out.contains("window id"))
 }
 
-/// The browser's window is shown and the window manager has framed and
-/// maximized it: from then on it does not move, so coordinates an agent
-/// reads from a screenshot stay true. Both are asked: Chromium sets the
-/// maximized state on its window itself before any window manager runs,
-/// and only a window manager that framed it sets `_NET_FRAME_EXTENTS`.
+/// The browser's window is shown and the window manager has maximized it:
+/// from then on it does not move, so coordinates an agent reads from a
+/// screenshot stay true.
 pub async fn browser_window(display: &str) -> bool {
     let Some(ids) = run(
         display,
@@ -80,16 +78,9 @@ pub async fn browser_window(display: &str) -> bool {
         return false;
     };
     for id in ids.split_whitespace() {
-        let state = run(
-            display,
-            "/usr/bin/xprop",
-            &["-id", id, "_NET_WM_STATE", "_NET_FRAME_EXTENTS"],
-        )
-        .await;
+        let state = run(display, "/usr/bin/xprop", &["-id", id, "_NET_WM_STATE"]).await;
         if state.is_some_and(|s| {
-            s.contains("_NET_WM_STATE_MAXIMIZED_HORZ")
-                && s.contains("_NET_WM_STATE_MAXIMIZED_VERT")
-                && s.contains("_NET_FRAME_EXTENTS(CARDINAL)")
+            s.contains("_NET_WM_STATE_MAXIMIZED_HORZ") && s.contains("_NET_WM_STATE_MAXIMIZED_VERT")
         }) {
             return true;
         }

@@ -273,7 +273,7 @@ async fn rows(args: &BenchArgs, daemon: &Daemon, rootfs: &Path) -> anyhow::Resul
         "create, cold (until ready)",
         "ms",
         Stat::of_durations(&create),
-        "plain bwrap desktop start, window framed",
+        "plain bwrap desktop start, window maximized",
         Stat::of_durations(&plain),
     ));
     let id = ws["id"].as_str().context("the workspace's id")?.to_owned();

@@ -13,17 +13,17 @@ use anyhow::{Context, bail};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-/// The desktop of the image started directly with bubblewrap: Xvnc, then
-/// an XFCE session and Chromium side by side, as `cubicle-guest` starts
-/// them, but nothing else. Ready as a workspace is: Chromium's DevTools
-/// answer and its window is framed and maximized by the window manager
-/// (the script inside asks with the same X clients the guest's probe uses,
-/// and says `framed` on its output). Its network is the host's, so the
+/// The desktop of the image started directly with bubblewrap: Xvnc, the
+/// XFCE session once the display answers, Chromium once the window manager
+/// runs, as `cubicle-guest` starts them, but nothing else. Ready as a
+/// workspace is: Chromium's DevTools answer and its window is maximized
+/// (the script inside asks with the same X clients the guest's probes use,
+/// and says `maximized` on its output). Its network is the host's, so the
 /// bench can ask Chromium.
 pub struct PlainDesktop {
     child: Child,
     pub port: u16,
-    framed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    maximized: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PlainDesktop {
@@ -34,6 +34,9 @@ impl PlainDesktop {
                -AlwaysShared >/dev/null 2>&1 & \
              for i in $(seq 100); do [ -e /tmp/.X11-unix/X{display} ] && break; sleep 0.02; done; \
              dbus-launch --exit-with-session startxfce4 >/dev/null 2>&1 & \
+             until xprop -root _NET_SUPPORTING_WM_CHECK 2>/dev/null | grep -q 'window id'; do \
+               sleep 0.04; \
+             done; \
              chromium --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
                --disable-component-update --disable-sync --remote-debugging-port={port} \
                --remote-debugging-address=127.0.0.1 --user-data-dir=/tmp/chrome \
@@ -41,8 +44,8 @@ impl PlainDesktop {
                >/dev/null 2>&1 & \
              while sleep 0.04; do \
                for id in $(xdotool search --onlyvisible --class chromium 2>/dev/null); do \
-                 xprop -id $id _NET_WM_STATE _NET_FRAME_EXTENTS 2>/dev/null \
-                   | grep -q '_NET_FRAME_EXTENTS(CARDINAL)' && echo framed && break 2; \
+                 xprop -id $id _NET_WM_STATE 2>/dev/null | grep -q MAXIMIZED_HORZ \
+                   && echo maximized && break 2; \
                done; \
              done; \
              wait"
@@ -73,14 +76,14 @@ impl PlainDesktop {
         let mut child = command
             .spawn()
             .context("starting bwrap (is bubblewrap installed?)")?;
-        let framed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let maximized = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(out) = child.stdout.take() {
-            let framed = framed.clone();
+            let maximized = maximized.clone();
             std::thread::spawn(move || {
                 use std::io::BufRead;
                 for line in std::io::BufReader::new(out).lines() {
-                    if line.is_ok_and(|l| l == "framed") {
-                        framed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    if line.is_ok_and(|l| l == "maximized") {
+                        maximized.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
                 }
             });
@@ -88,12 +91,12 @@ impl PlainDesktop {
         Ok(Self {
             child,
             port,
-            framed,
+            maximized,
         })
     }
 
     /// Waits until Chromium's `/json/version` answers and its window is
-    /// framed.
+    /// maximized.
     pub async fn ready(&mut self, limit: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + limit;
         let http = reqwest::Client::builder()
@@ -104,7 +107,7 @@ impl PlainDesktop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 bail!("the plain bubblewrap desktop exited: {status}");
             }
-            if self.framed.load(std::sync::atomic::Ordering::Relaxed)
+            if self.maximized.load(std::sync::atomic::Ordering::Relaxed)
                 && http
                     .get(&url)
                     .send()
