@@ -15,7 +15,9 @@ use tokio::net::UnixStream;
 
 /// The desktop of the image started directly with bubblewrap: Xvnc, the
 /// XFCE session once the display answers, Chromium once the window manager
-/// runs, as `cubicle-guest` starts them, but nothing else. Ready as a
+/// runs, with the same window flags and profile setting (the window
+/// manager's frame, not Chromium's own), as `cubicle-guest` starts them, but
+/// nothing else. Ready as a
 /// workspace is: Chromium's DevTools answer and its window is maximized
 /// (the script inside asks with the same X clients the guest's probes use,
 /// and says `maximized` on its output). Its network is the host's, so the
@@ -29,7 +31,8 @@ pub struct PlainDesktop {
 impl PlainDesktop {
     pub fn start(rootfs: &Path, display: u32, port: u16) -> anyhow::Result<Self> {
         let script = format!(
-            "export HOME=/tmp/home DISPLAY=:{display}; mkdir -p $HOME; \
+            "export HOME=/tmp/home DISPLAY=:{display}; mkdir -p $HOME /tmp/chrome/Default; \
+             echo '{{\"browser\":{{\"custom_chrome_frame\":false}}}}' > /tmp/chrome/Default/Preferences; \
              Xvnc :{display} -geometry 1280x800 -depth 24 -rfbport -1 -SecurityTypes None \
                -AlwaysShared >/dev/null 2>&1 & \
              for i in $(seq 100); do [ -e /tmp/.X11-unix/X{display} ] && break; sleep 0.02; done; \
