@@ -132,16 +132,9 @@ impl Audit {
     {
         let started = self.begin(ctx, kind, workspace, detail).await?;
         let result = operation.await;
-        let detail = match &result {
-            Ok(value) => summary(value),
-            Err(err) => json!({ "message": err.message }),
-        };
-        started.finish(&result, detail).await;
-        result
+        started.finish_with(result, summary).await
     }
-}
 
-impl Audit {
     /// Like [`Audit::run`], for an operation that only reads (it changes
     /// nothing in the workspace or here, so running it is not yet doing
     /// anything): it runs while its `started` row commits, and its result
@@ -161,13 +154,7 @@ impl Audit {
         F: Future<Output = Result<T, OpError>>,
     {
         let (started, result) = tokio::join!(self.begin(ctx, kind, workspace, detail), operation);
-        let started = started?;
-        let detail = match &result {
-            Ok(value) => summary(value),
-            Err(err) => json!({ "message": err.message }),
-        };
-        started.finish(&result, detail).await;
-        result
+        started?.finish_with(result, summary).await
     }
 }
 
@@ -181,6 +168,21 @@ pub struct Started<'a> {
 }
 
 impl Started<'_> {
+    /// Appends the outcome of `result` (what `summary` keeps of a success,
+    /// the message of a failure) and hands `result` back.
+    async fn finish_with<T>(
+        self,
+        result: Result<T, OpError>,
+        summary: impl FnOnce(&T) -> Value,
+    ) -> Result<T, OpError> {
+        let detail = match &result {
+            Ok(value) => summary(value),
+            Err(err) => json!({ "message": err.message }),
+        };
+        self.finish(&result, detail).await;
+        result
+    }
+
     /// Appends the outcome. The operation already ran, so a failure here
     /// cannot undo it: it is logged loudly and the `started` row stands.
     pub async fn finish<T>(self, result: &Result<T, OpError>, detail: Value) {
