@@ -527,7 +527,8 @@ async fn serve(
     let host = HostKind::detect();
     say(host.describe());
     // Before any shim or workspace starts: they inherit the mark.
-    if args.share_memory {
+    let share_memory = args.share_memory;
+    if share_memory {
         say(&cubicle_runtime::limits::shared_memory::enable()?);
     }
     let durability = match args.durability {
@@ -737,7 +738,13 @@ async fn serve(
             }
         }
     };
-    let detail = serde_json::json!({ "listen": address.to_string(), "pid": std::process::id() });
+    // How the host was set up is part of the record: shared memory is a
+    // side channel between the workspaces the daemon starts.
+    let detail = serde_json::json!({
+        "listen": address.to_string(),
+        "pid": std::process::id(),
+        "share_memory": share_memory,
+    });
     cubicle_runtime::events::record(store, EventKind::DaemonStart, None, None, &detail).await?;
     say(&format!("listening on http://{address}"));
     let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();

@@ -543,6 +543,12 @@ async fn the_daemons_own_start_and_stop_are_events() {
     let events = body["events"].as_array().unwrap();
     let of = |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["kind"] == kind).collect() };
     assert_eq!(of("daemon.start").len(), 2, "{body}");
+    // Memory sharing is off unless asked, and the record says which.
+    assert_eq!(
+        of("daemon.start")[0]["detail"]["share_memory"],
+        false,
+        "{body}"
+    );
     let stops = of("daemon.stop");
     assert_eq!(stops.len(), 1, "{body}");
     assert_eq!(stops[0]["detail"]["signal"], "SIGTERM");
