@@ -615,19 +615,14 @@ impl<B: Backend> Manager<B> {
         // on a busy host), and copying a snapshot's disks takes seconds;
         // meanwhile other requests go on (a warm-pool refill held up the
         // very creates it was refilling for).
-        let (this, owned) = (self.clone(), spec.clone());
+        let (this, owned, restore) = (self.clone(), spec.clone(), image.cloned());
         let began = std::time::Instant::now();
-        let started = match image {
-            Some(image) => {
-                let image = image.clone();
-                tokio::task::spawn_blocking(move || this.backend.start_restored(&owned, &image))
-                    .await
-                    .map_err(|e| format!("the restore's thread ended: {e}"))?
-            }
-            None => tokio::task::spawn_blocking(move || this.backend.start(&owned))
-                .await
-                .map_err(|e| format!("the start's thread ended: {e}"))?,
-        };
+        let started = tokio::task::spawn_blocking(move || match &restore {
+            Some(image) => this.backend.start_restored(&owned, image),
+            None => this.backend.start(&owned),
+        })
+        .await
+        .map_err(|e| format!("the start's thread ended: {e}"))?;
         let (pid, mut exit) = started.map_err(|e| e.to_string())?;
         let start_ms = began.elapsed().as_millis();
         self.store

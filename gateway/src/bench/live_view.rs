@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::daemon::Daemon;
-use super::measure::cdp_call;
+use super::measure::{cdp_call, page_session};
 use super::peers::{self, RawRfb, Update};
 use super::{Row, Stat};
 
@@ -301,10 +301,7 @@ async fn scroll(
 /// Puts a long page of text in the workspace's first tab (straight through
 /// the guest channel: setting up, not measured).
 async fn long_page(socket: &std::path::Path) -> anyhow::Result<()> {
-    let path = peers::devtools_path(socket).await?;
-    let stream = peers::guest(socket, 9222).await?.into_inner();
-    let (mut ws, _) =
-        tokio_tungstenite::client_async(format!("ws://127.0.0.1{path}"), stream).await?;
+    let mut ws = peers::devtools(socket).await?;
     let session = page_session(&mut ws, 1).await?;
     let lines: String = (0..2000)
         .map(|i| format!("<p>line {i}: the quick brown fox jumps over the lazy dog</p>"))
@@ -338,34 +335,4 @@ async fn long_page(socket: &std::path::Path) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     bail!("the long page did not load")
-}
-
-/// Attaches to the first page target (flat sessions); its session id.
-/// Uses call ids `first` and `first + 1`.
-pub async fn page_session<S>(
-    ws: &mut tokio_tungstenite::WebSocketStream<S>,
-    first: u64,
-) -> anyhow::Result<String>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let targets = cdp_call(ws, first, None, "Target.getTargets", json!({})).await?;
-    let page = targets["targetInfos"]
-        .as_array()
-        .and_then(|all| all.iter().find(|t| t["type"] == "page"))
-        .and_then(|t| t["targetId"].as_str())
-        .context("the browser has no page open")?
-        .to_owned();
-    let attached = cdp_call(
-        ws,
-        first + 1,
-        None,
-        "Target.attachToTarget",
-        json!({"targetId": page, "flatten": true}),
-    )
-    .await?;
-    attached["sessionId"]
-        .as_str()
-        .map(str::to_owned)
-        .context("Target.attachToTarget gave no session")
 }

@@ -630,6 +630,36 @@ where
     Ok(reply["result"].take())
 }
 
+/// Attaches to the first page target (flat sessions); its session id.
+/// Uses call ids `first` and `first + 1`.
+pub async fn page_session<S>(
+    ws: &mut tokio_tungstenite::WebSocketStream<S>,
+    first: u64,
+) -> anyhow::Result<String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let targets = cdp_call(ws, first, None, "Target.getTargets", json!({})).await?;
+    let page = targets["targetInfos"]
+        .as_array()
+        .and_then(|all| all.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["targetId"].as_str())
+        .context("the browser has no page open")?
+        .to_owned();
+    let attached = cdp_call(
+        ws,
+        first + 1,
+        None,
+        "Target.attachToTarget",
+        json!({"targetId": page, "flatten": true}),
+    )
+    .await?;
+    attached["sessionId"]
+        .as_str()
+        .map(str::to_owned)
+        .context("Target.attachToTarget gave no session")
+}
+
 /// What a CDP row calls: a browser-level method, or one on a page's session.
 #[derive(Clone, Copy)]
 enum CdpCall {
@@ -686,12 +716,9 @@ async fn cdp(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>>
     let (mut proxied, _) =
         tokio_tungstenite::connect_async_with_config(request, None, true).await?;
     let socket = daemon.channel_socket(id);
-    let path = peers::devtools_path(&socket).await?;
-    let stream = peers::guest(&socket, 9222).await?.into_inner();
-    let (mut direct, _) =
-        tokio_tungstenite::client_async(format!("ws://127.0.0.1{path}"), stream).await?;
-    let ours_session = super::live_view::page_session(&mut proxied, 1).await?;
-    let their_session = super::live_view::page_session(&mut direct, 1).await?;
+    let mut direct = peers::devtools(&socket).await?;
+    let ours_session = page_session(&mut proxied, 1).await?;
+    let their_session = page_session(&mut direct, 1).await?;
     let mut rows = Vec::new();
     let mut next = 10;
     for (call, name) in [

@@ -244,9 +244,19 @@ pub async fn guest_exec(socket: &Path, argv: &[&str]) -> anyhow::Result<bool> {
     Ok(reply["exit_code"] == 0)
 }
 
+/// The browser's DevTools WebSocket, straight through the guest channel.
+pub async fn devtools(
+    socket: &Path,
+) -> anyhow::Result<tokio_tungstenite::WebSocketStream<UnixStream>> {
+    let path = devtools_path(socket).await?;
+    let stream = guest(socket, 9222).await?.into_inner();
+    let (ws, _) = tokio_tungstenite::client_async(format!("ws://127.0.0.1{path}"), stream).await?;
+    Ok(ws)
+}
+
 /// The browser-level DevTools WebSocket path (`/devtools/browser/...`),
 /// asked of Chromium directly through the guest channel.
-pub async fn devtools_path(socket: &Path) -> anyhow::Result<String> {
+async fn devtools_path(socket: &Path) -> anyhow::Result<String> {
     let mut stream = guest(socket, 9222).await?;
     stream
         .get_mut()

@@ -281,17 +281,13 @@ async fn pump(session: Arc<ScreenSession>, version: watch::Sender<u64>) {
 /// Applies one event; true if the screen changed.
 fn apply(frame: &RwLock<Arc<Framebuffer>>, event: VncEvent) -> bool {
     let mut shared = frame.write().unwrap_or_else(|p| p.into_inner());
-    if let VncEvent::SetResolution(screen) = event {
-        // A new size is a new (blank) screen: cached screenshots are stale.
-        *shared = Arc::new(Framebuffer::new(screen.width.into(), screen.height.into()));
-        return true;
-    }
-    if !matches!(event, VncEvent::RawImage(..) | VncEvent::Copy(..)) {
-        return false;
-    }
-    let frame = Arc::make_mut(&mut shared);
     match event {
-        VncEvent::RawImage(rect, data) => match frame.apply_raw(rect, &data) {
+        // A new size is a new (blank) screen: cached screenshots are stale.
+        VncEvent::SetResolution(screen) => {
+            *shared = Arc::new(Framebuffer::new(screen.width.into(), screen.height.into()));
+            true
+        }
+        VncEvent::RawImage(rect, data) => match Arc::make_mut(&mut shared).apply_raw(rect, &data) {
             Ok(()) => true,
             Err(err) => {
                 tracing::warn!(%err, "bad RFB rectangle ignored");
@@ -299,7 +295,7 @@ fn apply(frame: &RwLock<Arc<Framebuffer>>, event: VncEvent) -> bool {
             }
         },
         VncEvent::Copy(dst, src) => {
-            frame.apply_copy(dst, src);
+            Arc::make_mut(&mut shared).apply_copy(dst, src);
             true
         }
         _ => false,
