@@ -444,7 +444,8 @@ async fn screenshots(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<V
     let mut changed = vec![Vec::new(); formats.len()];
     let mut same = vec![Vec::new(); formats.len()];
     let mut sizes = vec![0; formats.len()];
-    let mut last_png = Vec::new();
+    let mut floors = vec![Vec::new(); formats.len()];
+    let mut pixels = None;
     let mut inside = Vec::new();
     for run in 0..runs {
         for (i, (_, query)) in formats.iter().enumerate() {
@@ -456,7 +457,16 @@ async fn screenshots(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<V
             changed[i].push(took);
             sizes[i] = image.len();
             if i == 0 {
-                last_png = image;
+                pixels = Some(
+                    cubicle_screen_encode::decode(&image)
+                        .context("decoding the gateway's PNG screenshot")?,
+                );
+            }
+            // The floor right after, under the same load (the recorder
+            // encoding the change, say): one run's floor measured apart
+            // once strayed 60% with what else the machine was doing.
+            if let Some((frame, width, height)) = &pixels {
+                floors[i].push(encode_floor(frame, *width, *height, i)?);
             }
             same[i].push(shot(query).await?.0);
         }
@@ -466,7 +476,6 @@ async fn screenshots(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<V
             inside.push(Duration::from_secs_f64(ms / 1000.0));
         }
     }
-    let floors = encode_floor(&last_png, runs)?;
     let peer = Stat::of_durations(&inside);
     let mut rows = Vec::new();
     for (i, (name, _)) in formats.iter().enumerate() {
@@ -477,7 +486,7 @@ async fn screenshots(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<V
                 "ms",
                 changed,
                 "encoding the same frame in process",
-                floors[i],
+                Stat::of_durations(&floors[i]),
             )
             .note(format!(
                 "{} bytes, over HTTP; the floor: the same encoder and settings",
@@ -506,21 +515,15 @@ async fn screenshots(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<V
 }
 
 /// The floor of a changed-screen screenshot: the frame the gateway just
-/// served (PNG is lossless, so these are its pixels) encoded in this
-/// process with the gateway's encoder and settings, PNG then JPEG q80.
-fn encode_floor(png: &[u8], runs: usize) -> anyhow::Result<[Option<Stat>; 2]> {
-    use cubicle_screen_encode::{Format, decode, encode};
-    let (frame, width, height) = decode(png).context("decoding the gateway's PNG screenshot")?;
-    let time = |format: Format| -> anyhow::Result<Option<Stat>> {
-        let mut took = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let started = Instant::now();
-            encode(&frame, width, height, format, None)?;
-            took.push(started.elapsed());
-        }
-        Ok(Stat::of_durations(&took))
-    };
-    Ok([time(Format::Png)?, time(Format::Jpeg(80))?])
+/// served as PNG (lossless, so these are its pixels) encoded once in this
+/// process with the gateway's encoder and settings of format `i` (PNG,
+/// then JPEG q80).
+fn encode_floor(frame: &[u8], width: u32, height: u32, i: usize) -> anyhow::Result<Duration> {
+    use cubicle_screen_encode::{Format, encode};
+    let format = [Format::Png, Format::Jpeg(80)][i];
+    let started = Instant::now();
+    encode(frame, width, height, format, None)?;
+    Ok(started.elapsed())
 }
 
 async fn actions(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>> {
@@ -667,41 +670,36 @@ enum CdpCall {
     Evaluate,
 }
 
-/// Round trips of `call` on an open CDP WebSocket, ids from `first`.
-async fn cdp_round_trips<S>(
+/// One timed CDP round trip of `call` (on `session` when it is a page's).
+async fn cdp_round_trip<S>(
     ws: &mut tokio_tungstenite::WebSocketStream<S>,
     call: CdpCall,
-    session: Option<&str>,
-    first: u64,
-    runs: usize,
-) -> anyhow::Result<Vec<Duration>>
+    session: &str,
+    id: u64,
+) -> anyhow::Result<Duration>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let mut times = Vec::new();
-    for id in first..first + runs as u64 {
-        let started = Instant::now();
-        match call {
-            CdpCall::BrowserVersion => {
-                cdp_call(ws, id, None, "Browser.getVersion", json!({})).await?;
-            }
-            CdpCall::Evaluate => {
-                let result = cdp_call(
-                    ws,
-                    id,
-                    session,
-                    "Runtime.evaluate",
-                    json!({"expression": "1+1", "returnByValue": true}),
-                )
-                .await?;
-                if result["result"]["value"] != 2 {
-                    bail!("Runtime.evaluate 1+1 gave {result}");
-                }
+    let started = Instant::now();
+    match call {
+        CdpCall::BrowserVersion => {
+            cdp_call(ws, id, None, "Browser.getVersion", json!({})).await?;
+        }
+        CdpCall::Evaluate => {
+            let result = cdp_call(
+                ws,
+                id,
+                Some(session),
+                "Runtime.evaluate",
+                json!({"expression": "1+1", "returnByValue": true}),
+            )
+            .await?;
+            if result["result"]["value"] != 2 {
+                bail!("Runtime.evaluate 1+1 gave {result}");
             }
         }
-        times.push(started.elapsed());
     }
-    Ok(times)
+    Ok(started.elapsed())
 }
 
 /// CDP round trips through the proxy and straight through the guest
@@ -728,12 +726,19 @@ async fn cdp(daemon: &Daemon, id: &str, runs: usize) -> anyhow::Result<Vec<Row>>
         ),
         (CdpCall::Evaluate, "CDP round trip (Runtime.evaluate 1+1)"),
     ] {
-        say(&format!("{name}: through the proxy, then straight"));
-        cdp_round_trips(&mut proxied, call, Some(&ours_session), next, 3).await?;
-        let ours = cdp_round_trips(&mut proxied, call, Some(&ours_session), next + 3, runs).await?;
-        cdp_round_trips(&mut direct, call, Some(&their_session), next, 3).await?;
-        let theirs =
-            cdp_round_trips(&mut direct, call, Some(&their_session), next + 3, runs).await?;
+        say(&format!("{name}: through the proxy and straight, in turn"));
+        // In turn, call by call, so that whatever else the machine does
+        // falls on both alike; the first three of each are not timed.
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for run in 0..3 + runs {
+            let id = next + run as u64;
+            let took = cdp_round_trip(&mut proxied, call, &ours_session, id).await?;
+            let took_straight = cdp_round_trip(&mut direct, call, &their_session, id).await?;
+            if run >= 3 {
+                ours.push(took);
+                theirs.push(took_straight);
+            }
+        }
         next += 3 + runs as u64;
         rows.push(
             Row::new(

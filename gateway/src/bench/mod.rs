@@ -51,7 +51,8 @@ pub struct BenchArgs {
     pub cheap: bool,
     /// After measuring, fail if a row's ratio to its peer fell below the
     /// baseline's by more than twice the noise the baseline measured (and
-    /// at least 20%).
+    /// at least 20%), in this run and in a second one made only when the
+    /// first fell behind.
     #[arg(long, value_name = "BASELINE")]
     pub check: Option<PathBuf>,
     /// Make a baseline (written to `--out`) from three or more saved runs
@@ -199,11 +200,43 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         started_at_ms,
         rows,
     };
-    std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")?;
-    println!("results written to {}", args.out.display());
-    if let Some(baseline) = &args.check {
-        check::run(baseline, &args.out)?;
+    save(&args.out, &report)?;
+    let Some(baseline) = &args.check else {
+        return Ok(());
+    };
+    let baseline = check::load_baseline(baseline)?;
+    let mut runs = vec![args.out.clone()];
+    if check::behind(&baseline, &runs)?.is_empty() {
+        return Ok(());
     }
+    // One run on a loaded machine can stray past any fair tolerance (CI
+    // once measured PNG screenshots 20% under a baseline it met before and
+    // after). A regression is in the code, so it shows again: measure once
+    // more and fail only the rows behind in both runs.
+    println!("bench check: measuring again to tell a regression from a noisy run");
+    let again = Report {
+        started_at_ms: cubicle_runtime::state::now_ms(),
+        rows: measure::all(&args).await?,
+        ..report
+    };
+    print_table(&again.rows);
+    let again_path = args.out.with_extension("again.json");
+    save(&again_path, &again)?;
+    runs.push(again_path);
+    let found = check::behind(&baseline, &runs)?;
+    if !found.is_empty() {
+        anyhow::bail!(
+            "{} of {} rows fell behind the baseline in both runs",
+            found.len(),
+            baseline.rows.len()
+        );
+    }
+    Ok(())
+}
+
+fn save(path: &std::path::Path, report: &Report) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(report)? + "\n")?;
+    println!("results written to {}", path.display());
     Ok(())
 }
 
