@@ -281,7 +281,7 @@ impl Store {
             })?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         Ok(Self {
-            appender: crate::events::Appender::new(pool.clone()),
+            appender: crate::events::Appender::new(path, durability),
             pool,
         })
     }
