@@ -21,6 +21,7 @@
 //! and the bundle's `traffic.har`, if it has one, must hold exactly the
 //! entries the verified `egress.request` records make.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ed25519_dalek::VerifyingKey;
@@ -86,15 +87,102 @@ impl Report {
 
 #[derive(Deserialize)]
 struct Line<'a> {
-    hash: String,
+    #[serde(borrow)]
+    hash: Cow<'a, str>,
     #[serde(borrow)]
     record: &'a RawValue,
 }
 
+/// Reads one line of `events.jsonl`: its hash, the record's bytes as they
+/// are, and the record. A line in the shape the daemon exports
+/// ([`audit_chain::export_line`]) is cut apart where that shape says, and
+/// only its record is parsed (reading the line as JSON first scans every
+/// record twice); any other line goes through the JSON parser, whose error
+/// is the one reported.
+fn read_line(raw: &str) -> Result<(Cow<'_, str>, &str, View<'_>), String> {
+    let exported = raw
+        .strip_prefix("{\"hash\":\"")
+        .and_then(|rest| rest.split_at_checked(64))
+        .filter(|(hash, _)| hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|(hash, rest)| {
+            let bytes = rest.strip_prefix("\",\"record\":")?.strip_suffix('}')?;
+            Some((hash, bytes))
+        });
+    if let Some((hash, bytes)) = exported
+        && let Ok(view) = serde_json::from_str::<View>(bytes)
+    {
+        return Ok((Cow::Borrowed(hash), bytes, view));
+    }
+    let line: Line = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    let bytes = line.record.get();
+    let view = serde_json::from_str(bytes).map_err(|e| e.to_string())?;
+    Ok((line.hash, bytes, view))
+}
+
+/// A record as `events.jsonl` holds it, read in place: every field of a
+/// [`Record`], each checked for its type as reading a `Record` checks it,
+/// but nothing copied and the detail only checked to be JSON. A bundle
+/// holds one per event; reading each into a `Record` (its detail a tree of
+/// `Value`s) was four fifths of verifying one. The later checks read the
+/// detail only of the few kinds they need ([`Seen::detail`], [`Seen::record`]).
+#[derive(Deserialize)]
+// The fields no check reads are still read, for their types.
+#[allow(dead_code)]
+struct View<'a> {
+    v: u32,
+    #[serde(borrow)]
+    chain: Cow<'a, str>,
+    seq: u64,
+    #[serde(borrow)]
+    prev: Cow<'a, str>,
+    at: i64,
+    #[serde(borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    workspace: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    actor: Option<ActorView<'a>>,
+    #[serde(borrow)]
+    detail: &'a RawValue,
+    #[serde(borrow)]
+    request_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    client: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    outcome: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct ActorView<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+}
+
 /// A record that passed its own checks, for the later ones.
-struct Seen {
+struct Seen<'a> {
     hash: Hash,
     line: usize,
+    kind: Cow<'a, str>,
+    /// The record's bytes as the bundle holds them.
+    bytes: &'a str,
+    detail: &'a RawValue,
+}
+
+impl Seen<'_> {
+    /// Its detail (already read once as JSON, so it reads again).
+    fn detail(&self) -> serde_json::Value {
+        serde_json::from_str(self.detail.get()).unwrap_or_default()
+    }
+
+    /// The whole record (read once already as one, so it reads again).
+    fn record(&self) -> Option<Record> {
+        serde_json::from_str(self.bytes).ok()
+    }
 }
 
 /// Whether records after the last valid checkpoint fail verification.
@@ -120,7 +208,8 @@ pub fn verify(bundle: &Bundle, pinned: Option<&str>, tail: Tail) -> Report {
         None => return report,
     };
     let mut failures = Vec::new();
-    let by_seq = walk_records(bundle, &chain, &mut report, &mut failures);
+    let events = String::from_utf8_lossy(&bundle.events);
+    let by_seq = walk_records(&events, &chain, &mut report, &mut failures);
     check_checkpoints(bundle, &key, &by_seq, &mut report, &mut failures);
     check_segments(bundle, &by_seq, &mut report, &mut failures);
     // The first bad record first; findings about the bundle as a whole last
@@ -213,18 +302,17 @@ fn resolve_key(bundle: &Bundle, pinned: Option<&str>, report: &mut Report) -> Op
 }
 
 /// Walks `events.jsonl`; returns the records that passed, by seq.
-fn walk_records(
-    bundle: &Bundle,
+fn walk_records<'a>(
+    events: &'a str,
     chain: &str,
     report: &mut Report,
     failures: &mut Vec<Finding>,
-) -> BTreeMap<u64, (Seen, Record)> {
+) -> BTreeMap<u64, Seen<'a>> {
     let mut by_seq = BTreeMap::new();
     let mut prev_hash = audit_chain::genesis(chain);
     let mut expected = 1u64;
     let mut broken = false;
-    let text = String::from_utf8_lossy(&bundle.events);
-    for (index, raw_line) in text.lines().enumerate() {
+    for (index, raw_line) in events.lines().enumerate() {
         let line = index + 1;
         if raw_line.trim().is_empty() {
             continue;
@@ -237,14 +325,7 @@ fn walk_records(
                 message,
             });
         };
-        let parsed = serde_json::from_str::<Line>(raw_line)
-            .map_err(|e| e.to_string())
-            .and_then(|l| {
-                let record: Record =
-                    serde_json::from_str(l.record.get()).map_err(|e| e.to_string())?;
-                Ok((l, record))
-            });
-        let (entry, record) = match parsed {
+        let (hash, bytes, record) = match read_line(raw_line) {
             Ok(parsed) => parsed,
             Err(err) => {
                 fail(
@@ -259,11 +340,10 @@ fn walk_records(
             }
         };
         let seq = record.seq;
-        let bytes = entry.record.get().as_bytes();
         let own_prev = audit_chain::parse_hash("prev", &record.prev);
-        let stored = audit_chain::parse_hash("hash", &entry.hash);
+        let stored = audit_chain::parse_hash("hash", &hash);
         let self_consistent = match (&own_prev, &stored) {
-            (Ok(p), Ok(h)) => audit_chain::link(p, bytes) == *h,
+            (Ok(p), Ok(h)) => audit_chain::link(p, bytes.as_bytes()) == *h,
             _ => false,
         };
         if !self_consistent {
@@ -317,13 +397,13 @@ fn walk_records(
         if ok {
             by_seq.insert(
                 seq,
-                (
-                    Seen {
-                        hash: prev_hash,
-                        line,
-                    },
-                    record,
-                ),
+                Seen {
+                    hash: prev_hash,
+                    line,
+                    kind: record.kind,
+                    bytes,
+                    detail: record.detail,
+                },
             );
         }
     }
@@ -335,7 +415,7 @@ fn walk_records(
 /// daemon's, not a claim about the traffic.
 fn check_har(
     bundle: &Bundle,
-    by_seq: &BTreeMap<u64, (Seen, Record)>,
+    by_seq: &BTreeMap<u64, Seen>,
     report: &mut Report,
     failures: &mut Vec<Finding>,
 ) {
@@ -359,7 +439,12 @@ fn check_har(
             );
         }
     };
-    let made = crate::har::of_records(&bundle.manifest.chain, by_seq.values().map(|(_, r)| r));
+    let requests: Vec<Record> = by_seq
+        .values()
+        .filter(|seen| seen.kind == crate::har::REQUEST_KIND)
+        .filter_map(Seen::record)
+        .collect();
+    let made = crate::har::of_records(&bundle.manifest.chain, &requests);
     let (found, made) = (&found["log"]["entries"], &made["log"]["entries"]);
     if found == made {
         report.har_entries = made.as_array().map_or(0, |e| e.len() as u64);
@@ -389,7 +474,7 @@ fn check_har(
 fn check_checkpoints(
     bundle: &Bundle,
     key: &VerifyingKey,
-    by_seq: &BTreeMap<u64, (Seen, Record)>,
+    by_seq: &BTreeMap<u64, Seen>,
     report: &mut Report,
     failures: &mut Vec<Finding>,
 ) {
@@ -428,10 +513,10 @@ fn check_checkpoints(
             continue;
         }
         match by_seq.get(&seq) {
-            Some((seen, _)) if hex::encode(seen.hash) == checkpoint.hash => {
+            Some(seen) if hex::encode(seen.hash) == checkpoint.hash => {
                 report.checkpointed_seq = report.checkpointed_seq.max(seq);
             }
-            Some((seen, _)) => fail(
+            Some(seen) => fail(
                 Some(covered_from),
                 format!(
                     "the signed hash of seq {seq} differs from the chain's (line {} of events.jsonl): \
@@ -456,24 +541,25 @@ fn check_checkpoints(
 
 fn check_segments(
     bundle: &Bundle,
-    by_seq: &BTreeMap<u64, (Seen, Record)>,
+    by_seq: &BTreeMap<u64, Seen>,
     report: &mut Report,
     failures: &mut Vec<Finding>,
 ) {
     let mut named = BTreeSet::new();
     // Files the chain itself says retention removed.
-    let expired: BTreeSet<&str> = by_seq
+    let expired: BTreeSet<String> = by_seq
         .values()
-        .filter(|(_, r)| r.kind == EXPIRE_KIND)
-        .filter_map(|(_, r)| r.detail["file"].as_str())
+        .filter(|seen| seen.kind == EXPIRE_KIND)
+        .filter_map(|seen| seen.detail()["file"].as_str().map(str::to_owned))
         .collect();
-    for (seq, (seen, record)) in by_seq {
-        if record.kind != SEGMENT_KIND {
+    for (seq, seen) in by_seq {
+        if seen.kind != SEGMENT_KIND {
             continue;
         }
         report.segments += 1;
-        let file = record.detail["file"].as_str().unwrap_or_default();
-        let sha = record.detail["sha256"].as_str().unwrap_or_default();
+        let detail = seen.detail();
+        let file = detail["file"].as_str().unwrap_or_default();
+        let sha = detail["sha256"].as_str().unwrap_or_default();
         named.insert(file.to_owned());
         let mut fail = |message: String| {
             failures.push(Finding {

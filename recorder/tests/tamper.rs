@@ -554,3 +554,36 @@ fn an_edited_or_shortened_har_is_found_and_a_bundle_without_one_still_verifies()
     std::fs::write(&path, original).unwrap();
     assert!(made.verify_dir().ok());
 }
+
+#[test]
+fn a_line_laid_out_otherwise_reads_the_same_and_a_mistyped_field_is_still_unreadable() {
+    let made = made();
+    // The same hash and record bytes, the line's keys swapped and spaced:
+    // not the daemon's shape, so read as JSON; the records are untouched.
+    let relaid: Vec<String> = made
+        .lines
+        .iter()
+        .map(|line| {
+            let parsed: Value = serde_json::from_str(line).unwrap();
+            let record = &line[line.find("\"record\":").unwrap() + 9..line.len() - 2];
+            format!("{{ \"record\": {record}, \"hash\": {} }}\n", parsed["hash"])
+        })
+        .collect();
+    made.write_events(&relaid);
+    let report = made.verify_dir();
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(report.records, RECORDS);
+    assert_eq!(report.har_entries, 2);
+    assert_eq!(report.segments, 2);
+    // A record whose `v` is text: read in place, each field is still read
+    // for its type, so it is unreadable however its hash came out.
+    let mut lines = made.lines.clone();
+    let sealed: Value = serde_json::from_str(&lines[3]).unwrap();
+    let mut record = sealed["record"].clone();
+    record["v"] = json!("0");
+    let bytes = record.to_string();
+    let prev = audit_chain::parse_hash("prev", record["prev"].as_str().unwrap()).unwrap();
+    lines[3] = export_line(&audit_chain::link(&prev, bytes.as_bytes()), &bytes);
+    made.write_events(&lines);
+    fails_at(&made.verify_dir(), 4, "unreadable");
+}
