@@ -587,3 +587,62 @@ fn a_line_laid_out_otherwise_reads_the_same_and_a_mistyped_field_is_still_unread
     made.write_events(&lines);
     fails_at(&made.verify_dir(), 4, "unreadable");
 }
+
+/// A long chain as a bundle in memory: `records` actions, the last signed.
+fn long_bundle(key: &AuditKey, records: u64) -> (Vec<String>, Bundle) {
+    let mut prev = audit_chain::genesis(CHAIN);
+    let mut lines = Vec::new();
+    for seq in 1..=records {
+        let mut r = record(seq);
+        r.kind = "action".into();
+        r.detail = json!({ "action": "left_click", "coordinate": [seq, 2 * seq] });
+        let sealed = r.seal(seq, &prev).unwrap();
+        prev = sealed.hash;
+        lines.push(export_line(&sealed.hash, &sealed.bytes));
+    }
+    let checkpoint = key.sign(CHAIN, records, &prev, 0);
+    let bundle = Bundle {
+        manifest: Manifest {
+            format: cubicle_recorder::bundle::FORMAT.into(),
+            chain: CHAIN.into(),
+            workspace: Some(CHAIN.into()),
+            exported_at: 0,
+        },
+        public_key: key.public_hex(),
+        events: Vec::new(),
+        checkpoints: [serde_json::to_vec(&checkpoint).unwrap(), b"\n".to_vec()].concat(),
+        segments: Default::default(),
+        har: None,
+    };
+    (lines, bundle)
+}
+
+#[test]
+fn a_long_chain_names_the_altered_record_anywhere_in_it() {
+    let key = AuditKey::ephemeral();
+    let (lines, mut bundle) = long_bundle(&key, 20_000);
+    bundle.events = lines.concat().into_bytes();
+    let report = verify(&bundle, Some(&key.public_hex()), Tail::Signed);
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(report.records, 20_000);
+    // One flipped byte near each end and in the middle, and a swap.
+    for seq in [2u64, 10_001, 19_999] {
+        let mut altered = lines.clone();
+        let i = (seq - 1) as usize;
+        altered[i] = altered[i].replace("left_click", "left_clicK");
+        bundle.events = altered.concat().into_bytes();
+        fails_at(
+            &verify(&bundle, Some(&key.public_hex()), Tail::Signed),
+            seq,
+            "was altered",
+        );
+    }
+    let mut swapped = lines.clone();
+    swapped.swap(9_999, 10_000);
+    bundle.events = swapped.concat().into_bytes();
+    fails_at(
+        &verify(&bundle, Some(&key.public_hex()), Tail::Signed),
+        10_000,
+        "missing or out of order",
+    );
+}
