@@ -839,6 +839,38 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[tokio::test]
+    async fn the_writers_connection_syncs_as_the_durability_asks_and_its_events_are_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        for (durability, want) in [(Durability::Synced, 2), (Durability::Process, 1)] {
+            let path = dir.path().join(format!("{durability:?}.db"));
+            let store = Store::open_with(&path, durability).await.unwrap();
+            let connection = connect(&path, durability).unwrap();
+            let level: i64 = connection
+                .query_row("PRAGMA synchronous", [], |row| row.get(0))
+                .unwrap();
+            assert_eq!(
+                level, want,
+                "{durability:?}: the writer's PRAGMA synchronous"
+            );
+            // Written by the writer's connection, read through the pool's.
+            let event = NewEvent {
+                kind: EventKind::ControlTake,
+                workspace_id: Some("ws-writer"),
+                ..NewEvent::default()
+            };
+            let (first, _) = append(&store, &event).await.unwrap();
+            let (second, _) = append(&store, &event).await.unwrap();
+            assert!(second > first, "ids grow: {first} then {second}");
+            let (seq, _): (i64, String) =
+                sqlx::query_as("SELECT seq, hash FROM chain_heads WHERE chain = 'ws-writer'")
+                    .fetch_one(store.pool())
+                    .await
+                    .unwrap();
+            assert_eq!(seq, 2, "{durability:?}: the head moved with both");
+        }
+    }
+
     #[test]
     fn every_kind_is_listed_once_and_parses_back() {
         // Variants number from 0 in order: ALL holds each at its index, and
