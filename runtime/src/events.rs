@@ -623,15 +623,12 @@ fn commit(
                     let head: Option<(i64, String)> = read_head
                         .query_row([chain], |row| Ok((row.get(0)?, row.get(1)?)))
                         .optional()?;
-                    match head {
-                        None => (1, audit_chain::genesis(chain)),
-                        Some((seq, hash)) => match audit_chain::parse_hash("chain head", &hash) {
-                            Ok(hash) => (seq as u64 + 1, hash),
-                            Err(err) => {
-                                outcomes.push(Err(unsealable(err)));
-                                continue;
-                            }
-                        },
+                    match next_after(chain, head) {
+                        Ok(next) => next,
+                        Err(err) => {
+                            outcomes.push(Err(unsealable(err)));
+                            continue;
+                        }
                     }
                 }
             };
@@ -679,10 +676,11 @@ pub(crate) async fn append_in(
     record: &Record,
 ) -> Result<u64, StateError> {
     let chain = record.chain.as_str();
-    let (seq, prev) = match read_head(&mut *tx, chain).await?.map_err(unsealable)? {
-        Some((seq, hash)) => (seq + 1, hash),
-        None => (1, audit_chain::genesis(chain)),
-    };
+    let head: Option<(i64, String)> = sqlx::query_as(READ_HEAD)
+        .bind(chain)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let (seq, prev) = next_after(chain, head).map_err(unsealable)?;
     let sealed = record.clone().seal(seq, &prev).map_err(unsealable)?;
     insert_sealed(&mut *tx, record, &sealed).await?;
     write_head(&mut *tx, chain, seq, &sealed.hash, record.at).await?;
@@ -734,22 +732,18 @@ async fn write_head(
     Ok(())
 }
 
-/// The stored head of `chain`, if it has one; the inner error: it is there
-/// but unreadable.
-async fn read_head(
-    tx: &mut sqlx::SqliteConnection,
+/// The seq and previous hash of `chain`'s next record, from its stored
+/// head (seq, hex hash) if it has one; an error if that head is unreadable.
+fn next_after(
     chain: &str,
-) -> Result<Result<Option<(u64, Hash)>, audit_chain::ChainError>, StateError> {
-    let head: Option<(i64, String)> = sqlx::query_as(READ_HEAD)
-        .bind(chain)
-        .fetch_optional(&mut *tx)
-        .await?;
-    Ok(match head {
-        None => Ok(None),
+    head: Option<(i64, String)>,
+) -> Result<(u64, Hash), audit_chain::ChainError> {
+    match head {
+        None => Ok((1, audit_chain::genesis(chain))),
         Some((seq, hash)) => {
-            audit_chain::parse_hash("chain head", &hash).map(|h| Some((seq as u64, h)))
+            audit_chain::parse_hash("chain head", &hash).map(|hash| (seq as u64 + 1, hash))
         }
-    })
+    }
 }
 
 /// A chain that cannot be continued: its stored head is unreadable.
