@@ -20,7 +20,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use cubicle_image::splice::splice;
+use cubicle_image::splice::splice_sockets;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::caps;
@@ -199,7 +199,7 @@ pub async fn relay_egress(net: BrowserNet, port: u16) {
             Ok((mut browser, _)) => {
                 connections.spawn(async move {
                     if let Ok(mut proxy) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await {
-                        let _ = splice(&mut browser, &mut proxy).await;
+                        let _ = splice_sockets(&mut browser, &mut proxy).await;
                     }
                 });
             }

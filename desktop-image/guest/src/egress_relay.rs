@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cubicle_image::splice::splice;
+use cubicle_image::splice::{splice, splice_sockets};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::Semaphore;
 
@@ -70,7 +70,7 @@ impl Upstream {
         let outcome = match self {
             Upstream::Unix(socket) => match connect_waiting(socket, UPSTREAM_WAIT).await {
                 Ok(mut host) => {
-                    let _ = splice(client, &mut host).await;
+                    let _ = splice_sockets(client, &mut host).await;
                     Ok(())
                 }
                 Err(err) => Err(err),

@@ -217,6 +217,12 @@ impl<S> Watched<S> {
             },
         }
     }
+
+    /// The stream, unwatched from here on (a tunnel's bytes are not
+    /// requests).
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {

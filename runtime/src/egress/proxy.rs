@@ -18,20 +18,23 @@
 //! 400 before anything is connected ([`ambiguous`]).
 
 use std::convert::Infallible;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cubicle_image::splice::{splice, splice_sockets};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::service::service_fn;
+use hyper::upgrade::Upgraded;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -689,20 +692,25 @@ impl WorkspaceProxy {
         self.spawn(async move {
             let started = Instant::now();
             let client = match hyper::upgrade::on(req).await {
-                Ok(upgraded) => TokioIo::new(upgraded),
+                Ok(upgraded) => upgraded,
                 Err(err) => {
                     tracing::debug!(%err, "egress: CONNECT never upgraded");
                     return;
                 }
             };
             let tally = Arc::new(Tally::default());
-            let upstream = Counted::new(stream, tally.clone());
             if intercept {
-                this.intercept(client, upstream, &target, address, tally.clone())
-                    .await;
+                let upstream = Counted::new(stream, tally.clone());
+                this.intercept(
+                    TokioIo::new(client),
+                    upstream,
+                    &target,
+                    address,
+                    tally.clone(),
+                )
+                .await;
             } else {
-                let (mut client, mut upstream) = (client, upstream);
-                let _ = cubicle_image::splice::splice(&mut client, &mut upstream).await;
+                pass_through(client, stream, &tally).await;
             }
             let _ = this
                 .record(EgressEvent::Close {
@@ -1188,7 +1196,7 @@ impl WorkspaceProxy {
                 self.spawn(async move {
                     if let (Ok(client), Ok(server)) = (client_side.await, server_side.await) {
                         let (mut client, mut server) = (TokioIo::new(client), TokioIo::new(server));
-                        let _ = cubicle_image::splice::splice(&mut client, &mut server).await;
+                        let _ = splice(&mut client, &mut server).await;
                     }
                     drop(relaying);
                 });
@@ -1449,6 +1457,34 @@ impl Upstream {
 }
 
 /// A request's method and path (with its query), as events name them.
+/// The bytes of a passed-through tunnel, both ways until both end, counted
+/// into `tally`. A client on a Unix socket (the reverse channel's always
+/// is) is relayed in the kernel ([`splice_sockets`]): a download passed
+/// through costs the daemon no copy of its bytes.
+async fn pass_through(client: Upgraded, mut upstream: TcpStream, tally: &Arc<Tally>) {
+    let parts = match client.downcast::<TokioIo<Watched<UnixStream>>>() {
+        Ok(parts) => parts,
+        Err(client) => {
+            let mut upstream = Counted::new(upstream, tally.clone());
+            let _ = splice(&mut TokioIo::new(client), &mut upstream).await;
+            return;
+        }
+    };
+    // What the client sent after its CONNECT that hyper had already read.
+    if !parts.read_buf.is_empty() {
+        if upstream.write_all(&parts.read_buf).await.is_err() {
+            return;
+        }
+        tally
+            .written
+            .fetch_add(parts.read_buf.len() as u64, Ordering::Relaxed);
+    }
+    let mut client = parts.io.into_inner().into_inner();
+    let (up, down) = splice_sockets(&mut client, &mut upstream).await;
+    tally.written.fetch_add(up.bytes, Ordering::Relaxed);
+    tally.read.fetch_add(down.bytes, Ordering::Relaxed);
+}
+
 fn method_and_path<B>(req: &Request<B>) -> (String, String) {
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     (req.method().to_string(), path.to_owned())

@@ -14,6 +14,9 @@ use std::io;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+mod kernel;
+pub use kernel::{Socket, splice_sockets};
+
 /// How one direction of a splice ended.
 #[derive(Debug)]
 pub enum End {
@@ -49,6 +52,15 @@ where
     let (mut b_read, mut b_write) = tokio::io::split(b);
     let forward = pump(&mut a_read, &mut b_write);
     let back = pump(&mut b_read, &mut a_write);
+    both_ways(forward, back).await
+}
+
+/// Runs both directions to their ends: a reader that fails stops the
+/// other direction too, anything else lets it go on.
+async fn both_ways(
+    forward: impl std::future::Future<Output = Flow>,
+    back: impl std::future::Future<Output = Flow>,
+) -> (Flow, Flow) {
     tokio::pin!(forward, back);
     let stopped = || Flow {
         bytes: 0,
