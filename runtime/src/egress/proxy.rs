@@ -784,15 +784,6 @@ impl WorkspaceProxy {
                 return;
             }
         };
-        let connector = tokio_rustls::TlsConnector::from(upstream_config.clone());
-        let upstream_tls =
-            match tokio::time::timeout(limit, connector.connect(server_name.clone(), upstream))
-                .await
-            {
-                Ok(Ok(tls)) => Ok(tls),
-                Ok(Err(err)) => Err(err.to_string()),
-                Err(_) => Err(format!("no TLS handshake within {limit:?}")),
-            };
         let server_config = match interception.ca.server_config(&target.dest.host) {
             Ok(config) => config,
             Err(err) => {
@@ -800,10 +791,23 @@ impl WorkspaceProxy {
                 return;
             }
         };
+        // Both handshakes at once: neither needs the other, and a request
+        // waits for the slower one instead of the two in turn.
+        let connector = tokio_rustls::TlsConnector::from(upstream_config.clone());
+        let upstream_handshake = async {
+            match tokio::time::timeout(limit, connector.connect(server_name.clone(), upstream))
+                .await
+            {
+                Ok(Ok(tls)) => Ok(tls),
+                Ok(Err(err)) => Err(err.to_string()),
+                Err(_) => Err(format!("no TLS handshake within {limit:?}")),
+            }
+        };
         let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
-        let client_tls = match tokio::time::timeout(limit, acceptor.accept(client)).await {
-            Ok(Ok(tls)) => tls,
-            _ => return,
+        let client_handshake = tokio::time::timeout(limit, acceptor.accept(client));
+        let (upstream_tls, client_tls) = tokio::join!(upstream_handshake, client_handshake);
+        let Ok(Ok(client_tls)) = client_tls else {
+            return;
         };
         // A secret goes only where the client itself asked for its host.
         let named = client_tls.get_ref().1.server_name().map(|name| {
