@@ -1,9 +1,12 @@
 //! The egress proxy's cost, each against a peer measured in the same run:
 //!
-//! - throughput of one large download (default 200 MiB) inside a workspace
+//! - throughput of a large download (default 200 MiB, seven of each way,
+//!   the three ways in turn round by round) inside a workspace
 //!   through `127.0.0.1:3128` → reverse channel → host proxy, with TLS
 //!   intercepted and passed through, against curl on the host straight to
 //!   the same origin;
+//! - the CPU each takes per GiB: curl's own, the daemon's, and the rest of
+//!   the workspace's cgroup (its egress relay);
 //! - added latency of a small HTTPS GET (p50 of 100, a new connection
 //!   each): through the proxy (intercepted, passed through) against direct;
 //! - the time from the last byte of a 50 MiB download to its quarantine
@@ -59,10 +62,48 @@ fn timings(text: &str) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn best_mib_s(runs: &[(f64, f64)]) -> f64 {
-    runs.iter()
-        .map(|(secs, bytes)| bytes / secs / 1048576.0)
-        .fold(0.0, f64::max)
+/// The CPU seconds of the children of a shell that ran `times` last (its
+/// second line: children's user and system time, `0m0.512s 0m0.300s`).
+fn children_cpu(text: &str) -> f64 {
+    let seconds = |field: &str| -> Option<f64> {
+        let (minutes, rest) = field.split_once('m')?;
+        Some(minutes.parse::<f64>().ok()? * 60.0 + rest.strip_suffix('s')?.parse::<f64>().ok()?)
+    };
+    text.lines()
+        .last()
+        .and_then(|line| {
+            let mut fields = line.split_whitespace();
+            Some(seconds(fields.next()?)? + seconds(fields.next()?)?)
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// The CPU time of every thread of process `pid` so far, in seconds.
+fn process_cpu(pid: i32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return f64::NAN;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum::<u64>() as f64
+        / 1e9
+}
+
+fn mib_s((secs, bytes): &(f64, f64)) -> f64 {
+    bytes / secs / 1048576.0
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn range(values: &[f64]) -> (f64, f64) {
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (low, high)
 }
 
 fn p50_ms(runs: &[(f64, f64)]) -> f64 {
@@ -140,7 +181,6 @@ async fn main() -> anyhow::Result<()> {
     let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
     std::fs::write(&bundle, format!("{system}\n{}", pki.ca_pem))?;
     let cacert = bundle.display();
-    let runs = 3;
     let repeat = |n: usize, line: String| format!("for i in $(seq {n}); do {line}; done");
 
     eprintln!("bench-egress: workspace {id} ready");
@@ -152,84 +192,146 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     eprintln!("bench-egress: warm");
 
-    println!("egress benchmark: {mib} MiB download, 100 small GETs, 50 MiB quarantine (same run)");
-    let direct = timings(
-        &host(&repeat(
-            runs,
-            format!("curl -sS -o /dev/null {FORMAT} --cacert {cacert} {direct_big}"),
+    // The three ways in turn, round by round, so that what else the
+    // machine does falls on all three alike (measured one way after the
+    // other, direct alone ranged 1.0-1.9 GB/s over four runs here).
+    let rounds = 7;
+    println!(
+        "egress benchmark: {mib} MiB download x{rounds} each way, 100 small GETs, 50 MiB quarantine (same run, interleaved)"
+    );
+    let (mut direct, mut tunnelled, mut intercepted) = (Vec::new(), Vec::new(), Vec::new());
+    // CPU seconds per GiB: curl's own (`times` after it), the daemon's
+    // (all its threads), and the rest of the workspace's cgroup (its
+    // egress relay; the exec's shell is in it too).
+    let cpu = |label: &'static str| (label, Vec::new(), Vec::new(), Vec::new());
+    let mut costs = [cpu("direct"), cpu("passthrough"), cpu("intercepted")];
+    let cgroup = cubicle_tests::cgroup::cpu_file(&id);
+    let gib = bytes as f64 / f64::from(1u32 << 30);
+    for _ in 0..rounds {
+        let out = host(&format!(
+            "curl -sS -o /dev/null {FORMAT} --cacert {cacert} {direct_big}; times"
         ))
-        .await?,
+        .await?;
+        direct.extend(timings(&out));
+        costs[0].1.push(children_cpu(&out) / gib);
+        for (way, samples) in [(1, &mut tunnelled), (2, &mut intercepted)] {
+            set_passthrough(way == 1).await?;
+            let flags = if way == 1 { "-k " } else { "" };
+            let daemon_before = process_cpu(daemon.pid());
+            let cgroup_before = cgroup.as_deref().map(cubicle_tests::cgroup::cpu_usec);
+            let out = exec(
+                &daemon,
+                &id,
+                &format!("curl -sS {flags}-o /dev/null {FORMAT} {big}; times"),
+            )
+            .await?;
+            let curl = children_cpu(&out);
+            let daemon_cpu = process_cpu(daemon.pid()) - daemon_before;
+            let rest = cgroup
+                .as_deref()
+                .zip(cgroup_before)
+                .map_or(f64::NAN, |(file, before)| {
+                    (cubicle_tests::cgroup::cpu_usec(file) - before) as f64 / 1e6 - curl
+                });
+            samples.extend(timings(&out));
+            costs[way].1.push(curl / gib);
+            costs[way].2.push(daemon_cpu / gib);
+            costs[way].3.push(rest / gib);
+        }
+    }
+    let ratios = |proxied: &[(f64, f64)]| -> Vec<f64> {
+        direct
+            .iter()
+            .zip(proxied)
+            .map(|(d, p)| mib_s(p) / mib_s(d))
+            .collect()
+    };
+    let (direct_bw, tunnel_bw, inter_bw) = (
+        median(direct.iter().map(mib_s).collect()),
+        median(tunnelled.iter().map(mib_s).collect()),
+        median(intercepted.iter().map(mib_s).collect()),
     );
-    eprintln!("bench-egress: direct done");
-    let intercepted = timings(
-        &exec(
-            &daemon,
-            &id,
-            &repeat(runs, format!("curl -sS -o /dev/null {FORMAT} {big}")),
-        )
-        .await?,
+    println!(
+        "throughput (median of {rounds}), MiB/s; ratio: median of each round's, with the range:"
     );
-    set_passthrough(true).await?;
-    let tunnelled = timings(
-        &exec(
-            &daemon,
-            &id,
-            &repeat(runs, format!("curl -sS -k -o /dev/null {FORMAT} {big}")),
-        )
-        .await?,
-    );
-    let direct_bw = best_mib_s(&direct);
-    let inter_bw = best_mib_s(&intercepted);
-    let tunnel_bw = best_mib_s(&tunnelled);
-    println!("throughput (best of {runs}), MiB/s:");
     println!("  direct on the host    {direct_bw:8.1}");
-    println!(
-        "  proxy, passthrough    {tunnel_bw:8.1}   ({:.2} of direct)",
-        tunnel_bw / direct_bw
-    );
-    println!(
-        "  proxy, intercepted    {inter_bw:8.1}   ({:.2} of direct)",
-        inter_bw / direct_bw
-    );
+    for (name, bw, proxied) in [
+        ("passthrough", tunnel_bw, &tunnelled),
+        ("intercepted", inter_bw, &intercepted),
+    ] {
+        let ratios = ratios(proxied);
+        let (low, high) = range(&ratios);
+        println!(
+            "  proxy, {name}    {bw:8.1}   ({:.2} of direct, {low:.2}-{high:.2})",
+            median(ratios.clone())
+        );
+    }
 
-    let n = 100;
-    let passthrough_small = timings(
-        &exec(
-            &daemon,
-            &id,
-            &repeat(n, format!("curl -sS -k -o /dev/null {FORMAT} {small}")),
-        )
-        .await?,
+    println!(
+        "CPU seconds per GiB (median of {rounds}): curl / the daemon / the rest of the workspace"
     );
-    set_passthrough(false).await?;
-    let intercepted_small = timings(
-        &exec(
-            &daemon,
-            &id,
-            &repeat(n, format!("curl -sS -o /dev/null {FORMAT} {small}")),
-        )
-        .await?,
-    );
-    // Each proxied row against the same curl on the host: passthrough
-    // verifies nothing inside (-k: the workspace does not trust the test
-    // origin's CA), intercepted verifies the proxy's leaf with the bundle.
-    let direct_unverified = timings(
-        &host(&repeat(
-            n,
-            format!("curl -sS -k -o /dev/null {FORMAT} {direct_small}"),
-        ))
-        .await?,
-    );
-    let direct_small = timings(
-        &host(&repeat(
-            n,
-            format!("curl -sS -o /dev/null {FORMAT} --cacert {cacert} {direct_small}"),
-        ))
-        .await?,
-    );
+    let shown = |values: Vec<f64>| {
+        if values.is_empty() {
+            "     -".to_owned()
+        } else {
+            format!("{:6.2}", median(values))
+        }
+    };
+    for (label, curl, daemon_cpu, rest) in costs {
+        println!(
+            "  {label:12} {} / {} / {}",
+            shown(curl),
+            shown(daemon_cpu),
+            shown(rest)
+        );
+    }
+
+    // Small GETs: blocks of ten of each way in turn.
+    let (blocks, block) = (10, 10);
+    let (mut unverified, mut passthrough_small, mut verified, mut intercepted_small) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..blocks {
+        // Each proxied row against the same curl on the host: passthrough
+        // verifies nothing inside (-k: the workspace does not trust the
+        // test origin's CA), intercepted verifies the proxy's leaf with
+        // the bundle.
+        unverified.extend(timings(
+            &host(&repeat(
+                block,
+                format!("curl -sS -k -o /dev/null {FORMAT} {direct_small}"),
+            ))
+            .await?,
+        ));
+        set_passthrough(true).await?;
+        passthrough_small.extend(timings(
+            &exec(
+                &daemon,
+                &id,
+                &repeat(block, format!("curl -sS -k -o /dev/null {FORMAT} {small}")),
+            )
+            .await?,
+        ));
+        verified.extend(timings(
+            &host(&repeat(
+                block,
+                format!("curl -sS -o /dev/null {FORMAT} --cacert {cacert} {direct_small}"),
+            ))
+            .await?,
+        ));
+        set_passthrough(false).await?;
+        intercepted_small.extend(timings(
+            &exec(
+                &daemon,
+                &id,
+                &repeat(block, format!("curl -sS -o /dev/null {FORMAT} {small}")),
+            )
+            .await?,
+        ));
+    }
+    let n = blocks * block;
     let (k, d, t, i) = (
-        p50_ms(&direct_unverified),
-        p50_ms(&direct_small),
+        p50_ms(&unverified),
+        p50_ms(&verified),
         p50_ms(&passthrough_small),
         p50_ms(&intercepted_small),
     );
