@@ -16,7 +16,7 @@
 //! The origin runs on the host's loopback with its own test CA. Prints a
 //! table; asserts nothing about time.
 //!
-//!     cargo run -p cubicle-tests --bin bench-egress [-- MIB]
+//!     cargo run -p cubicle-tests --bin bench-egress [-- MIB [DAEMON ARG...]]
 
 use std::time::Duration;
 
@@ -130,21 +130,21 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(&hosts, "origin.test=127.0.0.1\n")?;
     let state = data.path().join("state");
     std::fs::create_dir(&state)?;
-    let daemon = Daemon::start(
-        &state,
-        None,
-        &[
-            "--egress-extra-ca",
-            ca.to_str().unwrap_or_default(),
-            // The origins run on the host's loopback.
-            "--egress-allow-host-services",
-            "--egress-test-hosts",
-            hosts.to_str().unwrap_or_default(),
-            "--quarantine-max-mb",
-            "1024",
-            "--no-record",
-        ],
-    )?;
+    // Arguments after the size go to the daemon (`--durability=process`).
+    let daemon_args: Vec<String> = std::env::args().skip(2).collect();
+    let mut args = vec![
+        "--egress-extra-ca",
+        ca.to_str().unwrap_or_default(),
+        // The origins run on the host's loopback.
+        "--egress-allow-host-services",
+        "--egress-test-hosts",
+        hosts.to_str().unwrap_or_default(),
+        "--quarantine-max-mb",
+        "1024",
+        "--no-record",
+    ];
+    args.extend(daemon_args.iter().map(String::as_str));
+    let daemon = Daemon::start(&state, None, &args)?;
     let allow = json!([
         format!("origin.test:{http},{https}"),
         format!("127.0.0.1/32:{http},{https}")
