@@ -30,33 +30,31 @@ pub trait Socket: AsRawFd {
     fn try_io<R>(&self, interest: Interest, io: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
 }
 
-impl Socket for TcpStream {
-    fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
-        if interest.is_readable() {
-            self.poll_read_ready(cx)
-        } else {
-            self.poll_write_ready(cx)
-        }
-    }
+/// Tokio's two socket types that splice: the same methods under the same names.
+macro_rules! socket {
+    ($type:ty) => {
+        impl Socket for $type {
+            fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+                if interest.is_readable() {
+                    self.poll_read_ready(cx)
+                } else {
+                    self.poll_write_ready(cx)
+                }
+            }
 
-    fn try_io<R>(&self, interest: Interest, io: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
-        TcpStream::try_io(self, interest, io)
-    }
+            fn try_io<R>(
+                &self,
+                interest: Interest,
+                io: impl FnOnce() -> io::Result<R>,
+            ) -> io::Result<R> {
+                <$type>::try_io(self, interest, io)
+            }
+        }
+    };
 }
 
-impl Socket for UnixStream {
-    fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
-        if interest.is_readable() {
-            self.poll_read_ready(cx)
-        } else {
-            self.poll_write_ready(cx)
-        }
-    }
-
-    fn try_io<R>(&self, interest: Interest, io: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
-        UnixStream::try_io(self, interest, io)
-    }
-}
+socket!(TcpStream);
+socket!(UnixStream);
 
 /// One pipe: what a direction's bytes pass through in the kernel.
 struct Pipe {
@@ -121,6 +119,11 @@ async fn when_ready<S: Socket>(
 /// [`CHUNK`]) into the pipe, then write all of it out, and again.
 async fn pump<R: Socket, W: Socket>(from: &R, to: &W, pipe: Pipe) -> Flow {
     let mut bytes = 0;
+    let end = carry(from, to, &pipe, &mut bytes).await;
+    Flow { bytes, end }
+}
+
+async fn carry<R: Socket, W: Socket>(from: &R, to: &W, pipe: &Pipe, bytes: &mut u64) -> End {
     loop {
         let read = when_ready(from, Interest::READABLE, || {
             splice_once(from.as_raw_fd(), pipe.write.as_raw_fd(), CHUNK)
@@ -131,18 +134,10 @@ async fn pump<R: Socket, W: Socket>(from: &R, to: &W, pipe: Pipe) -> Flow {
                 // SAFETY: shutdown on a socket we borrow; a failure (the far
                 // side is gone) leaves nothing to do.
                 unsafe { libc::shutdown(to.as_raw_fd(), libc::SHUT_WR) };
-                return Flow {
-                    bytes,
-                    end: End::Eof,
-                };
+                return End::Eof;
             }
             Ok(n) => n,
-            Err(err) => {
-                return Flow {
-                    bytes,
-                    end: End::ReadFailed(err),
-                };
-            }
+            Err(err) => return End::ReadFailed(err),
         };
         while left > 0 {
             let written = when_ready(to, Interest::WRITABLE, || {
@@ -152,14 +147,9 @@ async fn pump<R: Socket, W: Socket>(from: &R, to: &W, pipe: Pipe) -> Flow {
             match written {
                 Ok(n) => {
                     left -= n;
-                    bytes += n as u64;
+                    *bytes += n as u64;
                 }
-                Err(err) => {
-                    return Flow {
-                        bytes,
-                        end: End::WriteFailed(err),
-                    };
-                }
+                Err(err) => return End::WriteFailed(err),
             }
         }
     }

@@ -89,32 +89,30 @@ where
     R: AsyncRead + Unpin + ?Sized,
     W: AsyncWrite + Unpin + ?Sized,
 {
-    let mut buf = vec![0_u8; 16 * 1024];
     let mut bytes = 0;
+    let end = copy(from, to, &mut bytes).await;
+    Flow { bytes, end }
+}
+
+async fn copy<R, W>(from: &mut R, to: &mut W, bytes: &mut u64) -> End
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut buf = vec![0_u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) => {
                 let _ = to.shutdown().await;
-                return Flow {
-                    bytes,
-                    end: End::Eof,
-                };
+                return End::Eof;
             }
             Ok(n) => n,
-            Err(err) => {
-                return Flow {
-                    bytes,
-                    end: End::ReadFailed(err),
-                };
-            }
+            Err(err) => return End::ReadFailed(err),
         };
         if let Err(err) = to.write_all(&buf[..n]).await {
-            return Flow {
-                bytes,
-                end: End::WriteFailed(err),
-            };
+            return End::WriteFailed(err);
         }
-        bytes += n as u64;
+        *bytes += n as u64;
     }
 }
 
