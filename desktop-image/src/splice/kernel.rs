@@ -6,7 +6,7 @@
 //!
 //! Not `tokio-splice`'s `zero_copy_bidirectional`: it ends as
 //! `copy_bidirectional` does, at the first error in either direction,
-//! dropping the answer already on its way (see the module above). Here the
+//! dropping the answer already on its way (see [`super`]). Here the
 //! ends are the same as [`super::splice`]'s.
 
 use std::io;

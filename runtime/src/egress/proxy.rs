@@ -1460,7 +1460,6 @@ impl Upstream {
     }
 }
 
-/// A request's method and path (with its query), as events name them.
 /// The bytes of a passed-through tunnel, both ways until both end, counted
 /// into `tally`. A client on a Unix socket (the reverse channel's always
 /// is) is relayed in the kernel ([`splice_sockets`]): a download passed
@@ -1489,6 +1488,7 @@ async fn pass_through(client: Upgraded, mut upstream: TcpStream, tally: &Arc<Tal
     tally.read.fetch_add(down.bytes, Ordering::Relaxed);
 }
 
+/// A request's method and path (with its query), as events name them.
 fn method_and_path<B>(req: &Request<B>) -> (String, String) {
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     (req.method().to_string(), path.to_owned())
