@@ -186,42 +186,37 @@ mod tests {
         (near.unwrap(), far.unwrap().0)
     }
 
+    /// Sends `bytes` and closes its sending half while it reads all the
+    /// other side sends.
+    async fn send_and_receive<S>(stream: S, bytes: Vec<u8>) -> Vec<u8>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite,
+    {
+        let (mut read, mut write) = tokio::io::split(stream);
+        let send = async {
+            write.write_all(&bytes).await.unwrap();
+            write.shutdown().await.unwrap();
+        };
+        let mut got = Vec::new();
+        let ((), received) = tokio::join!(send, read.read_to_end(&mut got));
+        received.unwrap();
+        got
+    }
+
     /// 8 MiB one way while 1 MiB goes the other, both read back whole and
     /// in order, each half-close carried: the relay between a workspace's
     /// TCP client and the host's Unix socket.
     #[tokio::test]
     async fn both_ways_arrive_whole_and_each_half_close_is_carried() {
-        let (mut client, mut relay_tcp) = tcp_pair().await;
-        let (mut relay_unix, mut host) = UnixStream::pair().unwrap();
+        let (client, mut relay_tcp) = tcp_pair().await;
+        let (mut relay_unix, host) = UnixStream::pair().unwrap();
         let relay =
             tokio::spawn(async move { splice_sockets(&mut relay_tcp, &mut relay_unix).await });
         let up: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
         let down: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 241) as u8).collect();
         let (up_sent, down_sent) = (up.clone(), down.clone());
-        let client_side = tokio::spawn(async move {
-            let (mut read, mut write) = client.split();
-            let send = async {
-                write.write_all(&up_sent).await.unwrap();
-                write.shutdown().await.unwrap();
-            };
-            let mut got = Vec::new();
-            let receive = read.read_to_end(&mut got);
-            let ((), received) = tokio::join!(send, receive);
-            received.unwrap();
-            got
-        });
-        let host_side = tokio::spawn(async move {
-            let (mut read, mut write) = host.split();
-            let send = async {
-                write.write_all(&down_sent).await.unwrap();
-                write.shutdown().await.unwrap();
-            };
-            let mut got = Vec::new();
-            let receive = read.read_to_end(&mut got);
-            let ((), received) = tokio::join!(send, receive);
-            received.unwrap();
-            got
-        });
+        let client_side = tokio::spawn(send_and_receive(client, up_sent));
+        let host_side = tokio::spawn(send_and_receive(host, down_sent));
         assert!(client_side.await.unwrap() == down, "the download, whole");
         assert!(host_side.await.unwrap() == up, "the upload, whole");
         let (forward, back) = relay.await.unwrap();
