@@ -107,9 +107,7 @@ fn range(values: &[f64]) -> (f64, f64) {
 }
 
 fn p50_ms(runs: &[(f64, f64)]) -> f64 {
-    let mut secs: Vec<f64> = runs.iter().map(|(s, _)| *s).collect();
-    secs.sort_by(f64::total_cmp);
-    secs.get(secs.len() / 2).copied().unwrap_or(f64::NAN) * 1000.0
+    median(runs.iter().map(|(secs, _)| *secs).collect()) * 1000.0
 }
 
 const FORMAT: &str = "-w '%{time_total} %{size_download}\\n'";
@@ -290,43 +288,48 @@ async fn main() -> anyhow::Result<()> {
     let (blocks, block) = (10, 10);
     let (mut unverified, mut passthrough_small, mut verified, mut intercepted_small) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Each proxied row against the same curl on the host: passthrough
+    // verifies nothing inside (-k: the workspace does not trust the test
+    // origin's CA), intercepted verifies the proxy's leaf with the bundle.
+    let unverified_flags = "-k".to_owned();
+    let verified_flags = format!("--cacert {cacert}");
     for _ in 0..blocks {
-        // Each proxied row against the same curl on the host: passthrough
-        // verifies nothing inside (-k: the workspace does not trust the
-        // test origin's CA), intercepted verifies the proxy's leaf with
-        // the bundle.
-        unverified.extend(timings(
-            &host(&repeat(
-                block,
-                format!("curl -sS -k -o /dev/null {FORMAT} {direct_small}"),
-            ))
-            .await?,
-        ));
-        set_passthrough(true).await?;
-        passthrough_small.extend(timings(
-            &exec(
-                &daemon,
-                &id,
-                &repeat(block, format!("curl -sS -k -o /dev/null {FORMAT} {small}")),
-            )
-            .await?,
-        ));
-        verified.extend(timings(
-            &host(&repeat(
-                block,
-                format!("curl -sS -o /dev/null {FORMAT} --cacert {cacert} {direct_small}"),
-            ))
-            .await?,
-        ));
-        set_passthrough(false).await?;
-        intercepted_small.extend(timings(
-            &exec(
-                &daemon,
-                &id,
-                &repeat(block, format!("curl -sS -o /dev/null {FORMAT} {small}")),
-            )
-            .await?,
-        ));
+        for (passthrough, host_flags, inside_flags, on_host, inside) in [
+            (
+                true,
+                &unverified_flags,
+                "-k ",
+                &mut unverified,
+                &mut passthrough_small,
+            ),
+            (
+                false,
+                &verified_flags,
+                "",
+                &mut verified,
+                &mut intercepted_small,
+            ),
+        ] {
+            on_host.extend(timings(
+                &host(&repeat(
+                    block,
+                    format!("curl -sS {host_flags} -o /dev/null {FORMAT} {direct_small}"),
+                ))
+                .await?,
+            ));
+            set_passthrough(passthrough).await?;
+            inside.extend(timings(
+                &exec(
+                    &daemon,
+                    &id,
+                    &repeat(
+                        block,
+                        format!("curl -sS {inside_flags}-o /dev/null {FORMAT} {small}"),
+                    ),
+                )
+                .await?,
+            ));
+        }
     }
     let n = blocks * block;
     let (k, d, t, i) = (

@@ -1,8 +1,8 @@
 //! The same relay between two sockets, with the bytes never leaving the
 //! kernel: each direction moves them socket → pipe → socket with
 //! `splice(2)`, so a download through the egress relays costs no copy
-//! into and out of a buffer of ours and a system call per 256 KiB rather
-//! than per 16 KiB.
+//! into and out of a buffer of ours, and a system call moves up to 256 KiB
+//! rather than 16 KiB.
 //!
 //! Not `tokio-splice`'s `zero_copy_bidirectional`: it ends as
 //! `copy_bidirectional` does, at the first error in either direction,
